@@ -1,0 +1,66 @@
+"""The `advisor` command line: a thin shell that parses, calls the library, and renders.
+
+Each command group lives in its own module with a ``register(app)`` function. Errors from the library
+(`AdvisorError`) are printed as one line without a traceback and turn into a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+#: Command modules, each exposing ``register(app: typer.Typer) -> None``.
+COMMAND_MODULES = [
+    "advisor.cli.ladder_cmd",
+    "advisor.cli.triton_cmd",
+    "advisor.cli.suite_cmd",
+    "advisor.cli.probe_cmd",
+    "advisor.cli.floors_cmd",
+    "advisor.cli.report_cmd",
+    "advisor.cli.import_cmd",
+    "advisor.cli.router_cmd",
+    "advisor.cli.store_cmd",
+]
+
+
+def build_app() -> typer.Typer:
+    """The Typer application with every command group registered."""
+    app = typer.Typer(
+        name="advisor",
+        help="Find the smallest usable agent per task class on a Triton-served ladder, report it, and route "
+        "live requests to the cheapest rung expected to pass the quality bar.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: run the CLI, turning advisor errors into one-line messages and exit codes."""
+    from advisor.errors import AdvisorError
+
+    try:
+        build_app()(args=argv, prog_name="advisor")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except AdvisorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def console() -> None:
+    """The `advisor` console script."""
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""Placeholder: this command group is filled in by its issue."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""

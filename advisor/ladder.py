@@ -1,0 +1,181 @@
+"""Ladders: an ordered list of rungs (small to large) plus optional roles (orchestrator, judge).
+
+A ladder file is YAML with a `version:`; it is validated on load, and any unknown key, wrong type, missing
+price or duplicate rung name is a `ConfigError` naming the file, the key and the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from advisor.errors import ConfigError, did_you_mean
+from advisor.yamlio import line_of, read_yaml, validate
+
+LADDER_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolCallFormat(str, Enum):
+    """How a model writes tool calls (the vLLM tool-call parser it is served with)."""
+
+    hermes = "hermes"  # <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen3, Orchestrator-8B)
+    qwen3_coder = "qwen3_coder"  # <tool_call><function=name><parameter=k>v</parameter></function></tool_call>
+    qwen3_xml = "qwen3_xml"  # same XML family as qwen3_coder (Super 120B's parser)
+    nemotron_json = "nemotron_json"  # <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>
+
+
+class TokenPrice(_Strict):
+    """List price in USD per million tokens."""
+
+    basis: Literal["tokens"] = "tokens"
+    usd_per_m_input: float = Field(ge=0, description="USD per million input (prompt) tokens.")
+    usd_per_m_output: float = Field(ge=0, description="USD per million output (generated) tokens.")
+    source: str = Field(description="Where the price comes from (provider or 'measured').")
+    as_of: str = Field(description="Date the price was read, YYYY-MM or YYYY-MM-DD.")
+
+    def per_token(self) -> tuple[float, float]:
+        """(input, output) price in USD per single token."""
+        return self.usd_per_m_input / 1e6, self.usd_per_m_output / 1e6
+
+
+class GpuHourPrice(_Strict):
+    """Self-hosted cost: GPU-hour price divided by measured throughput."""
+
+    basis: Literal["gpu_hour"] = "gpu_hour"
+    usd_per_gpu_hour: float = Field(gt=0, description="USD per GPU-hour.")
+    gpus: int = Field(ge=1, description="GPUs one replica of the model occupies.")
+    input_tokens_per_hour: float = Field(gt=0, description="Measured prompt tokens processed per hour per replica.")
+    output_tokens_per_hour: float = Field(gt=0, description="Measured tokens generated per hour per replica.")
+    source: str = Field(description="Where the GPU price and the throughput come from.")
+    as_of: str = Field(description="Date of the measurement, YYYY-MM or YYYY-MM-DD.")
+
+    def per_token(self) -> tuple[float, float]:
+        """(input, output) USD per token: replica-hour cost / tokens per hour."""
+        hour = self.usd_per_gpu_hour * self.gpus
+        return hour / self.input_tokens_per_hour, hour / self.output_tokens_per_hour
+
+
+class StandinParams(_Strict):
+    """Parameters of a simulated (stand-in) rung: a stated, seeded parametric agent model (see standin docs)."""
+
+    capability: float = Field(description="Latent capability on the task-difficulty scale.")
+    skill_uptake: float = Field(default=1.0, ge=0, le=1, description="How much of a skill document it can use above the floor (0-1).")
+    latency_ms: float = Field(default=0.0, ge=0, description="Simulated time per generation, milliseconds.")
+    seed: int = Field(default=0, description="Seed of the simulation (combined with the request).")
+
+
+class Model(_Strict):
+    """A model served by Triton: a rung, or a role such as orchestrator or judge."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Short name used everywhere (CLI, store, reports).")
+    hf_id: str = Field(description="Hugging Face model id (or the id the stand-in mirrors).")
+    params_total_b: float = Field(gt=0, description="Total parameters, billions.")
+    params_active_b: float | None = Field(default=None, gt=0, description="Active parameters per token (MoE), billions.")
+    triton_model: str = Field(description="Model name in the Triton model repository.")
+    url: str | None = Field(default=None, description="Triton gRPC address for this model; defaults to the ladder's.")
+    price: TokenPrice | GpuHourPrice = Field(discriminator="basis", description="How attempts are priced.")
+    context_length: int = Field(gt=0, description="Maximum context in tokens.")
+    max_output_tokens: int = Field(default=2048, gt=0, description="max_tokens sent with every generation.")
+    tool_call_format: ToolCallFormat = Field(description="How the model writes tool calls.")
+    tokenizer_path: str | None = Field(default=None, description="Folder with tokenizer_config.json holding the chat template.")
+    vllm: dict[str, Any] = Field(default_factory=dict, description="vLLM engine arguments rendered into model.json.")
+    self_hosted: bool = Field(default=True, description="Served on the organization's own hardware.")
+    data_leaves_org: bool = Field(default=False, description="Requests leave the organization (a hosted API).")
+    standin: StandinParams | None = Field(default=None, description="Set for simulated stand-in rungs only.")
+
+    @property
+    def simulated(self) -> bool:
+        """True when this model is a CPU stand-in simulation, not a real model."""
+        return self.standin is not None
+
+    def attempt_cost(self, input_tokens: int, output_tokens: int) -> float:
+        """USD for one model call with the given token counts."""
+        pin, pout = self.price.per_token()
+        return input_tokens * pin + output_tokens * pout
+
+
+class Roles(_Strict):
+    """Optional roles a ladder fills besides its rungs."""
+
+    orchestrator: Model | None = None
+    judge: Model | None = None
+
+
+class Ladder(_Strict):
+    """An ordered ladder of rungs, smallest first."""
+
+    version: int = Field(description=f"Ladder file format version (this advisor reads {LADDER_VERSION}).")
+    name: str
+    description: str = ""
+    url: str = Field(default="localhost:8001", description="Default Triton gRPC address.")
+    simulated: bool = Field(default=False, description="True when every model is a CPU stand-in.")
+    rungs: list[Model] = Field(min_length=1)
+    roles: Roles = Field(default_factory=Roles)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Ladder":
+        if self.version != LADDER_VERSION:
+            raise ValueError(f"unsupported ladder version {self.version}; this advisor reads version {LADDER_VERSION}")
+        sims = {m.simulated for m in self.models()}
+        if self.simulated and sims != {True}:
+            raise ValueError("simulated: true but some models have no standin: block")
+        if not self.simulated and True in sims:
+            raise ValueError("some models are stand-ins (standin: block) but the ladder does not say simulated: true")
+        return self
+
+    def models(self) -> list[Model]:
+        """Every model of the ladder: rungs first, then roles."""
+        roles = [m for m in (self.roles.orchestrator, self.roles.judge) if m is not None]
+        return [*self.rungs, *roles]
+
+    def rung(self, name: str) -> Model:
+        """The rung called `name` (ConfigError with a suggestion when unknown)."""
+        for r in self.rungs:
+            if r.name == name:
+                return r
+        raise ConfigError(f"ladder {self.name!r} has no rung {name!r}.{did_you_mean(name, [r.name for r in self.rungs])}")
+
+    def index(self, name: str) -> int:
+        """Position of a rung on the ladder (0 = smallest)."""
+        return [r.name for r in self.rungs].index(self.rung(name).name)
+
+    def url_of(self, model: Model) -> str:
+        """gRPC address serving `model`."""
+        return model.url or self.url
+
+    def config_hash(self) -> str:
+        """sha256 of the resolved ladder (stable JSON), recorded as provenance with every result."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_ladder(path: str | Path) -> Ladder:
+    """Load and validate a ladder YAML file."""
+    data = read_yaml(path)
+    if data is None:
+        raise ConfigError(f"{path}: file is empty")
+    if isinstance(data, dict):
+        _check_unique_names(path, data)
+    return validate(Ladder, data, path)
+
+
+def _check_unique_names(path: str | Path, data: dict) -> None:
+    rungs = data.get("rungs")
+    if not isinstance(rungs, list):
+        return
+    seen: dict[str, int] = {}
+    for i, rung in enumerate(rungs):
+        if isinstance(rung, dict) and isinstance(rung.get("name"), str):
+            name = rung["name"]
+            line = line_of(data, ("rungs", i, "name"))
+            if name in seen:
+                raise ConfigError(f"{path}:{line}: rungs.{i}.name: duplicate rung name {name!r} (also rungs.{seen[name]})")
+            seen[name] = i

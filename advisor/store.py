@@ -1,0 +1,460 @@
+"""The DuckDB store: the one module that owns the advisor's SQL.
+
+One database file holds ladders, suites, tasks, runs (probe, imported and live), per-turn detail, criterion
+results, routing decisions and live outcomes. Migrations are ordered ``m00N_...`` functions recorded in a
+``_migrations`` table and run forward on open. Writes are transactional per run: a crash loses at most the
+run in flight, and run keys are idempotent, so a rerun resumes without duplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from advisor.errors import StoreError
+
+DEFAULT_STORE = "advisor.duckdb"
+
+RUN_KINDS = ("probe", "imported", "live")
+CONDITIONS = ("baseline", "skill")
+STOP_REASONS = (
+    "final", "max_turns", "max_tokens", "timeout", "stuck", "backend_error", "invalid_output",
+    "imported", "interrupted",
+)
+
+
+def now() -> datetime:
+    """Current UTC time (naive, as DuckDB TIMESTAMP stores it)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def text_hash(text: str) -> str:
+    """sha256 of lower-cased, whitespace-collapsed text: the key prompts are stored and joined under."""
+    return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()
+
+
+def make_run_key(*parts: Any) -> str:
+    """Idempotent run key from the parts that identify one episode (kind, suite, task, ladder, rung, ...)."""
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
+
+
+@dataclass
+class RunRecord:
+    """One episode (a probe run, an imported recorded result, or a live routed request)."""
+
+    run_key: str
+    kind: str  #: probe | imported | live
+    suite_name: str
+    suite_hash: str
+    task_id: str
+    task_class: str
+    ladder_name: str
+    ladder_hash: str
+    rung: str
+    rung_position: int  #: 0 = smallest rung of the ladder
+    condition: str = "baseline"  #: baseline | skill
+    replica: int = 0
+    seed: int = 0
+    policy: str = "fixed"  #: fixed | router | orchestrator (which policy chose the rung)
+    prompt_hash: str | None = None
+    stop_reason: str = "final"
+    turns: int = 0
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens_from_server: bool = True  #: False when counts are a fallback estimate (see `error`)
+    cost_usd: float = 0.0
+    cost_estimated: bool = False
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    judge_cost_usd: float = 0.0
+    latency_s: float = 0.0
+    if_score: float | None = None
+    tc_score: float | None = None
+    overall: float | None = None
+    unscored: bool = False
+    unscored_reason: str | None = None
+    bar: float = 75.0
+    near_zero: float = 25.0
+    simulated: bool = False
+    advisor_version: str = ""
+    settings_json: str = "{}"
+    error: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+@dataclass
+class TurnRecord:
+    """One model call of an episode and what came of it."""
+
+    turn: int
+    action: str  #: tool name, 'final', or 'invalid'
+    arguments_json: str = "{}"
+    observation: str = ""  #: truncated observation text
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str = ""
+
+
+@dataclass
+class CriterionResult:
+    """The outcome of one checklist criterion in one run."""
+
+    checklist: str  #: if | tc
+    criterion: str
+    weight: float
+    score: float | None  #: fraction 0-1 of the weight earned; None = could not be checked
+    detail: str = ""
+
+
+_RUN_COLUMNS = [f.name for f in fields(RunRecord)]
+
+
+def _m001_initial(con) -> None:
+    con.execute(
+        """
+        CREATE TABLE ladders (
+            ladder_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, simulated BOOLEAN NOT NULL,
+            config_json VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL);
+        CREATE TABLE rungs (
+            ladder_hash VARCHAR NOT NULL, name VARCHAR NOT NULL, position INTEGER NOT NULL, role VARCHAR NOT NULL,
+            hf_id VARCHAR, triton_model VARCHAR, params_total_b DOUBLE, params_active_b DOUBLE,
+            usd_per_m_input DOUBLE, usd_per_m_output DOUBLE, price_basis VARCHAR, simulated BOOLEAN,
+            self_hosted BOOLEAN, data_leaves_org BOOLEAN, PRIMARY KEY (ladder_hash, name));
+        CREATE TABLE suites (
+            suite_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, source VARCHAR, config_json VARCHAR,
+            recorded_at TIMESTAMP NOT NULL);
+        CREATE TABLE tasks (
+            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
+            has_skill BOOLEAN NOT NULL, prompt_hash VARCHAR, PRIMARY KEY (suite_hash, task_id));
+        CREATE TABLE prompts (prompt_hash VARCHAR PRIMARY KEY, prompt_text VARCHAR NOT NULL);
+        CREATE TABLE runs (
+            run_key VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, suite_name VARCHAR NOT NULL,
+            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
+            ladder_name VARCHAR NOT NULL, ladder_hash VARCHAR NOT NULL, rung VARCHAR NOT NULL,
+            rung_position INTEGER NOT NULL, condition VARCHAR NOT NULL, replica INTEGER NOT NULL,
+            seed BIGINT NOT NULL, policy VARCHAR NOT NULL, prompt_hash VARCHAR, stop_reason VARCHAR NOT NULL,
+            turns INTEGER NOT NULL, model_calls INTEGER NOT NULL, input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL, tokens_from_server BOOLEAN NOT NULL, cost_usd DOUBLE NOT NULL,
+            cost_estimated BOOLEAN NOT NULL, judge_input_tokens BIGINT NOT NULL,
+            judge_output_tokens BIGINT NOT NULL, judge_cost_usd DOUBLE NOT NULL, latency_s DOUBLE NOT NULL,
+            if_score DOUBLE, tc_score DOUBLE, overall DOUBLE, unscored BOOLEAN NOT NULL,
+            unscored_reason VARCHAR, bar DOUBLE NOT NULL, near_zero DOUBLE NOT NULL,
+            simulated BOOLEAN NOT NULL, advisor_version VARCHAR NOT NULL, settings_json VARCHAR NOT NULL,
+            error VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP);
+        CREATE INDEX runs_cell ON runs (suite_name, task_class, rung, condition);
+        CREATE TABLE turns (
+            run_key VARCHAR NOT NULL, turn INTEGER NOT NULL, action VARCHAR NOT NULL, arguments_json VARCHAR,
+            observation VARCHAR, input_tokens BIGINT, output_tokens BIGINT, latency_s DOUBLE,
+            finish_reason VARCHAR, PRIMARY KEY (run_key, turn));
+        CREATE TABLE criterion_results (
+            run_key VARCHAR NOT NULL, checklist VARCHAR NOT NULL, criterion VARCHAR NOT NULL, weight DOUBLE,
+            score DOUBLE, detail VARCHAR, PRIMARY KEY (run_key, checklist, criterion));
+        CREATE TABLE routing_decisions (
+            decision_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, request_hash VARCHAR NOT NULL,
+            prompt_text VARCHAR, task_class VARCHAR, policy VARCHAR NOT NULL, mode VARCHAR NOT NULL,
+            chosen_rung VARCHAR NOT NULL, expected_cost DOUBLE, p_usable DOUBLE, router_version VARCHAR,
+            explanation_json VARCHAR);
+        CREATE TABLE live_outcomes (
+            decision_id VARCHAR NOT NULL, attempt INTEGER NOT NULL, rung VARCHAR NOT NULL,
+            input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE,
+            verified BOOLEAN, accepted BOOLEAN, error VARCHAR, created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (decision_id, attempt));
+        """
+    )
+
+
+#: Ordered forward migrations. Append only; never edit one that has shipped.
+MIGRATIONS: list[tuple[str, Callable]] = [
+    ("m001_initial", _m001_initial),
+]
+
+
+class Store:
+    """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
+
+    def __init__(self, con, path: str):
+        self._con = con
+        self.path = path
+
+    # ----------------------------------------------------------------- opening and migrations
+    @classmethod
+    def open(cls, path: str | Path = DEFAULT_STORE, read_only: bool = False) -> "Store":
+        """Open (creating if needed) and migrate the store at `path`."""
+        import duckdb
+
+        path = str(path)
+        if read_only and path != ":memory:" and not Path(path).exists():
+            raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
+        try:
+            con = duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as exc:
+            raise StoreError(f"{path}: cannot open the store ({str(exc).splitlines()[0]}). "
+                             "Is another advisor process using it?") from None
+        except duckdb.Error as exc:
+            raise StoreError(f"{path}: not a DuckDB store ({str(exc).splitlines()[0]})") from None
+        store = cls(con, path)
+        if not read_only:
+            store.migrate()
+        else:
+            store._check_version()
+        return store
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the file)."""
+        self._con.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations this file has, in order."""
+        con = self._con
+        exists = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = '_migrations'").fetchone()[0]
+        if not exists:
+            return []
+        return [r[0] for r in con.execute("SELECT name FROM _migrations ORDER BY id").fetchall()]
+
+    def _check_version(self) -> list[str]:
+        applied = self.applied_migrations()
+        known = [name for name, _ in MIGRATIONS]
+        unknown = [a for a in applied if a not in known]
+        if unknown:
+            raise StoreError(f"{self.path}: written by a newer advisor (migrations {', '.join(unknown)}); "
+                             "upgrade advisor to read it")
+        return applied
+
+    def migrate(self) -> list[str]:
+        """Run every migration this file lacks, each in its own transaction; return the ones applied."""
+        con = self._con
+        applied = self._check_version()
+        con.execute("CREATE TABLE IF NOT EXISTS _migrations (id INTEGER PRIMARY KEY, name VARCHAR NOT NULL, "
+                    "applied_at TIMESTAMP NOT NULL)")
+        done = []
+        for i, (name, fn) in enumerate(MIGRATIONS, start=1):
+            if name in applied:
+                continue
+            con.execute("BEGIN TRANSACTION")
+            try:
+                fn(con)
+                con.execute("INSERT INTO _migrations VALUES (?, ?, ?)", [i, name, now()])
+                con.execute("COMMIT")
+            except Exception:
+                con.execute("ROLLBACK")
+                raise
+            done.append(name)
+        return done
+
+    # ----------------------------------------------------------------- configuration records
+    def record_ladder(self, ladder) -> str:
+        """Record a ladder and its models (idempotent); return its config hash."""
+        h = ladder.config_hash()
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("INSERT INTO ladders VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [h, ladder.name, ladder.simulated, json.dumps(ladder.model_dump(mode="json")), now()])
+            roles = [(m, "rung", i) for i, m in enumerate(ladder.rungs)]
+            roles += [(m, role, -1) for role, m in (("orchestrator", ladder.roles.orchestrator),
+                                                      ("judge", ladder.roles.judge)) if m is not None]
+            for m, role, pos in roles:
+                pin, pout = m.price.per_token()
+                con.execute(
+                    "INSERT INTO rungs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [h, m.name, pos, role, m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
+                     pin * 1e6, pout * 1e6, m.price.basis, m.simulated, m.self_hosted, m.data_leaves_org])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return h
+
+    def record_suite(self, name: str, suite_hash: str, source: str, config: Any,
+                     tasks: Iterable[tuple[str, str, bool, str | None]],
+                     prompts: Iterable[tuple[str, str]] = ()) -> None:
+        """Record a suite, its tasks ``(task_id, class, has_skill, prompt_hash)`` and prompt texts (idempotent)."""
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("INSERT INTO suites VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [suite_hash, name, source, json.dumps(config, default=str), now()])
+            rows = [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks]
+            if rows:
+                con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
+            prompt_rows = [list(p) for p in prompts]
+            if prompt_rows:
+                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING", prompt_rows)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+
+    # ----------------------------------------------------------------- runs
+    def run_keys(self, kind: str | None = None, suite_hash: str | None = None,
+                 ladder_hash: str | None = None) -> set[str]:
+        """Keys of the runs already stored (to resume without duplicates)."""
+        where, params = _where(kind=kind, suite_hash=suite_hash, ladder_hash=ladder_hash)
+        return {r[0] for r in self._con.execute(f"SELECT run_key FROM runs{where}", params).fetchall()}
+
+    def add_run(self, run: RunRecord, turns: Sequence[TurnRecord] = (),
+                criteria: Sequence[CriterionResult] = ()) -> bool:
+        """Insert one run with its turns and criterion results in one transaction.
+
+        Returns False (and writes nothing) when a run with the same key is already stored.
+        """
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            if con.execute("SELECT 1 FROM runs WHERE run_key = ?", [run.run_key]).fetchone():
+                con.execute("ROLLBACK")
+                return False
+            self._insert_runs([run])
+            if turns:
+                con.executemany("INSERT INTO turns VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [[run.run_key, t.turn, t.action, t.arguments_json, t.observation,
+                                  t.input_tokens, t.output_tokens, t.latency_s, t.finish_reason] for t in turns])
+            if criteria:
+                con.executemany("INSERT INTO criterion_results VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                                [[run.run_key, c.checklist, c.criterion, c.weight, c.score, c.detail]
+                                 for c in criteria])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return True
+
+    def add_runs_bulk(self, runs: Sequence[RunRecord]) -> int:
+        """Insert many runs (e.g. an import) in one transaction, skipping keys already stored; return the count added."""
+        if not runs:
+            return 0
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            self._insert_runs(runs, skip_existing=True)
+            after = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return after - before
+
+    def _insert_runs(self, runs: Sequence[RunRecord], skip_existing: bool = False) -> None:
+        cols = ", ".join(_RUN_COLUMNS)
+        marks = ", ".join("?" for _ in _RUN_COLUMNS)
+        conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
+        self._con.executemany(f"INSERT INTO runs ({cols}) VALUES ({marks}){conflict}",
+                              [[getattr(r, c) for c in _RUN_COLUMNS] for r in runs])
+
+    def delete_runs(self, run_keys: Iterable[str]) -> int:
+        """Delete runs (and their detail) by key, e.g. backend errors to be retried; return the count."""
+        keys = list(run_keys)
+        if not keys:
+            return 0
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in ("turns", "criterion_results", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT unnest(?))", [keys])
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return len(keys)
+
+    def runs(self, **filters: Any) -> list[dict[str, Any]]:
+        """Runs as dicts, filtered by equality on run columns (a list value means IN)."""
+        where, params = _where(**filters)
+        cur = self._con.execute(f"SELECT * FROM runs{where} ORDER BY run_key", params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    def count_runs(self, **filters: Any) -> int:
+        """Number of runs matching equality filters."""
+        where, params = _where(**filters)
+        return self._con.execute(f"SELECT count(*) FROM runs{where}", params).fetchone()[0]
+
+    def prompt_texts(self, hashes: Iterable[str]) -> dict[str, str]:
+        """Prompt text by hash, for the hashes that have one stored."""
+        keys = list(set(hashes))
+        if not keys:
+            return {}
+        rows = self._con.execute("SELECT prompt_hash, prompt_text FROM prompts WHERE prompt_hash IN "
+                                 "(SELECT unnest(?))", [keys]).fetchall()
+        return dict(rows)
+
+    def ladder_config(self, ladder_hash: str) -> dict | None:
+        """The resolved ladder recorded under a hash."""
+        row = self._con.execute("SELECT config_json FROM ladders WHERE ladder_hash = ?", [ladder_hash]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Read-only SQL for reports and tests (SELECT only); rows as dicts."""
+        if not sql.lstrip().lower().startswith(("select", "with")):
+            raise StoreError("Store.query runs SELECT statements only")
+        cur = self._con.execute(sql, list(params))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
+
+    # ----------------------------------------------------------------- routing
+    def add_decision(self, decision_id: str, request_hash: str, policy: str, mode: str, chosen_rung: str,
+                     expected_cost: float | None, p_usable: float | None, router_version: str | None,
+                     explanation: dict, task_class: str | None = None, prompt_text: str | None = None) -> None:
+        """Record one routing decision."""
+        self._con.execute(
+            "INSERT INTO routing_decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [decision_id, now(), request_hash, prompt_text, task_class, policy, mode, chosen_rung,
+             expected_cost, p_usable, router_version, json.dumps(explanation, default=str)])
+
+    def add_outcome(self, decision_id: str, attempt: int, rung: str, input_tokens: int, output_tokens: int,
+                    cost_usd: float, latency_s: float, verified: bool | None, accepted: bool | None,
+                    error: str | None = None) -> None:
+        """Record one attempt of a live routed request."""
+        self._con.execute(
+            "INSERT INTO live_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [decision_id, attempt, rung, input_tokens, output_tokens, cost_usd, latency_s, verified, accepted,
+             error, now()])
+
+    # ----------------------------------------------------------------- export
+    def export_parquet(self, folder: str | Path) -> list[Path]:
+        """Write every table to ``folder/<table>.parquet``; return the files."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        out = []
+        for (table,) in self._con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall():
+            path = folder / f"{table}.parquet"
+            self._con.execute(f"COPY {table} TO '{path}' (FORMAT PARQUET)")
+            out.append(path)
+        return out
+
+
+def _where(**filters: Any) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for col, val in filters.items():
+        if val is None:
+            continue
+        if col not in _RUN_COLUMNS:
+            raise StoreError(f"unknown run column {col!r}")
+        if isinstance(val, (list, tuple, set)):
+            clauses.append(f"{col} IN (SELECT unnest(?))")
+            params.append(list(val))
+        else:
+            clauses.append(f"{col} = ?")
+            params.append(val)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def run_to_dict(run: RunRecord) -> dict[str, Any]:
+    """A RunRecord as a plain dict."""
+    return asdict(run)

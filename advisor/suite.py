@@ -1,0 +1,309 @@
+"""Suites: an organization's tasks grouped in task classes, loaded from YAML and validated.
+
+A task has instructions, an optional skill document (each task then runs with and without it), the tools it
+may use and their fixtures, limits, and two weighted checklists (instruction following, task completion),
+each summing to 100. A criterion is checked deterministically or by a judge rung with a rubric. A task may
+carry a reference trajectory: a known-good sequence of tool calls and final answer, used to self-test the
+checks (the reference must score 100) and by the simulated stand-in rungs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from advisor.errors import ConfigError
+from advisor.yamlio import line_of, read_yaml, validate
+
+SUITE_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Strict):
+    """Budgets of one episode; the loop always ends and records which one stopped it."""
+
+    max_turns: int = Field(default=12, ge=1, description="Model calls per episode.")
+    max_tokens: int = Field(default=60_000, ge=1, description="Input + output tokens per episode.")
+    timeout_s: float = Field(default=120.0, gt=0, description="Wall time per episode, seconds.")
+    max_invalid: int = Field(default=2, ge=1, description="Unparseable replies in a row before `invalid_output`.")
+
+
+class LimitsOverride(_Strict):
+    """Per-task overrides of the suite's default limits."""
+
+    max_turns: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+    max_invalid: int | None = Field(default=None, ge=1)
+
+
+# ----------------------------------------------------------------------------- checks
+# target: where a check looks. "final" = the final answer text; "file:<path>" = a workspace file after the
+# run; "calls" = the JSON list of tool calls the agent made.
+
+class RegexCheck(_Strict):
+    type: Literal["regex"]
+    target: str = "final"
+    pattern: str
+    must_match: bool = True  #: False: the criterion passes when the pattern is absent
+    flags: str = ""  #: any of "i" (ignore case), "m" (multiline), "s" (dot matches newline)
+
+
+class JsonSchemaCheck(_Strict):
+    type: Literal["json_schema"]
+    target: str = "final"
+    schema_: dict[str, Any] = Field(alias="schema")
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class JsonEqualsCheck(_Strict):
+    """The target parses as JSON and the value at `path` (dotted; empty = whole document) equals `value`."""
+
+    type: Literal["json_equals"]
+    target: str = "final"
+    path: str = ""
+    value: Any
+
+
+class FileCheck(_Strict):
+    """A workspace file exists / does not exist / contains text / equals text."""
+
+    type: Literal["file"]
+    path: str
+    exists: bool = True
+    contains: str | None = None
+    equals: str | None = None
+
+
+class StateCheck(_Strict):
+    """An assertion over the fixture API's state after the run: a request was (not) made, or a record holds a value."""
+
+    type: Literal["state"]
+    method: str | None = None
+    path: str | None = None  #: regex on the request path
+    header: dict[str, str] = Field(default_factory=dict)  #: headers the request must carry (value regex)
+    body: dict[str, Any] = Field(default_factory=dict)  #: JSON body keys that must equal these values
+    count: int | None = None  #: exact number of matching requests; default: at least one
+    must_happen: bool = True
+
+
+class ToolCallCheck(_Strict):
+    """The agent called (or never called) a tool, optionally with arguments containing these values."""
+
+    type: Literal["tool_call"]
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    must_happen: bool = True
+    max_calls: int | None = None  #: at most this many calls of the tool
+
+
+class PythonCheck(_Strict):
+    """Run a workspace Python file (sandboxed) with `argv`; passes when stdout contains `expect`."""
+
+    type: Literal["python"]
+    path: str
+    args: list[str] = Field(default_factory=list)
+    expect: str
+
+
+class JudgeCheck(_Strict):
+    """Graded by the ladder's judge role with a rubric (the criterion's description plus `rubric`)."""
+
+    type: Literal["judge"]
+    rubric: str = ""
+
+
+Check = Annotated[
+    Union[RegexCheck, JsonSchemaCheck, JsonEqualsCheck, FileCheck, StateCheck, ToolCallCheck, PythonCheck,
+          JudgeCheck],
+    Field(discriminator="type"),
+]
+
+
+class Criterion(_Strict):
+    """One weighted checklist item."""
+
+    name: str
+    description: str = ""
+    weight: float = Field(gt=0, description="Points of 100 this criterion carries.")
+    check: Check
+
+
+# ----------------------------------------------------------------------------- fixtures and reference
+
+class ApiRoute(_Strict):
+    """One route of the in-process fixture HTTP API."""
+
+    method: str = "GET"
+    path: str  #: exact path, or a regex when it starts with ^
+    status: int = 200
+    response: Any = None  #: JSON body returned
+    require_headers: dict[str, str] = Field(default_factory=dict)  #: else 401 with an error body
+
+
+class Fixtures(_Strict):
+    """What the task's tools see: workspace files, searchable docs, a fixture API."""
+
+    files: dict[str, str] = Field(default_factory=dict)  #: path in workspace -> content
+    docs: dict[str, str] = Field(default_factory=dict)  #: doc id -> text, for search_docs / read_doc
+    api: list[ApiRoute] = Field(default_factory=list)
+
+
+class ReferenceStep(_Strict):
+    """One step of a known-good trajectory."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    how: bool = False  #: True: the step is how the instructions/skill say to work (dropping it costs IF)
+
+
+class Reference(_Strict):
+    """A known-good trajectory: steps then a final answer scoring 100 on both checklists."""
+
+    steps: list[ReferenceStep] = Field(default_factory=list)
+    final: str
+    final_sloppy: str | None = None  #: reaches the goal but ignores how it was asked to (IF loss)
+    final_wrong: str | None = None  #: a plausible but wrong answer (TC loss)
+
+
+class Task(_Strict):
+    """One task of a suite."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    task_class: str = Field(alias="class")
+    instructions: str
+    skill: str | None = None  #: path of a skill document, relative to the suite file
+    skill_text: str | None = None  #: filled on load from `skill`
+    tools: list[str] = Field(default_factory=list)
+    fixtures: Fixtures = Field(default_factory=Fixtures)
+    limits: LimitsOverride = Field(default_factory=LimitsOverride)
+    instruction_following: list[Criterion] = Field(min_length=1)
+    task_completion: list[Criterion] = Field(min_length=1)
+    reference: Reference | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("instruction_following", "task_completion")
+    @classmethod
+    def _weights_sum_to_100(cls, value: list[Criterion]) -> list[Criterion]:
+        total = sum(c.weight for c in value)
+        if abs(total - 100.0) > 1e-6:
+            raise ValueError(f"criterion weights sum to {total:g}, not 100")
+        names = [c.name for c in value]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate criterion name(s): {', '.join(sorted(dup))}")
+        return value
+
+    @property
+    def has_skill(self) -> bool:
+        """True when the task has a skill document (then it runs in both conditions)."""
+        return self.skill_text is not None
+
+    def conditions(self) -> list[str]:
+        """The conditions the task runs under: baseline, plus skill when it has one."""
+        return ["baseline", "skill"] if self.has_skill else ["baseline"]
+
+    def prompt_hash(self) -> str:
+        """Hash of the instructions (the request text a router sees)."""
+        from advisor.store import text_hash
+
+        return text_hash(self.instructions)
+
+
+class TaskClass(_Strict):
+    """A class of tasks the floor is found for."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    verifier: bool = Field(default=True, description="Live answers of this class can be verified (enables retries).")
+
+
+class Suite(_Strict):
+    """A suite of tasks in classes."""
+
+    version: int
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    description: str = ""
+    limits: Limits = Field(default_factory=Limits)
+    classes: list[TaskClass] = Field(min_length=1)
+    tasks: list[Task] = Field(min_length=1)
+    source: str = ""  #: file the suite was loaded from
+
+    @model_validator(mode="after")
+    def _check(self) -> "Suite":
+        if self.version != SUITE_VERSION:
+            raise ValueError(f"unsupported suite version {self.version}; this advisor reads {SUITE_VERSION}")
+        return self
+
+    def limits_for(self, task: Task) -> Limits:
+        """The suite's default limits with the task's overrides applied."""
+        over = {k: v for k, v in task.limits.model_dump().items() if v is not None}
+        return self.limits.model_copy(update=over)
+
+    def task(self, task_id: str) -> Task:
+        """The task with this id."""
+        for t in self.tasks:
+            if t.id == task_id:
+                return t
+        raise KeyError(task_id)
+
+    def config_hash(self) -> str:
+        """sha256 of the resolved suite (skill texts included), recorded as provenance."""
+        body = self.model_dump(mode="json", by_alias=True, exclude={"source"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_suite(path: str | Path, known_tools: set[str] | None = None) -> Suite:
+    """Load and validate a suite YAML file; resolve skill files; check classes, ids and tool names.
+
+    Every problem is a `ConfigError` naming the file, the key and the line.
+    """
+    path = Path(path)
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a suite is a mapping with version, name, classes and tasks")
+    suite = validate(Suite, data, path)
+    return _resolve(suite, data, path, known_tools)
+
+
+def _resolve(suite: Suite, data: dict, path: Path, known_tools: set[str] | None) -> Suite:
+    def where(*loc: Any) -> str:
+        line = line_of(data, loc)
+        return f"{path}:{line}" if line else str(path)
+
+    class_names = {c.name for c in suite.classes}
+    seen: set[str] = set()
+    tasks = []
+    for i, task in enumerate(suite.tasks):
+        if task.id in seen:
+            raise ConfigError(f"{where('tasks', i, 'id')}: tasks.{i}.id: duplicate task id {task.id!r}")
+        seen.add(task.id)
+        if task.task_class not in class_names:
+            from advisor.errors import did_you_mean
+
+            raise ConfigError(f"{where('tasks', i, 'class')}: tasks.{i}.class: unknown class "
+                              f"{task.task_class!r}.{did_you_mean(task.task_class, class_names)}")
+        if known_tools is not None:
+            for j, tool in enumerate(task.tools):
+                if tool not in known_tools:
+                    from advisor.errors import did_you_mean
+
+                    raise ConfigError(f"{where('tasks', i, 'tools', j)}: tasks.{i}.tools.{j}: unknown tool "
+                                      f"{tool!r}.{did_you_mean(tool, known_tools)}")
+        skill_text = task.skill_text
+        if task.skill is not None:
+            skill_path = (path.parent / task.skill)
+            try:
+                skill_text = skill_path.read_text(encoding="utf-8")
+            except OSError:
+                raise ConfigError(f"{where('tasks', i, 'skill')}: tasks.{i}.skill: skill file not found: "
+                                  f"{skill_path}") from None
+        tasks.append(task.model_copy(update={"skill_text": skill_text}))
+    return suite.model_copy(update={"tasks": tasks, "source": str(path)})
