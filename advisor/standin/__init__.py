@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -41,10 +42,12 @@ def truncate_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
 Responder = Callable[[str, dict[str, Any]], Generation]
 
 
-def responder_for(model) -> Responder:
+def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
     """The function that answers requests for a stand-in `model` (a ladder `Model` with a standin block).
 
-    Until the agent model lands this is a trivial simulation that answers with a fixed final text.
+    `suite_paths` are the suites whose tasks the stand-in "knows" (their reference trajectories), so that
+    it can act on them as an agent. Until the agent model lands this is a trivial simulation that answers
+    with a fixed final text.
     """
 
     def respond(prompt: str, sampling: dict[str, Any]) -> Generation:
