@@ -1,0 +1,25 @@
+# Two commands for a fresh machine:
+#   make probe   # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
+#   make test    # set up .venv and run the test suite (starts its own tritonserver)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: probe test setup clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+probe: setup
+	$(BIN)/advisor probe
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) advisor.duckdb advisor.duckdb.wal
