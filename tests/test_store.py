@@ -107,4 +107,6 @@ def test_export_parquet(tmp_path):
         store.add_run(_run())
         files = store.export_parquet(tmp_path / "out")
     assert any(f.name == "runs.parquet" for f in files)
-    assert duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'out' / 'runs.parquet'}'").fetchone()[0] == 1
+    con = duckdb.connect()
+    assert con.execute(f"SELECT count(*) FROM '{tmp_path / 'out' / 'runs.parquet'}'").fetchone()[0] == 1
+    con.close()
