@@ -299,6 +299,42 @@ class Store:
             con.execute("ROLLBACK")
             raise
 
+    def record_import(self, ladder, suite_name: str, suite_hash: str, source: str, config: Any,
+                      tasks: Iterable[tuple[str, str, bool, str | None]], prompts: Iterable[tuple[str, str]],
+                      runs: Sequence[RunRecord]) -> int:
+        """Record an import (ladder, suite, tasks, prompt texts and runs) in ONE transaction: all or nothing.
+
+        Rows already stored are skipped (idempotent re-import); returns the number of runs added.
+        """
+        con = self._con
+        con.execute("BEGIN TRANSACTION")
+        try:
+            h = ladder.config_hash()
+            con.execute("INSERT INTO ladders VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [h, ladder.name, ladder.simulated, json.dumps(ladder.model_dump(mode="json")), now()])
+            con.executemany(
+                "INSERT INTO rungs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [[h, m.name, i, "rung", m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
+                  m.price.per_token()[0] * 1e6, m.price.per_token()[1] * 1e6, m.price.basis, m.simulated,
+                  m.self_hosted, m.data_leaves_org] for i, m in enumerate(ladder.rungs)])
+            con.execute("INSERT INTO suites VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        [suite_hash, suite_name, source, json.dumps(config, default=str), now()])
+            task_rows = [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks]
+            if task_rows:
+                con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", task_rows)
+            prompt_rows = [list(p) for p in prompts]
+            if prompt_rows:
+                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING", prompt_rows)
+            before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            if runs:
+                self._insert_runs(runs, skip_existing=True)
+            after = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return after - before
+
     # ----------------------------------------------------------------- runs
     def run_keys(self, kind: str | None = None, suite_hash: str | None = None,
                  ladder_hash: str | None = None) -> set[str]:
