@@ -1,0 +1,274 @@
+"""Tool-call formats: how a rung is told about its tools and how its replies are parsed.
+
+Each rung declares the `tool_call_format` its vLLM tool-call parser understands (``ladder-facts.md``):
+
+- ``hermes``: ``<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>``
+- ``qwen3_coder`` / ``qwen3_xml``:
+  ``<tool_call><function=read_file><parameter=path>a.py</parameter></function></tool_call>``
+- ``nemotron_json``: ``<TOOLCALL>[{"name": "read_file", "arguments": {"path": "a.py"}}]</TOOLCALL>``
+
+The reply convention the loop applies to every format:
+
+- a reply holding a tool call is an **action**; one call per turn: when a reply holds several, the first is
+  run and the observation says the rest were ignored;
+- a reply with no tool-call marker at all is the **final answer**: the text after the last ``FINAL ANSWER:``
+  marker when there is one, else the whole reply (stripped);
+- a reply that opens a tool call but cannot be parsed (bad JSON, unclosed tag, no name) or is empty is
+  **invalid**; the loop shows the model the parse error as an observation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+FINAL_MARKER = "FINAL ANSWER:"
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """One reply, parsed: an action (`name`, `arguments`), a final answer, or invalid (`error`)."""
+
+    kind: str  #: call | final | invalid
+    name: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    final: str | None = None
+    error: str | None = None
+    extra_calls: int = 0  #: further calls in the same reply that were ignored
+
+
+class ToolFormat(Protocol):
+    """How one tool-call format renders the tool list and a call, and parses replies."""
+
+    name: str
+
+    def render_tools(self, specs: Sequence[Any]) -> str:
+        """The tool list and calling instructions for the system prompt."""
+
+    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """One call written the way this format's models write it."""
+
+    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
+        """Parse one model reply."""
+
+
+def _spec_dict(spec: Any) -> dict[str, Any]:
+    """A ToolSpec (object with name/description/parameters, or a dict) as a plain dict."""
+    if isinstance(spec, dict):
+        return {"name": spec["name"], "description": spec.get("description", ""),
+                "parameters": spec.get("parameters") or {"type": "object", "properties": {}}}
+    return {"name": spec.name, "description": getattr(spec, "description", ""),
+            "parameters": getattr(spec, "parameters", None) or {"type": "object", "properties": {}}}
+
+
+def _final_text(text: str) -> str:
+    idx = text.rfind(FINAL_MARKER)
+    return (text[idx + len(FINAL_MARKER):] if idx >= 0 else text).strip()
+
+
+def _final_or_empty(text: str) -> Parsed:
+    final = _final_text(text)
+    if not final:
+        return Parsed("invalid", error="empty reply: write a tool call, or your answer after 'FINAL ANSWER:'")
+    return Parsed("final", final=final)
+
+
+_FINAL_HELP = (f"When you are done, reply with no tool call: write '{FINAL_MARKER}' followed by your answer. "
+               "Make exactly one tool call per reply and wait for its result.")
+
+
+# ----------------------------------------------------------------------------- JSON formats
+def _json_call(obj: Any, where: str) -> tuple[str, dict[str, Any]] | str:
+    """(name, arguments) from a decoded call object, or an error string."""
+    if not isinstance(obj, dict):
+        return f"{where}: expected an object with 'name' and 'arguments'"
+    name = obj.get("name")
+    if not isinstance(name, str) or not name:
+        return f"{where}: the call has no 'name'"
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):  # some models double-encode the arguments
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"{where}: 'arguments' of {name!r} is not valid JSON ({exc.msg})"
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        return f"{where}: 'arguments' of {name!r} must be an object"
+    return name, args
+
+
+class HermesFormat:
+    """``<tool_call>{json}</tool_call>`` (Qwen3, Nemotron-Orchestrator-8B; vLLM parser ``hermes``)."""
+
+    name = "hermes"
+    _BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+    def render_tools(self, specs: Sequence[Any]) -> str:
+        """Tool signatures as JSON lines inside <tools></tools>, then how to call them."""
+        lines = "\n".join(json.dumps({"type": "function", "function": _spec_dict(s)}) for s in specs)
+        return ("# Tools\n\nYou may call one of these functions. Their signatures are inside <tools></tools>:\n"
+                f"<tools>\n{lines}\n</tools>\n\nTo call a function, reply with a JSON object holding its name "
+                "and arguments inside <tool_call></tool_call> tags:\n<tool_call>\n"
+                '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n' + _FINAL_HELP)
+
+    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """A hermes call block."""
+        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
+        """First <tool_call> block, else final answer; an unclosed or undecodable block is invalid."""
+        blocks = self._BLOCK.findall(text)
+        if not blocks:
+            if "<tool_call>" in text:
+                return Parsed("invalid", error="a <tool_call> tag is not closed with </tool_call>")
+            return _final_or_empty(text)
+        try:
+            obj = json.loads(blocks[0].strip())
+        except json.JSONDecodeError as exc:
+            return Parsed("invalid", error=f"<tool_call> content is not valid JSON ({exc.msg} at char {exc.pos})")
+        got = _json_call(obj, "<tool_call>")
+        if isinstance(got, str):
+            return Parsed("invalid", error=got)
+        return Parsed("call", name=got[0], arguments=got[1], extra_calls=len(blocks) - 1)
+
+
+class NemotronJsonFormat:
+    """``<TOOLCALL>[{json}, ...]</TOOLCALL>`` (Nemotron Nano v2; vLLM parser plugin ``nemotron_json``)."""
+
+    name = "nemotron_json"
+    _BLOCK = re.compile(r"<TOOLCALL>(.*?)</TOOLCALL>", re.S)
+
+    def render_tools(self, specs: Sequence[Any]) -> str:
+        """The tool list inside <AVAILABLE_TOOLS></AVAILABLE_TOOLS>, then how to call one."""
+        tools = json.dumps([_spec_dict(s) for s in specs])
+        return (f"<AVAILABLE_TOOLS>{tools}</AVAILABLE_TOOLS>\n\nTo call a tool, reply with a JSON list holding "
+                'one call inside <TOOLCALL></TOOLCALL>: <TOOLCALL>[{"name": "<tool>", "arguments": {...}}]'
+                "</TOOLCALL>\n" + _FINAL_HELP)
+
+    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """A TOOLCALL block with one call."""
+        return f"<TOOLCALL>{json.dumps([{'name': name, 'arguments': arguments}])}</TOOLCALL>"
+
+    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
+        """First call of the first <TOOLCALL> list, else final answer."""
+        blocks = self._BLOCK.findall(text)
+        if not blocks:
+            if "<TOOLCALL>" in text:
+                return Parsed("invalid", error="a <TOOLCALL> tag is not closed with </TOOLCALL>")
+            return _final_or_empty(text)
+        try:
+            obj = json.loads(blocks[0].strip())
+        except json.JSONDecodeError as exc:
+            return Parsed("invalid", error=f"<TOOLCALL> content is not valid JSON ({exc.msg} at char {exc.pos})")
+        calls = obj if isinstance(obj, list) else [obj]
+        if not calls:
+            return Parsed("invalid", error="<TOOLCALL> holds an empty list")
+        got = _json_call(calls[0], "<TOOLCALL>")
+        if isinstance(got, str):
+            return Parsed("invalid", error=got)
+        return Parsed("call", name=got[0], arguments=got[1], extra_calls=len(calls) - 1 + len(blocks) - 1)
+
+
+# ----------------------------------------------------------------------------- XML formats
+def _param_types(specs: Sequence[Any], tool: str) -> dict[str, str]:
+    for s in specs:
+        d = _spec_dict(s)
+        if d["name"] == tool:
+            props = (d["parameters"] or {}).get("properties", {}) or {}
+            return {k: (v or {}).get("type", "") if isinstance(v, dict) else "" for k, v in props.items()}
+    return {}
+
+
+def _convert(value: str, declared: str) -> Any:
+    """A parameter's text as the type its schema declares (untyped: JSON when it decodes, else text)."""
+    if declared == "string":
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+class QwenXmlFormat:
+    """``<tool_call><function=NAME><parameter=K>V</parameter></function></tool_call>``.
+
+    Used by the vLLM parsers ``qwen3_coder`` (Nemotron 3 Nano 30B) and ``qwen3_xml`` (Nemotron 3 Super 120B).
+    Parameter values are text; non-string values are written as JSON and converted back using the tool's
+    parameter schema.
+    """
+
+    _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+    _FUNC = re.compile(r"<function=([^>\s]+)\s*>(.*?)</function>", re.S)
+    _PARAM = re.compile(r"<parameter=([^>\s]+)\s*>(.*?)</parameter>", re.S)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def render_tools(self, specs: Sequence[Any]) -> str:
+        """Tools as <function> entries inside <tools></tools>, then the calling syntax."""
+        parts = []
+        for s in specs:
+            d = _spec_dict(s)
+            params = []
+            props = d["parameters"].get("properties", {}) or {}
+            required = set(d["parameters"].get("required", []) or [])
+            for k, v in props.items():
+                v = v if isinstance(v, dict) else {}
+                req = " (required)" if k in required else ""
+                params.append(f"<parameter><name>{k}</name><type>{v.get('type', 'string')}</type>"
+                              f"<description>{v.get('description', '')}{req}</description></parameter>")
+            parts.append(f"<function>\n<name>{d['name']}</name>\n<description>{d['description']}</description>\n"
+                         f"<parameters>\n{chr(10).join(params)}\n</parameters>\n</function>")
+        return ("# Tools\n\nYou have access to these functions:\n\n<tools>\n" + "\n".join(parts) + "\n</tools>\n\n"
+                "To call a function, reply with:\n<tool_call>\n<function=example_function_name>\n"
+                "<parameter=example_parameter>\nvalue\n</parameter>\n</function>\n</tool_call>\n" + _FINAL_HELP)
+
+    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """One XML call; strings raw, other values as JSON."""
+        params = "".join(f"<parameter={k}>\n{v if isinstance(v, str) else json.dumps(v)}\n</parameter>\n"
+                         for k, v in arguments.items())
+        return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
+
+    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
+        """First <function=...> inside <tool_call>, else final answer."""
+        blocks = self._CALL.findall(text)
+        if not blocks:
+            if "<tool_call>" in text or "<function=" in text:
+                return Parsed("invalid", error="a tool call is not closed: write <tool_call><function=NAME>"
+                                               "<parameter=K>V</parameter></function></tool_call>")
+            return _final_or_empty(text)
+        func = self._FUNC.search(blocks[0])
+        if func is None:
+            return Parsed("invalid", error="<tool_call> holds no complete <function=NAME>...</function>")
+        name, body = func.group(1), func.group(2)
+        types = _param_types(specs, name)
+        args: dict[str, Any] = {}
+        for key, raw in self._PARAM.findall(body):
+            value = raw[1:] if raw.startswith("\n") else raw
+            value = value[:-1] if value.endswith("\n") else value
+            args[key] = _convert(value, types.get(key, ""))
+        if "<parameter=" in self._PARAM.sub("", body):
+            return Parsed("invalid", error=f"a <parameter=...> of {name!r} is not closed with </parameter>")
+        return Parsed("call", name=name, arguments=args, extra_calls=len(blocks) - 1)
+
+
+FORMATS: dict[str, ToolFormat] = {
+    "hermes": HermesFormat(),
+    "qwen3_coder": QwenXmlFormat("qwen3_coder"),
+    "qwen3_xml": QwenXmlFormat("qwen3_xml"),
+    "nemotron_json": NemotronJsonFormat(),
+}
+
+
+def format_for(name: Any) -> ToolFormat:
+    """The format called `name` (a string or a `ToolCallFormat` enum); ConfigError when unknown."""
+    key = getattr(name, "value", name)
+    try:
+        return FORMATS[key]
+    except KeyError:
+        from advisor.errors import ConfigError, did_you_mean
+
+        raise ConfigError(f"unknown tool_call_format {key!r}.{did_you_mean(str(key), list(FORMATS))}") from None
