@@ -1,0 +1,106 @@
+"""Workspace file tools: list_files, read_file, write_file.
+
+Every path is relative to the episode's scratch workspace. A path that escapes it (absolute paths, ``..``,
+symlinks pointing outside) is refused with a `ToolError`, never followed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from advisor.tools.base import ToolError, ToolSpec, object_schema
+
+MAX_READ_CHARS = 20_000  #: read_file returns at most this many characters (the rest is cut, with a note)
+MAX_WRITE_CHARS = 1_000_000  #: write_file refuses larger contents
+MAX_LIST_ENTRIES = 200
+
+
+def resolve_in_workspace(workspace: Path, rel: str) -> Path:
+    """The absolute path of `rel` inside `workspace`; raise `ToolError` when it would escape the workspace."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise ToolError("path must be a non-empty string relative to the workspace")
+    if "\x00" in rel:
+        raise ToolError("path contains a NUL byte")
+    root = workspace.resolve()
+    candidate = Path(rel)
+    if candidate.is_absolute():
+        raise ToolError(f"sandbox: path {rel!r} is absolute; use a path relative to the workspace")
+    target = (root / candidate).resolve()
+    if target != root and root not in target.parents:
+        raise ToolError(f"sandbox: path {rel!r} escapes the workspace; only files inside it can be used")
+    return target
+
+
+class ListFiles:
+    """List the files of the workspace (or of a folder inside it)."""
+
+    spec = ToolSpec(
+        name="list_files",
+        description="List the files in the workspace (recursively), or in a folder inside it.",
+        parameters=object_schema({"path": {"type": "string", "description": "Folder relative to the workspace; default '.'."}}, []),
+    )
+
+    async def run(self, env, arguments: dict[str, Any]) -> str:
+        """Return one relative path per line, with sizes."""
+        folder = resolve_in_workspace(env.workspace, arguments.get("path", "."))
+        if not folder.is_dir():
+            raise ToolError(f"no such folder in the workspace: {arguments.get('path')!r}")
+        root = env.workspace.resolve()
+        rows = []
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                rows.append(f"{path.relative_to(root).as_posix()}  ({path.stat().st_size} bytes)")
+        if not rows:
+            return "(no files)"
+        more = len(rows) - MAX_LIST_ENTRIES
+        rows = rows[:MAX_LIST_ENTRIES] + ([f"... and {more} more"] if more > 0 else [])
+        return "\n".join(rows)
+
+
+class ReadFile:
+    """Read a text file of the workspace."""
+
+    spec = ToolSpec(
+        name="read_file",
+        description="Read a text file from the workspace.",
+        parameters=object_schema({"path": {"type": "string", "description": "File path relative to the workspace."}}, ["path"]),
+    )
+
+    async def run(self, env, arguments: dict[str, Any]) -> str:
+        """Return the file's text (cut after MAX_READ_CHARS characters)."""
+        path = resolve_in_workspace(env.workspace, arguments["path"])
+        if not path.is_file():
+            raise ToolError(f"no such file in the workspace: {arguments['path']!r}")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if len(text) > MAX_READ_CHARS:
+            return text[:MAX_READ_CHARS] + f"\n[... cut: file has {len(text)} characters]"
+        return text
+
+
+class WriteFile:
+    """Write (create or replace) a text file in the workspace."""
+
+    spec = ToolSpec(
+        name="write_file",
+        description="Create or overwrite a text file in the workspace with the given content.",
+        parameters=object_schema({
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "content": {"type": "string", "description": "The full new content of the file."},
+        }, ["path", "content"]),
+    )
+
+    async def run(self, env, arguments: dict[str, Any]) -> str:
+        """Write the file (creating folders) and report its size."""
+        content = arguments["content"]
+        if len(content) > MAX_WRITE_CHARS:
+            raise ToolError(f"content too large ({len(content)} characters; limit {MAX_WRITE_CHARS})")
+        path = resolve_in_workspace(env.workspace, arguments["path"])
+        if path.is_dir():
+            raise ToolError(f"{arguments['path']!r} is a folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        return f"wrote {len(content.encode('utf-8'))} bytes to {arguments['path']}"
+
+
+FILE_TOOLS = (ListFiles(), ReadFile(), WriteFile())
