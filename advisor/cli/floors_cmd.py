@@ -1,7 +1,95 @@
-"""Placeholder: this command group is filled in by its issue."""
+"""`advisor floors`: the smallest usable rung per task class and condition, from the runs in a store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
+from advisor.store import DEFAULT_STORE
+
+StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
+
+
+def settings_options(bar: float, near_zero: float, target: float, confidence: float, k: int,
+                     false_accept: float, false_reject: float):
+    """FloorSettings from CLI options (shared with `advisor report`)."""
+    from advisor.floors import FloorSettings
+
+    return FloorSettings(bar=bar, near_zero=near_zero, target=target, confidence=confidence, k=k,
+                         false_accept=false_accept, false_reject=false_reject)
+
+
+# Option declarations shared by `floors` and `report`.
+BarOpt = Annotated[float, typer.Option("--bar", help="A run is usable when overall >= bar (0-100).")]
+NearZeroOpt = Annotated[float, typer.Option("--near-zero", help="A run is near-zero when overall < this.")]
+TargetOpt = Annotated[float, typer.Option("--target", help="Usable rate a class needs (0-1).")]
+ConfidenceOpt = Annotated[float, typer.Option("--confidence", help="Two-sided level of the Wilson interval.")]
+KOpt = Annotated[int, typer.Option("--k", help="Attempts per rung before escalating (with a verifier).")]
+FalseAcceptOpt = Annotated[float, typer.Option("--false-accept", help="Verifier P(accept | not usable).")]
+FalseRejectOpt = Annotated[float, typer.Option("--false-reject", help="Verifier P(reject | usable).")]
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `floors` command."""
+    app.command("floors")(floors)
+
+
+def floors(store: StoreOpt = Path(DEFAULT_STORE),
+           suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
+                                                        "holds several).")] = None,
+           task_class: Annotated[Optional[list[str]], typer.Option("--class", help="Only this task class "
+                                                                   "(repeatable).")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+           bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
+           confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
+           false_reject: FalseRejectOpt = 0.0) -> None:
+    """Per class and condition: usable rate with its interval per rung, the floor, and the recommended rung."""
+    from advisor.floors import find_floors
+    from advisor.store import Store
+
+    settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
+    with Store.open(store, read_only=True) as s:
+        result = find_floors(s, suite, settings, classes=task_class)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        return
+    typer.echo(render_text(result))
+
+
+def _money(x: float | None) -> str:
+    return "-" if x is None else f"${x:.4f}"
+
+
+def _num(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def render_text(result) -> str:
+    """The floors as plain text, one block per class and condition."""
+    s = result.settings
+    lines = [f"suite {result.suite}: {result.runs} runs ({result.unscored} unscored, left out of rates)",
+             f"bar {s.bar:g}, near-zero < {s.near_zero:g}, target usable rate {s.target:.0%} at "
+             f"{s.confidence:.0%} confidence (Wilson), k={s.k}, verifier false accept {s.false_accept:g} / "
+             f"false reject {s.false_reject:g}"]
+    if result.simulated_runs:
+        lines.append(f"SIMULATED: {result.simulated_runs} runs come from stand-in rungs, not real models")
+    for cf in result.classes:
+        lines.append("")
+        lines.append(f"{cf.task_class} [{cf.condition}]  floor: {cf.floor or 'none'} ({cf.floor_status})  "
+                     f"recommended: {cf.recommended or '-'}  first-time: {cf.first_time or '-'}")
+        lines.append(f"  {'rung':<14}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
+                     f"{'overall':>8}{'turns ok/fail':>14}{'$/attempt':>11}{'$/usable':>10}{'pts/$':>8}  status")
+        for v in cf.rungs:
+            c = v.stats
+            lo, hi = c.interval
+            rate = "-" if c.usable_rate is None else f"{c.usable_rate:.0%} ({lo:.2f}-{hi:.2f})"
+            turns = f"{_num(c.turns_success)}/{_num(c.turns_failure)}"
+            lines.append(f"  {c.rung:<14}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
+                         f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
+                         f"{_money(c.cost_per_attempt):>11}{_money(v.cost_per_usable):>10}"
+                         f"{_num(v.points_per_dollar, '{:.0f}'):>8}  {v.status}: {v.reason}")
+        lines.append(f"  note: {cf.note}")
+    return "\n".join(lines)

@@ -1,0 +1,343 @@
+"""The floor finder: per task class and condition, which rungs pass the quality bar, and which one to use.
+
+For every (class, condition, rung) cell of a suite's probe (and imported) runs it computes the usable rate
+with a Wilson interval, near-zero and non-convergence rates, mean scores, turns split by outcome, cost per
+attempt and cost per usable result with retries and escalation (`advisor.scores.chain_outcome`).
+
+Decisions, with ``target`` the usable rate a class needs and ``confidence`` the level of a two-sided Wilson
+interval (so each one-sided decision holds at (1 + confidence) / 2):
+
+- a rung **clears** when the interval's lower bound >= target, is **below** when its upper bound < target,
+  and is **undecided** otherwise;
+- the **floor** is the smallest rung that clears; it is *decided* when every smaller rung is below and
+  *provisional* when a smaller rung is still undecided;
+- the **recommendation** is the rung at or above the floor with the lowest cost per usable result, retries
+  (k attempts per rung, a verifier with the stated error rates) and escalation to larger rungs included;
+  ``first_time`` is the same choice when results must be usable first time (one attempt, no verifier:
+  cost c, quality p, so c / p).
+
+Unscored runs are left out of every rate and counted apart; they still cost money, so they count in cost
+per attempt. A run *does not converge* when its loop stopped for a reason other than a final answer
+(max_turns, max_tokens, timeout, stuck, invalid_output); backend errors, interruptions and imported runs
+(whose stop reason is unknown) are not counted as the model's failure to converge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import Any, Iterable, Sequence
+
+from advisor.errors import DataError, did_you_mean
+from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Step, Verifier, chain_outcome, points_per_dollar
+
+#: Stop reasons that mean the agent loop did not converge to an answer.
+NONCONVERGED = ("max_turns", "max_tokens", "timeout", "stuck", "invalid_output")
+#: Run kinds the floor finder reads (live routed runs are chosen by a policy and would bias the rates).
+FLOOR_KINDS = ("probe", "imported")
+#: Columns the floor finder needs from the runs table.
+RUN_FIELDS = ("suite_name", "task_id", "task_class", "rung", "rung_position", "condition", "replica",
+              "stop_reason", "turns", "cost_usd", "judge_cost_usd", "if_score", "tc_score", "overall",
+              "unscored", "simulated")
+
+
+@dataclass(frozen=True)
+class FloorSettings:
+    """The settings every floor decision depends on (recorded in each report)."""
+
+    bar: float = DEFAULT_BAR  #: a run is usable when overall >= bar
+    near_zero: float = DEFAULT_NEAR_ZERO  #: a run is near-zero when overall < near_zero
+    target: float = 0.8  #: the usable rate a class needs
+    confidence: float = 0.9  #: two-sided level of the Wilson interval
+    k: int = 3  #: attempts per rung before escalating (with a verifier)
+    false_accept: float = 0.0  #: verifier P(accept | not usable)
+    false_reject: float = 0.0  #: verifier P(reject | usable)
+
+    def __post_init__(self) -> None:
+        checks = [(0 < self.target < 1, "target must be between 0 and 1 (exclusive)"),
+                  (0 < self.confidence < 1, "confidence must be between 0 and 1 (exclusive)"),
+                  (self.k >= 1, "k (attempts per rung) must be at least 1"),
+                  (0 <= self.false_accept < 1 and 0 <= self.false_reject < 1,
+                   "verifier error rates must be in [0, 1)"),
+                  (0 <= self.near_zero <= self.bar <= 100, "need 0 <= near_zero <= bar <= 100")]
+        for ok, msg in checks:
+            if not ok:
+                raise DataError(f"floor settings: {msg}")
+
+    @property
+    def verifier(self) -> Verifier:
+        """The verifier used for retries."""
+        return Verifier(self.false_accept, self.false_reject)
+
+    @property
+    def z(self) -> float:
+        """Normal quantile of the two-sided interval."""
+        return z_for(self.confidence)
+
+
+def z_for(confidence: float) -> float:
+    """The normal quantile z of a two-sided interval at `confidence` (1.645 for 0.9, 1.960 for 0.95)."""
+    return NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.9) -> tuple[float, float]:
+    """Two-sided Wilson score interval of a binomial proportion; (0, 1) when n == 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes={successes} outside 0..n={n}")
+    z = z_for(confidence)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+@dataclass
+class CellStats:
+    """What the runs of one (class, condition, rung) cell show."""
+
+    task_class: str
+    condition: str
+    rung: str
+    rung_position: int
+    runs: int = 0
+    unscored: int = 0
+    scored: int = 0
+    usable: int = 0
+    near_zero: int = 0
+    nonconverged: int = 0
+    simulated_runs: int = 0
+    usable_rate: float | None = None  #: usable / scored
+    interval: tuple[float, float] = (0.0, 1.0)
+    near_zero_rate: float | None = None  #: near-zero / scored
+    nonconvergence_rate: float | None = None  #: non-converged / runs
+    mean_if: float | None = None
+    mean_tc: float | None = None
+    mean_overall: float | None = None
+    turns_success: float | None = None  #: mean turns of usable runs
+    turns_failure: float | None = None  #: mean turns of scored runs below the bar
+    cost_per_attempt: float | None = None  #: mean solve cost of every run, unscored ones included
+    judge_cost_per_attempt: float | None = None
+
+
+def cell_stats(rows: Iterable[dict[str, Any]], settings: FloorSettings) -> list[CellStats]:
+    """Aggregate run rows (dicts with `RUN_FIELDS`) into cells, ordered by class, condition, rung position."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["task_class"], r["condition"], r["rung"]), []).append(r)
+    cells = []
+    for (cls, cond, rung), rs in groups.items():
+        scored = [r for r in rs if not r["unscored"] and r["overall"] is not None]
+        ok = [r for r in scored if r["overall"] >= settings.bar]
+        bad = [r for r in scored if r["overall"] < settings.bar]
+        c = CellStats(cls, cond, rung, min(r["rung_position"] for r in rs), runs=len(rs))
+        c.unscored = len(rs) - len(scored)
+        c.scored, c.usable = len(scored), len(ok)
+        c.near_zero = sum(1 for r in scored if r["overall"] < settings.near_zero)
+        c.nonconverged = sum(1 for r in rs if r["stop_reason"] in NONCONVERGED)
+        c.simulated_runs = sum(1 for r in rs if r["simulated"])
+        if scored:
+            c.usable_rate = c.usable / c.scored
+            c.near_zero_rate = c.near_zero / c.scored
+        c.interval = wilson_interval(c.usable, c.scored, settings.confidence)
+        c.nonconvergence_rate = c.nonconverged / c.runs
+        c.mean_if = _mean([r["if_score"] for r in scored if r["if_score"] is not None])
+        c.mean_tc = _mean([r["tc_score"] for r in scored if r["tc_score"] is not None])
+        c.mean_overall = _mean([r["overall"] for r in scored])
+        c.turns_success = _mean([r["turns"] for r in ok])
+        c.turns_failure = _mean([r["turns"] for r in bad])
+        c.cost_per_attempt = _mean([r["cost_usd"] for r in rs])
+        c.judge_cost_per_attempt = _mean([r["judge_cost_usd"] for r in rs])
+        cells.append(c)
+    cells.sort(key=lambda c: (c.task_class, c.condition, c.rung_position, c.rung))
+    return cells
+
+
+@dataclass
+class RungVerdict:
+    """One rung of one class and condition: its statistics, status and money."""
+
+    stats: CellStats
+    status: str  #: clears | below | undecided
+    reason: str  #: why (for below: does not converge vs converges to poor results)
+    why_below: str | None = None  #: does_not_converge | poor_results (below only)
+    cost_per_usable: float | None = None  #: chain from this rung up, k retries, escalation
+    chain_p_usable: float | None = None  #: P(usable) of that chain
+    first_time_cost_per_usable: float | None = None  #: one attempt, no verifier: c / p
+    points_per_dollar: float | None = None  #: mean overall / cost per attempt (beside cost per usable only)
+
+
+@dataclass
+class ClassFloor:
+    """The floor and recommendation of one task class under one condition."""
+
+    task_class: str
+    condition: str
+    rungs: list[RungVerdict]
+    floor: str | None  #: smallest rung that clears, or None
+    floor_status: str  #: decided | provisional | none
+    recommended: str | None  #: lowest cost per usable result at/above the floor (retries allowed)
+    first_time: str | None  #: the same when results must be usable first time
+    first_time_changes: bool
+    note: str
+
+    def verdict(self, rung: str) -> RungVerdict | None:
+        """The verdict of one rung, or None when it has no runs."""
+        return next((v for v in self.rungs if v.stats.rung == rung), None)
+
+
+def _status(c: CellStats, s: FloorSettings) -> tuple[str, str, str | None]:
+    lo, hi = c.interval
+    rate = "no scored runs" if c.usable_rate is None else f"usable {c.usable}/{c.scored} = {c.usable_rate:.0%}"
+    ci = f"{s.confidence:.0%} interval {lo:.2f}-{hi:.2f}"
+    if c.scored and lo >= s.target:
+        return "clears", f"{rate}, {ci} >= target {s.target:.2f}", None
+    if c.scored and hi < s.target:
+        fails = c.runs - c.unscored - c.usable
+        if c.nonconverged and c.nonconverged >= 0.5 * max(1, fails):
+            return ("below", f"does not converge: {c.nonconverged}/{c.runs} runs stop without a final answer; "
+                    f"{rate}, {ci} < target", "does_not_converge")
+        mean = "n/a" if c.mean_overall is None else f"{c.mean_overall:.1f}"
+        return ("below", f"converges to poor results: mean overall {mean}, {rate}, {ci} < target",
+                "poor_results")
+    more = f" ({c.unscored} unscored)" if c.unscored else ""
+    return "undecided", f"{rate}{more}, {ci} straddles target {s.target:.2f}: needs more runs", None
+
+
+def decide(cells: Sequence[CellStats], settings: FloorSettings) -> list[ClassFloor]:
+    """Floors and recommendations per (class, condition) from cell statistics."""
+    groups: dict[tuple[str, str], list[CellStats]] = {}
+    for c in cells:
+        groups.setdefault((c.task_class, c.condition), []).append(c)
+    out = []
+    for (cls, cond), cs in sorted(groups.items()):
+        cs = sorted(cs, key=lambda c: c.rung_position)
+        verdicts = [RungVerdict(c, *_status(c, settings)) for c in cs]
+        for i, v in enumerate(verdicts):
+            c = v.stats
+            if c.cost_per_attempt is None:
+                continue
+            steps = [Step(p=w.stats.usable_rate or 0.0, cost=w.stats.cost_per_attempt or 0.0, k=settings.k,
+                          name=w.stats.rung) for w in verdicts[i:]]
+            chain = chain_outcome(steps, settings.verifier)
+            v.cost_per_usable = _finite(chain.cost_per_usable)
+            v.chain_p_usable = chain.p_usable
+            single = chain_outcome(steps[:1], verifier=None)
+            v.first_time_cost_per_usable = _finite(single.cost_per_usable)
+            v.points_per_dollar = points_per_dollar(c.mean_overall, c.cost_per_attempt)
+        out.append(_floor_of(cls, cond, verdicts))
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else x
+
+
+def _floor_of(cls: str, cond: str, verdicts: list[RungVerdict]) -> ClassFloor:
+    idx = next((i for i, v in enumerate(verdicts) if v.status == "clears"), None)
+    if idx is None:
+        undecided = [v.stats.rung for v in verdicts if v.status == "undecided"]
+        note = (f"no rung clears the target yet; undecided: {', '.join(undecided)}" if undecided
+                else "no rung on the ladder clears the target")
+        return ClassFloor(cls, cond, verdicts, None, "none", None, None, False, note)
+    floor = verdicts[idx].stats.rung
+    pending = [v.stats.rung for v in verdicts[:idx] if v.status != "below"]
+    status = "provisional" if pending else "decided"
+    eligible = [v for v in verdicts[idx:] if v.status != "below"]
+
+    def pick(attr: str) -> str | None:
+        priced = [v for v in eligible if getattr(v, attr) is not None]
+        return min(priced, key=lambda v: getattr(v, attr)).stats.rung if priced else None
+
+    rec, first = pick("cost_per_usable"), pick("first_time_cost_per_usable")
+    note = f"floor {floor}" + (f" (provisional: {', '.join(pending)} undecided)" if pending else "")
+    if rec and first and rec != first:
+        note += f"; if results must be usable first time, use {first} instead of {rec}"
+    return ClassFloor(cls, cond, verdicts, floor, status, rec, first, bool(rec and first and rec != first), note)
+
+
+@dataclass
+class FloorReport:
+    """Every class's floors for one suite, with the settings they were decided under."""
+
+    suite: str
+    settings: FloorSettings
+    classes: list[ClassFloor]
+    runs: int
+    unscored: int
+    simulated_runs: int
+    rung_order: list[str] = field(default_factory=list)
+
+    def get(self, task_class: str, condition: str) -> ClassFloor | None:
+        """The floor of one class and condition, or None."""
+        return next((c for c in self.classes if c.task_class == task_class and c.condition == condition), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the `floors.json` body and `advisor floors --json`)."""
+        d = asdict(self)
+        for cf in d["classes"]:
+            for v in cf["rungs"]:
+                v["stats"]["interval"] = list(v["stats"]["interval"])
+        return d
+
+
+def analyse(rows: Sequence[dict[str, Any]], settings: FloorSettings, suite: str = "") -> FloorReport:
+    """Floors from run rows (dicts with `RUN_FIELDS`), without a store: used by the adaptive prober."""
+    cells = cell_stats(rows, settings)
+    order = [c.rung for c in sorted({(c.rung_position, c.rung): c for c in cells}.values(),
+                                    key=lambda c: c.rung_position)]
+    return FloorReport(suite=suite, settings=settings, classes=decide(cells, settings), runs=len(rows),
+                       unscored=sum(c.unscored for c in cells), simulated_runs=sum(c.simulated_runs for c in cells),
+                       rung_order=list(dict.fromkeys(order)))
+
+
+def suite_names(store) -> list[str]:
+    """Names of the suites that have probe or imported runs in the store."""
+    rows = store.query("SELECT DISTINCT suite_name FROM runs WHERE kind IN ('probe', 'imported') "
+                       "ORDER BY suite_name")
+    return [r["suite_name"] for r in rows]
+
+
+def resolve_suite(store, suite: str | None) -> str:
+    """The suite to analyse: the one asked for, or the only one in the store (DataError otherwise)."""
+    names = suite_names(store)
+    if not names:
+        raise DataError(f"{store.path}: the store has no probe or imported runs yet "
+                        "(run `advisor probe` or `advisor import` first)")
+    if suite is None:
+        if len(names) > 1:
+            raise DataError(f"{store.path}: the store holds several suites; choose one with --suite. "
+                            f"Available: {', '.join(names)}.")
+        return names[0]
+    if suite not in names:
+        raise DataError(f"{store.path}: no runs for suite {suite!r}.{did_you_mean(suite, names)}")
+    return suite
+
+
+def load_rows(store, suite: str, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The fixed-policy probe/imported runs of a suite (optionally some classes only) as dicts."""
+    rows = store.query(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE suite_name = ? AND policy = 'fixed' "
+                       "AND kind IN ('probe', 'imported') ORDER BY rung_position, task_class, condition, run_key",
+                       [suite])
+    if classes:
+        known = sorted({r["task_class"] for r in rows})
+        for c in classes:
+            if c not in known:
+                raise DataError(f"suite {suite!r} has no runs of class {c!r}.{did_you_mean(c, known)}")
+        rows = [r for r in rows if r["task_class"] in set(classes)]
+    return rows
+
+
+def find_floors(store, suite: str | None = None, settings: FloorSettings | None = None,
+                classes: Sequence[str] | None = None) -> FloorReport:
+    """Floors of one suite in a store (the only suite when `suite` is None)."""
+    settings = settings or FloorSettings()
+    name = resolve_suite(store, suite)
+    return analyse(load_rows(store, name, classes), settings, suite=name)
