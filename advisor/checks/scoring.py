@@ -1,0 +1,90 @@
+"""Scoring one episode: every criterion of both checklists, IF and TC as weighted sums, overall.
+
+IF and TC are the weighted sums (0-100) of the instruction-following and task-completion checklists;
+overall = `advisor.scores.overall_score`. A run that could not be scored is UNSCORED (scores None plus a
+reason), never 0: the backend failed (``stop_reason == "backend_error"``), a judge criterion has no judge,
+a judge failed, or a check could not be evaluated. Runs that ended by max_turns, stuck, invalid_output and
+so on are scored: they simply fail the checks they fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from advisor.checks.base import CheckError, CheckOutcome, get_check
+from advisor.checks.judge import Judge, JudgeError
+from advisor.scores import overall_score
+from advisor.store import CriterionResult
+
+UNSCORABLE_STOPS = ("backend_error",)
+
+
+@dataclass
+class Scorecard:
+    """The scores of one episode, per criterion and in total, plus what the judge cost."""
+
+    if_score: float | None
+    tc_score: float | None
+    overall: float | None
+    unscored_reason: str | None
+    criteria: list[CriterionResult] = field(default_factory=list)
+    judge_input_tokens: int = 0
+    judge_output_tokens: int = 0
+    judge_cost_usd: float = 0.0
+
+    @property
+    def scored(self) -> bool:
+        """True when the run has scores."""
+        return self.unscored_reason is None
+
+
+async def _grade(criterion, task, episode, judge: Judge | None, card: Scorecard) -> CheckOutcome:
+    check = criterion.check
+    if check.type == "judge":
+        if judge is None:
+            return CheckOutcome(None, "needs a judge and none is configured")
+        try:
+            grade = await judge.grade(criterion, task, episode)
+        except Exception as exc:  # any judge failure leaves the criterion ungraded, never 0
+            spent = getattr(exc, "grade_cost", None)
+            if spent:
+                card.judge_input_tokens += spent[0]
+                card.judge_output_tokens += spent[1]
+                card.judge_cost_usd += spent[2]
+            return CheckOutcome(None, f"judge failed: {exc}" if isinstance(exc, JudgeError) else
+                                f"judge failed: {type(exc).__name__}: {exc}")
+        card.judge_input_tokens += grade.input_tokens
+        card.judge_output_tokens += grade.output_tokens
+        card.judge_cost_usd += grade.cost_usd
+        return CheckOutcome(max(0.0, min(1.0, float(grade.score))), grade.reason or "judged")
+    try:
+        return await get_check(check.type)(check, task, episode)
+    except CheckError as exc:
+        return CheckOutcome(None, str(exc))
+
+
+async def score_episode(task, episode, judge: Judge | None = None) -> Scorecard:
+    """Grade every criterion of `task` on `episode` and combine them into IF, TC and overall."""
+    card = Scorecard(None, None, None, None)
+    if episode.stop_reason in UNSCORABLE_STOPS:
+        card.unscored_reason = f"{episode.stop_reason}: {episode.error or 'the model backend failed'}"
+        return card
+    totals: dict[str, float] = {}
+    problems: list[str] = []
+    for checklist, criteria in (("if", task.instruction_following), ("tc", task.task_completion)):
+        total = 0.0
+        for criterion in criteria:
+            outcome = await _grade(criterion, task, episode, judge, card)
+            card.criteria.append(CriterionResult(checklist, criterion.name, criterion.weight, outcome.score,
+                                                 outcome.detail))
+            if outcome.score is None:
+                problems.append(f"{checklist}/{criterion.name}: {outcome.detail}")
+            else:
+                total += criterion.weight * outcome.score
+        totals[checklist] = total
+    if problems:
+        card.unscored_reason = "could not grade " + "; ".join(problems)
+        return card
+    card.if_score, card.tc_score = totals["if"], totals["tc"]
+    card.overall = overall_score(card.if_score, card.tc_score)
+    return card

@@ -1,0 +1,49 @@
+"""Checks over the workspace after the run: file (exists / contains / equals) and python (run a file)."""
+
+from __future__ import annotations
+
+from advisor.checks.base import CheckError, CheckOutcome
+from advisor.tools.base import ToolError
+from advisor.tools.files import resolve_in_workspace
+from advisor.tools.sandbox import SandboxLimits, run_sandboxed
+
+
+def _path(episode, rel: str):
+    if episode.workspace is None:
+        raise CheckError("the episode has no workspace to check files in")
+    try:
+        return resolve_in_workspace(episode.workspace, rel)
+    except ToolError as exc:
+        raise CheckError(f"check path {rel!r}: {exc}") from None
+
+
+async def file(check, task, episode) -> CheckOutcome:
+    """A workspace file exists (or not), contains a text, or equals a text (trailing newlines ignored)."""
+    path = _path(episode, check.path)
+    if not check.exists:
+        return CheckOutcome.failed(f"{check.path} exists but must not") if path.exists() else CheckOutcome.passed("absent")
+    if not path.is_file():
+        return CheckOutcome.failed(f"{check.path} does not exist")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if check.contains is not None and check.contains not in text:
+        return CheckOutcome.failed(f"{check.path} does not contain {check.contains!r}")
+    if check.equals is not None and text.rstrip("\n") != check.equals.rstrip("\n"):
+        return CheckOutcome.failed(f"{check.path} differs from the expected content")
+    return CheckOutcome.passed(f"{check.path} ok")
+
+
+async def python(check, task, episode) -> CheckOutcome:
+    """Run a workspace Python file in the sandbox; passes when its stdout contains ``expect``."""
+    path = _path(episode, check.path)
+    if not path.is_file():
+        return CheckOutcome.failed(f"{check.path} does not exist")
+    result = await run_sandboxed(episode.workspace, "file", str(path), list(check.args), SandboxLimits(timeout_s=20))
+    if result.problem:
+        return CheckOutcome.failed(f"{check.path}: {result.problem}")
+    if check.expect in result.stdout:
+        return CheckOutcome.passed(f"{check.path} printed {check.expect!r}")
+    last = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or [""])[-1]
+    return CheckOutcome.failed(f"{check.path} exit {result.returncode}, no {check.expect!r} in stdout; last line: {last[:160]}")
+
+
+CHECKS = {"file": file, "python": python}
