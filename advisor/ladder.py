@@ -71,6 +71,7 @@ class StandinParams(_Strict):
     skill_uptake: float = Field(default=1.0, ge=0, le=1, description="How much of a skill document it can use above the floor (0-1).")
     latency_ms: float = Field(default=0.0, ge=0, description="Simulated time per generation, milliseconds.")
     seed: int = Field(default=0, description="Seed of the simulation (combined with the request).")
+    redundancy: float = Field(default=0.0, ge=0, le=1, description="Chance of a redundant re-read before each step (effort).")
 
 
 class Model(_Strict):

@@ -1,14 +1,20 @@
-"""Stand-in rungs: SIMULATED models served by a real tritonserver for CPU-only demos and tests.
+"""Stand-in rungs: SIMULATED agent models served by a real tritonserver for CPU-only demos and tests.
 
-The embedded Triton server calls `responder_for(model)` once per stand-in model and then the returned
-function once per request with the prompt text and the decoded sampling parameters. The behaviour is a
-stated, seeded parametric simulation (see the module docs of the agent model); nothing outside the server
-knows a stand-in is answering.
+The embedded Triton server calls `responder_for(model, suite_paths)` once per stand-in model and then the
+returned function once per request with the prompt text and the decoded sampling parameters. A stand-in is
+an *agent*: it reads the prompt the agent loop rendered (default chat template, its rung's tool-call
+format), recognises the task by the hash of the instructions among the suites it knows, sees whether the
+skill document is in the system prompt and which calls it already made, and emits its next tool call or
+its final answer by replaying or perturbing the task's reference trajectory. What it does is a stated,
+seeded, parametric model, documented in `advisor.standin.behaviour` and ``docs/standin.md``; nothing
+outside the server knows a stand-in is answering, and every result it produces is labelled simulated by
+the runner (the ladder says ``simulated: true``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -36,6 +42,8 @@ def truncate_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
     pieces = list(_TOKEN.finditer(text))
     if len(pieces) <= max_tokens:
         return text, False
+    if max_tokens <= 0:
+        return "", True
     return text[: pieces[max_tokens - 1].end()], True
 
 
@@ -46,13 +54,22 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
     """The function that answers requests for a stand-in `model` (a ladder `Model` with a standin block).
 
     `suite_paths` are the suites whose tasks the stand-in "knows" (their reference trajectories), so that
-    it can act on them as an agent. Until the agent model lands this is a trivial simulation that answers
-    with a fixed final text.
+    it can act on them as an agent; a request about any other task gets a generic give-up answer. The
+    function is deterministic for the same prompt and sampling parameters, and thread-safe.
     """
+    from advisor.standin.agent import StandinAgent
+
+    agent = StandinAgent(model, suite_paths)
 
     def respond(prompt: str, sampling: dict[str, Any]) -> Generation:
         max_tokens = int(sampling.get("max_tokens", 16))
-        text, cut = truncate_tokens(f"[stand-in {model.name}] I have read the task.", max_tokens)
+        text = agent.reply(prompt, sampling)
+        text, cut = truncate_tokens(text, max_tokens)
+        if agent.latency_ms > 0:
+            time.sleep(agent.latency_ms / 1000.0)
         return Generation(text, "length" if cut else "stop", count_tokens(prompt), count_tokens(text))
 
     return respond
+
+
+__all__ = ["Generation", "Responder", "count_tokens", "responder_for", "truncate_tokens"]

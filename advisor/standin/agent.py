@@ -1,0 +1,83 @@
+"""A stand-in agent: reads the rendered conversation, works out where it is, and writes its next reply.
+
+The reply is the next action of the episode plan (`advisor.standin.behaviour.make_plan`), written in the
+rung's own tool-call format, or a final answer after ``FINAL ANSWER:``. The prompt is read with the default
+chat template (stand-in rungs have no `tokenizer_path`); when it cannot be parsed that way the stand-in still
+finds the task by searching the prompt for known instructions, and starts from the first step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from advisor.agent.chat import parse_default
+from advisor.agent.formats import FINAL_MARKER, format_for
+from advisor.standin.behaviour import GIVE_UP_TEXT, Action, make_plan
+from advisor.store import text_hash
+
+
+class StandinAgent:
+    """The simulated agent behind one stand-in model."""
+
+    def __init__(self, model: Any, suite_paths: Sequence[str | Path] = ()):
+        if model.standin is None:
+            from advisor.errors import ConfigError
+
+            raise ConfigError(f"model {model.name!r} has no standin: block; only stand-ins can be simulated")
+        self.model = model
+        self.params = model.standin
+        self.latency_ms = float(model.standin.latency_ms)
+        self.format = format_for(model.tool_call_format)
+        self.tasks: dict[str, Any] = {}
+        for path in suite_paths:
+            from advisor.suite import load_suite
+
+            for task in load_suite(path).tasks:
+                self.tasks.setdefault(text_hash(task.instructions), task)
+
+    # ----------------------------------------------------------------- reading the prompt
+    def read(self, prompt: str) -> tuple[Any | None, bool, list[dict[str, str]]]:
+        """(task or None, skill in the system prompt, messages after the instructions)."""
+        messages = parse_default(prompt)
+        task = None
+        users = [m for m in messages if m["role"] == "user"]
+        if users:
+            task = self.tasks.get(text_hash(users[0]["content"]))
+        if task is None:  # not the default template, or edited instructions: search the text
+            task = next((t for t in self.tasks.values() if t.instructions.strip() in prompt), None)
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else prompt
+        skill = bool(task is not None and task.skill_text and task.skill_text.strip() in system)
+        first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
+        return task, skill, messages[first_user + 1:]
+
+    def history(self, turns: list[dict[str, str]]) -> list[tuple[str, str | None, str]]:
+        """Its own earlier replies parsed with its format: (kind, tool name, following observation)."""
+        out = []
+        for i, m in enumerate(turns):
+            if m["role"] != "assistant":
+                continue
+            parsed = self.format.parse(m["content"])
+            obs = turns[i + 1]["content"] if i + 1 < len(turns) else ""
+            out.append((parsed.kind, parsed.name, obs))
+        return out
+
+    # ----------------------------------------------------------------- replying
+    def reply(self, prompt: str, sampling: dict[str, Any]) -> str:
+        """The next reply of the episode this prompt belongs to."""
+        task, skill, turns = self.read(prompt)
+        done = self.history(turns)
+        condition = "skill" if skill else "baseline"
+        plan = make_plan(self.params, task, skill, sampling.get("seed"), condition)
+        action = plan.action_at(len(done))
+        return self.write(action, len(done))
+
+    def write(self, action: Action, position: int) -> str:
+        """An action as text in the rung's format."""
+        if action.kind == "final":
+            return f"I have what I need.\n{FINAL_MARKER} {action.text or GIVE_UP_TEXT}"
+        call = self.format.render_call(action.name, action.arguments)
+        if action.kind == "malformed":
+            call = call[: max(len(call) * 2 // 3, 12)]  # an unclosed call: the loop reports a parse error
+        lead = "Let me start" if position == 0 else "Next"
+        return f"{lead}: I will use {action.name}.\n{call}"

@@ -1,0 +1,198 @@
+"""The stand-in agent model: a stated, seeded, parametric simulation of how a rung works a task.
+
+Everything a stand-in does in one episode is decided by a **plan** drawn once per episode from a private
+``random.Random`` seeded with ``hash(rung seed, task id, condition, request seed)`` (the request seed is the
+``seed`` sampling parameter the probe sends with every call of an episode; no global RNG). Each call then
+emits the plan's next action (the position is the number of assistant turns already in the prompt).
+
+The draws, with the rung's parameters (``StandinParams``: capability ``c``, skill_uptake ``u``, redundancy
+``r``) and the task's reference trajectory (``n`` steps, some marked ``how``):
+
+1. **Difficulty** ``d = D0 + DS * n`` (longer references are harder), margin ``m = c - d``.
+2. **Converge?** with probability ``p_conv = sigmoid(A * m)``. This is the size floor: a rung far below a
+   task's difficulty almost never converges.
+3. A non-converging episode fails in one of three ways (weights ``W_GIVE_UP``, ``W_LOOP``, ``W_MALFORMED``):
+   it **gives up** after 0-2 reference steps with the reference's ``final_wrong`` (probability
+   ``P_GIVE_UP_WRONG``) or a generic give-up text; it **loops** on one action, or alternates two (the
+   loop stops it as ``stuck``); or it emits **malformed** tool calls until the loop stops it as ``invalid_output``.
+4. A converging episode follows the reference. **Instruction following**: for a task whose conventions live
+   in a skill document, the rung knows them with probability ``P_GUESS`` without the skill and
+   ``P_GUESS + (1 - P_GUESS) * u * sigmoid(A * m)`` with it (the skill helps only a rung that can use it:
+   ``u`` is small below the floor); for a task without a skill the instructions state the conventions. It
+   then complies with probability ``know * sigmoid(A_IF * (c - IF0))``. A non-complying episode drops each
+   ``how`` step with probability ``P_DROP_HOW`` (at least one) and answers ``final_sloppy``.
+   **Task completion**: with probability ``P_WRONG * (1 - sigmoid(A * m))`` + ``P_WRONG_FLOOR`` it answers
+   ``final_wrong``.
+5. **Effort**: before each step after the first read, and once more before answering, with probability
+   ``r`` the rung re-reads something it already read (a redundant read-only call), and with probability ``SLIP * sigmoid(-c)`` it first emits a malformed call
+   and then, having read the parse error, the correct one. Small rungs therefore spend more turns.
+
+An unknown task (instructions not in the suites the stand-in knows) gets a generic give-up answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+# ----------------------------------------------------------------------------- constants of the model
+A = 3.0  #: slope of convergence in (capability - difficulty)
+D0 = 0.0  #: difficulty of a task with no reference steps
+DS = 0.3  #: difficulty added per reference step
+W_GIVE_UP, W_LOOP, W_MALFORMED = 0.45, 0.35, 0.20  #: failure modes of a non-converging episode
+P_GUESS = 0.15  #: chance of following a skill's conventions without having read the skill
+A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
+P_DROP_HOW = 0.75  #: chance a non-complying episode drops each `how` step
+P_WRONG, P_WRONG_FLOOR = 0.5, 0.03  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
+P_GIVE_UP_WRONG = 0.5  #: a give-up answers final_wrong (else a generic give-up text) with this chance
+SLIP = 0.25  #: scale of isolated malformed calls: SLIP * sigmoid(-capability)
+GIVE_UP_TEXT = "I was not able to complete this task with the tools available."
+READ_TOOLS = ("read_file", "list_files", "search_docs", "read_doc")
+
+
+def sigmoid(x: float) -> float:
+    """The logistic function."""
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+@dataclass(frozen=True)
+class Action:
+    """One planned emission: a tool call, a malformed call, or a final answer."""
+
+    kind: str  #: call | malformed | final
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """An episode's plan: the actions in order, then `repeat` forever (loops) or the last final."""
+
+    outcome: str  #: converge | give_up | loop | malformed | unknown_task
+    actions: tuple[Action, ...]
+    repeat: tuple[Action, ...] = ()  #: cycled after `actions` is exhausted (loop / malformed modes)
+    complied: bool = True
+    wrong: bool = False
+
+    def action_at(self, position: int) -> Action:
+        """The action for the `position`-th model call of the episode."""
+        if position < len(self.actions):
+            return self.actions[position]
+        if self.repeat:
+            return self.repeat[(position - len(self.actions)) % len(self.repeat)]
+        return self.actions[-1] if self.actions else Action("final", text=GIVE_UP_TEXT)
+
+
+def episode_seed(rung_seed: int, task_id: str, condition: str, request_seed: Any) -> int:
+    """The seed of one episode's draws (stable across processes, unlike `hash()`)."""
+    key = f"{rung_seed}\x1f{task_id}\x1f{condition}\x1f{request_seed}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+
+
+def difficulty(task: Any) -> float:
+    """Task difficulty on the capability scale: grows with the reference trajectory's length."""
+    steps = task.reference.steps if task.reference is not None else []
+    return D0 + DS * len(steps)
+
+
+def p_converge(capability: float, task: Any) -> float:
+    """Probability that a rung of this capability converges on the task."""
+    return sigmoid(A * (capability - difficulty(task)))
+
+
+def p_comply(params: Any, task: Any, skill_in_prompt: bool) -> float:
+    """Probability that a converging episode works the way it was told (keeps every `how` step)."""
+    attend = sigmoid(A_IF * (params.capability - IF0))
+    if not task.has_skill:
+        return attend
+    know = P_GUESS
+    if skill_in_prompt:
+        know += (1 - P_GUESS) * params.skill_uptake * p_converge(params.capability, task)
+    return know * attend
+
+
+def _is_read(step: Any) -> bool:
+    if step.tool in READ_TOOLS:
+        return True
+    return step.tool.startswith("http") and str(step.arguments.get("method", "GET")).upper() == "GET"
+
+
+def _call(step: Any) -> Action:
+    return Action("call", step.tool, dict(step.arguments))
+
+
+def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed: Any, condition: str) -> Plan:
+    """Draw the episode plan for a task (None = a task the stand-in does not know)."""
+    if task is None or task.reference is None:
+        return Plan("unknown_task", (Action("final", text=GIVE_UP_TEXT),))
+    ref = task.reference
+    rng = random.Random(episode_seed(params.seed, task.id, condition, request_seed))
+    cap = params.capability
+    pc = p_converge(cap, task)
+    slip = SLIP * sigmoid(-cap)
+    redundancy = getattr(params, "redundancy", 0.0)
+    if rng.random() >= pc:
+        return _failure(rng, ref, redundancy)
+    steps = list(ref.steps)
+    complied = rng.random() < p_comply(params, task, skill_in_prompt)
+    if not complied:
+        how = [i for i, s in enumerate(steps) if s.how]
+        drop = {i for i in how if rng.random() < P_DROP_HOW}
+        if how and not drop:
+            drop = {rng.choice(how)}
+        steps = [s for i, s in enumerate(steps) if i not in drop]
+    wrong = ref.final_wrong is not None and rng.random() < P_WRONG * (1 - pc) + P_WRONG_FLOOR
+    final = ref.final_wrong if wrong else (ref.final if complied else (ref.final_sloppy or ref.final))
+    actions: list[Action] = []
+    done_reads: list[Any] = []
+    for step in steps:
+        if done_reads and rng.random() < redundancy:
+            actions.append(_call(rng.choice(done_reads)))
+        if rng.random() < slip:
+            actions.append(Action("malformed", step.tool, dict(step.arguments)))
+        actions.append(_call(step))
+        if _is_read(step):
+            done_reads.append(step)
+    if done_reads and rng.random() < redundancy:  # a last check before answering
+        actions.append(_call(rng.choice(done_reads)))
+    actions = _unstick(actions)
+    actions.append(Action("final", text=final))
+    return Plan("converge", tuple(actions), complied=complied, wrong=wrong)
+
+
+def _unstick(actions: list[Action]) -> list[Action]:
+    """Drop redundant calls that would make three identical calls in a row (the plan is not a loop)."""
+    out: list[Action] = []
+    for a in actions:
+        if a.kind == "call" and len(out) >= 2 and out[-1] == a and out[-2] == a:
+            continue
+        out.append(a)
+    return out
+
+
+def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
+    steps = list(ref.steps)
+    mode = rng.choices(["give_up", "loop", "malformed"], [W_GIVE_UP, W_LOOP, W_MALFORMED])[0]
+    k = rng.randint(0, min(2, len(steps)))
+    actions = [_call(s) for s in steps[:k]]
+    if mode == "give_up" or not steps:
+        reads = [s for s in steps[:k] if _is_read(s)]
+        if reads and rng.random() < redundancy:
+            actions.append(_call(rng.choice(reads)))
+        actions = _unstick(actions)
+        text = ref.final_wrong if ref.final_wrong and rng.random() < P_GIVE_UP_WRONG else GIVE_UP_TEXT
+        return Plan("give_up", tuple(actions) + (Action("final", text=text),),
+                    complied=False, wrong=True)
+    if mode == "loop":
+        a = _call(steps[min(k, len(steps) - 1)])
+        if len(steps) > 1 and rng.random() < 0.5:
+            b = _call(steps[(min(k, len(steps) - 1) + 1) % len(steps)])
+            return Plan("loop", tuple(actions), repeat=(a, b) if a != b else (a,), complied=False, wrong=True)
+        return Plan("loop", tuple(actions), repeat=(a,), complied=False, wrong=True)
+    bad = steps[min(k, len(steps) - 1)]
+    return Plan("malformed", tuple(actions), repeat=(Action("malformed", bad.tool, dict(bad.arguments)),),
+                complied=False, wrong=True)

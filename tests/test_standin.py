@@ -1,0 +1,216 @@
+"""Stand-in agents: reading the rendered prompt, replaying the reference, and the stated parametric model."""
+
+import asyncio
+import textwrap
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from advisor.agent.chat import DEFAULT, parse_default, system_prompt
+from advisor.agent.formats import format_for
+from advisor.agent.loop import run_episode
+from advisor.episode import ToolCall
+from advisor.ladder import load_ladder
+from advisor.standin import count_tokens, responder_for, truncate_tokens
+from advisor.standin import behaviour as B
+from advisor.suite import Limits, load_suite
+
+SUITE = textwrap.dedent("""\
+    version: 1
+    name: tiny
+    classes: [{name: narrow}, {name: multi}]
+    tasks:
+      - id: t-narrow
+        class: narrow
+        instructions: Read notes.txt and report the code word.
+        skill: skill.md
+        tools: [read_file, list_files]
+        fixtures: {files: {notes.txt: "code word: heron"}}
+        instruction_following:
+          - {name: listed, weight: 100, check: {type: tool_call, tool: list_files}}
+        task_completion:
+          - {name: word, weight: 100, check: {type: regex, pattern: heron}}
+        reference:
+          steps:
+            - {tool: list_files, arguments: {}, how: true}
+            - {tool: read_file, arguments: {path: notes.txt}}
+          final: "The code word is heron."
+          final_sloppy: "heron"
+          final_wrong: "The code word is crane."
+      - id: t-multi
+        class: multi
+        instructions: Do the six step workflow on the files.
+        tools: [read_file, write_file]
+        instruction_following:
+          - {name: wrote, weight: 100, check: {type: file, path: out.txt}}
+        task_completion:
+          - {name: done, weight: 100, check: {type: regex, pattern: done}}
+        reference:
+          steps:
+    """) + "".join(f"        - {{tool: read_file, arguments: {{path: f{i}.txt}}}}\n" for i in range(5)) + \
+    "        - {tool: write_file, arguments: {path: out.txt, content: x}, how: true}\n" \
+    "      final: \"done\"\n      final_wrong: \"failed\"\n"
+
+
+@pytest.fixture(scope="module")
+def suite_path(tmp_path_factory):
+    d = tmp_path_factory.mktemp("suite")
+    (d / "skill.md").write_text("List the files before reading any of them.\n")
+    (d / "suite.yaml").write_text(SUITE)
+    return d / "suite.yaml"
+
+
+@pytest.fixture(scope="module")
+def ladder():
+    return load_ladder("ladders/demo.yaml")
+
+
+class FakeEnv:
+    workspace = None
+    api_log: list = []
+
+    def specs(self):
+        return [SimpleNamespace(name=n, description=n, parameters={"type": "object", "properties": {}})
+                for n in ("read_file", "list_files", "write_file")]
+
+    async def call(self, name, args):
+        return ToolCall(name, args, f"ok {name}")
+
+
+@dataclass
+class Gen:
+    text: str
+    finish_reason: str
+    input_tokens: int
+    output_tokens: int
+    tokens_from_server: bool = True
+    note: str | None = None
+
+
+class InProcess:
+    """A client that calls stand-in responders directly (no server), for unit tests."""
+
+    def __init__(self, ladder, suite_path):
+        self.responders = {m.triton_model: responder_for(m, [suite_path]) for m in ladder.rungs}
+
+    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
+        g = self.responders[model](prompt, {**(sampling or {}), "max_tokens": max_tokens})
+        return Gen(g.text, g.finish_reason, g.num_input_tokens, g.num_output_tokens)
+
+
+def episode(ladder, suite_path, rung, task_id, condition="baseline", seed=1):
+    suite = load_suite(suite_path)
+    task = suite.task(task_id)
+    return asyncio.run(run_episode(task, ladder.rung(rung), InProcess(ladder, suite_path), FakeEnv(),
+                                   Limits(max_turns=30), condition=condition, sampling={"seed": seed}))
+
+
+def test_tokens_and_truncation():
+    assert count_tokens("Hello, world!") == 4
+    assert truncate_tokens("a b c d", 2) == ("a b", True)
+    assert truncate_tokens("a b", 5) == ("a b", False)
+
+
+def test_reads_its_own_format_and_replays_the_reference(ladder, suite_path):
+    # Super on a 2-step task with the skill converges and follows the reference (with near certainty).
+    res = episode(ladder, suite_path, "super-120b", "t-narrow", "skill")
+    ep = res.episode
+    assert ep.stop_reason == "final"
+    assert [c.name for c in ep.calls if c.name != "read_file" or c.arguments] [:1] == ["list_files"]
+    assert ep.final == "The code word is heron."
+
+
+def test_deterministic_for_the_same_request(ladder, suite_path):
+    r = responder_for(ladder.rung("nano-30b"), [suite_path])
+    task = load_suite(suite_path).task("t-multi")
+    fmt = format_for("qwen3_coder")
+    prompt = DEFAULT.render([{"role": "system", "content": system_prompt(fmt.render_tools(FakeEnv().specs()))},
+                             {"role": "user", "content": task.instructions}])
+    a = r(prompt, {"seed": 5, "max_tokens": 500})
+    assert a == r(prompt, {"seed": 5, "max_tokens": 500})
+    assert a.num_input_tokens == count_tokens(prompt)
+    outs = {r(prompt, {"seed": s, "max_tokens": 500}).text for s in range(40)}
+    assert len(outs) > 1  # the request seed changes the episode
+
+
+def test_unknown_task_gives_up(ladder, suite_path):
+    r = responder_for(ladder.rung("super-120b"), [suite_path])
+    prompt = DEFAULT.render([{"role": "system", "content": "tools"}, {"role": "user", "content": "Something else."}])
+    g = r(prompt, {"seed": 1, "max_tokens": 200})
+    assert "FINAL ANSWER:" in g.text and B.GIVE_UP_TEXT in g.text
+
+
+def test_output_is_cut_at_max_tokens(ladder, suite_path):
+    r = responder_for(ladder.rung("super-120b"), [suite_path])
+    task = load_suite(suite_path).task("t-narrow")
+    prompt = DEFAULT.render([{"role": "system", "content": "t"}, {"role": "user", "content": task.instructions}])
+    g = r(prompt, {"seed": 1, "max_tokens": 3})
+    assert g.finish_reason == "length" and g.num_output_tokens == 3
+
+
+def _plans(params, task, skill, n=400):
+    return [B.make_plan(params, task, skill, s, "skill" if skill else "baseline") for s in range(n)]
+
+
+def test_floor_small_rung_rarely_converges(ladder, suite_path):
+    suite = load_suite(suite_path)
+    small, mid, big = (ladder.rung(n).standin for n in ("nano-12b", "nano-30b", "super-120b"))
+    narrow, multi = suite.task("t-narrow"), suite.task("t-multi")
+    rate = lambda p, t: sum(pl.outcome == "converge" for pl in _plans(p, t, False)) / 400  # noqa: E731
+    assert rate(small, narrow) < 0.15 and rate(small, multi) < 0.05
+    assert rate(mid, narrow) > 0.85 and rate(mid, multi) < 0.6
+    assert rate(big, multi) > 0.85
+
+
+def test_failure_modes_end_the_loop(ladder, suite_path):
+    suite = load_suite(suite_path)
+    small = ladder.rung("nano-12b")
+    reasons = {episode(ladder, suite_path, "nano-12b", "t-multi", seed=s).episode.stop_reason for s in range(40)}
+    assert {"stuck", "invalid_output", "final"} <= reasons
+    assert B.p_converge(small.standin.capability, suite.task("t-multi")) < 0.01
+
+
+def test_skill_lifts_compliance_above_the_floor_only(ladder, suite_path):
+    task = load_suite(suite_path).task("t-narrow")
+    small, big = ladder.rung("nano-12b").standin, ladder.rung("super-120b").standin
+    lift_big = B.p_comply(big, task, True) - B.p_comply(big, task, False)
+    lift_small = B.p_comply(small, task, True) - B.p_comply(small, task, False)
+    assert lift_big > 0.5 and lift_small < 0.05
+
+
+def test_skill_in_prompt_is_seen(ladder, suite_path):
+    suite = load_suite(suite_path)
+    task = suite.task("t-narrow")
+    from advisor.standin.agent import StandinAgent
+
+    a = StandinAgent(ladder.rung("nano-30b"), [suite_path])
+    for skill in (None, task.skill_text):
+        prompt = DEFAULT.render([{"role": "system", "content": system_prompt("tools", skill)},
+                                 {"role": "user", "content": task.instructions}])
+        found, seen, _ = a.read(prompt)
+        assert found.id == task.id and seen is (skill is not None)
+
+
+def test_small_rung_spends_more_turns(ladder, suite_path):
+    suite = load_suite(suite_path)
+    task = suite.task("t-narrow")
+    mid, big = ladder.rung("nano-30b").standin, ladder.rung("super-120b").standin
+    # For the same work (converged, every step kept) the smaller rung makes more calls: redundant re-reads.
+    def mean_turns(p):
+        lengths = [len(pl.actions) for pl in _plans(p, task, True) if pl.outcome == "converge" and pl.complied]
+        return sum(lengths) / len(lengths)
+
+    assert mean_turns(mid) > mean_turns(big) + 0.5
+
+
+def test_history_is_parsed_with_its_own_format(ladder, suite_path):
+    from advisor.standin.agent import StandinAgent
+
+    a = StandinAgent(ladder.rung("nano-12b"), [suite_path])  # nemotron_json
+    call = format_for("nemotron_json").render_call("read_file", {"path": "x"})
+    prompt = DEFAULT.render([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                             {"role": "assistant", "content": call}, {"role": "tool", "content": "obs"}])
+    task, _, turns = a.read(prompt)
+    assert task is None and a.history(turns) == [("call", "read_file", "obs")]
+    assert parse_default(prompt)[2]["content"] == call
