@@ -1,0 +1,243 @@
+"""Adaptive probing: spend runs only where they change a floor decision.
+
+The full grid runs every task x rung x condition x replica. The adaptive prober runs the same units, in
+*waves*, and stops sampling a (class, condition, rung) cell once the floor finder's interval has decided it:
+
+1. Rungs are probed small to large. In each wave, each (class, condition) samples one batch of its smallest
+   rung that is neither decided nor implied nor exhausted.
+2. A rung is decided when it has at least ``min_runs`` scored runs and its Wilson interval clears the target
+   (lower bound >= target) or is below it (upper bound < target), as in `advisor.floors`.
+3. Once a rung is below, every smaller rung is implied below and is not sampled again.
+4. Once a rung clears, it is the floor. Larger rungs are implied to clear (a monotone ladder) and are sampled
+   only ``cost_runs`` times each (default one batch): enough for their cost per attempt and usable rate to
+   enter the cost-per-usable-result recommendation, not to decide them.
+5. A cell never runs more than the full grid's budget (its tasks x replicas); a rung still undecided at that
+   budget stays undecided, and probing moves on to the next rung.
+
+Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
+on the whole class rather than on its first tasks. `AdaptivePlan` is pure decision logic; `run_adaptive`
+drives the probe runner's ``execute`` wave by wave. Repeated looks at the data make the stated confidence
+an approximation (a sequential test would widen the interval); `min_runs` guards against deciding on a
+handful of runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Sequence
+
+from advisor.errors import DataError
+from advisor.floors import FloorReport, FloorSettings, analyse
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One run of the grid: a task of a class, on a rung, under a condition, at a replica index."""
+
+    task_class: str
+    task_id: str
+    condition: str
+    rung: str
+    replica: int
+
+
+@dataclass
+class GroupState:
+    """Where one (class, condition) stands: per-rung status and why sampling stopped."""
+
+    task_class: str
+    condition: str
+    statuses: dict[str, str] = field(default_factory=dict)  #: rung -> clears|below|undecided|implied ...|unsampled
+    floor: str | None = None
+    sampling: str | None = None  #: the rung sampled next, or None when done
+    done_reason: str = ""
+
+
+class AdaptivePlan:
+    """Pure decision logic of adaptive probing: which units to run in the next wave, given the runs so far.
+
+    `cells` maps (class, condition) to the task ids that run under it (tasks without a skill run under
+    baseline only); `rungs` is the ladder's rung names, smallest first.
+    """
+
+    def __init__(self, cells: dict[tuple[str, str], Sequence[str]], rungs: Sequence[str], replicas: int,
+                 settings: FloorSettings | None = None, batch: int = 8, min_runs: int | None = None,
+                 cost_runs: int | None = None):
+        if replicas < 1 or batch < 1:
+            raise DataError("adaptive probing needs replicas >= 1 and batch >= 1")
+        if not cells or not rungs:
+            raise DataError("adaptive probing needs at least one task and one rung")
+        self.cells = {k: list(v) for k, v in cells.items()}
+        self.rungs = list(rungs)
+        self.replicas = replicas
+        self.settings = settings or FloorSettings()
+        self.batch = batch
+        self.min_runs = batch if min_runs is None else min_runs
+        self.cost_runs = batch if cost_runs is None else cost_runs
+        self.issued: set[Unit] = set()
+        self.waves = 0
+
+    # ---------------------------------------------------------------- budget
+    def units(self, key: tuple[str, str], rung: str) -> list[Unit]:
+        """Every unit of one cell in sampling order: all tasks at replica 0, then replica 1, ..."""
+        cls, cond = key
+        return [Unit(cls, t, cond, rung, rep) for rep in range(self.replicas) for t in self.cells[key]]
+
+    @property
+    def full_grid_runs(self) -> int:
+        """Runs the full grid would spend."""
+        return sum(len(t) for t in self.cells.values()) * len(self.rungs) * self.replicas
+
+    def _remaining(self, key: tuple[str, str], rung: str) -> list[Unit]:
+        return [u for u in self.units(key, rung) if u not in self.issued]
+
+    # ---------------------------------------------------------------- decisions
+    def states(self, rows: Sequence[dict[str, Any]]) -> list[GroupState]:
+        """Status of every (class, condition) and the rung it samples next."""
+        report = analyse(rows, self.settings)
+        out = []
+        for key in sorted(self.cells):
+            cf = report.get(*key)
+            stats = {v.stats.rung: v for v in cf.rungs} if cf else {}
+            st = GroupState(*key)
+            status = {}
+            for r in self.rungs:
+                v = stats.get(r)
+                if v is None:
+                    status[r] = "unsampled"
+                elif v.status != "undecided" and v.stats.scored < self.min_runs:
+                    status[r] = "undecided"
+                else:
+                    status[r] = v.status
+            below = [i for i, r in enumerate(self.rungs) if status[r] == "below"]
+            top_below = max(below) if below else -1
+            floor_i = next((i for i, r in enumerate(self.rungs) if status[r] == "clears" and i > top_below), None)
+            for i, r in enumerate(self.rungs):
+                if i < top_below and status[r] != "below":
+                    status[r] = "implied below"
+                elif floor_i is not None and i > floor_i and status[r] != "clears":
+                    status[r] = "implied clears"
+            st.statuses = status
+            st.floor = self.rungs[floor_i] if floor_i is not None else None
+            st.sampling, st.done_reason = self._next_rung(key, status, floor_i, top_below)
+            out.append(st)
+        return out
+
+    def _next_rung(self, key, status, floor_i, top_below) -> tuple[str | None, str]:
+        if floor_i is None:
+            for i, r in enumerate(self.rungs):
+                if i <= top_below:
+                    continue
+                if status[r] in ("undecided", "unsampled") and self._remaining(key, r):
+                    return r, ""
+            return None, "no rung cleared the target within the budget"
+        for r in self.rungs[floor_i + 1:]:
+            if len(self.units(key, r)) - len(self._remaining(key, r)) < self.cost_runs and self._remaining(key, r):
+                return r, ""
+        return None, f"floor {self.rungs[floor_i]} decided; larger rungs sampled for cost"
+
+    def next_wave(self, rows: Sequence[dict[str, Any]]) -> list[Unit]:
+        """The units to run next (empty when probing is done); marks them issued."""
+        wave: list[Unit] = []
+        for st in self.states(rows):
+            if st.sampling is None:
+                continue
+            key = (st.task_class, st.condition)
+            remaining = self._remaining(key, st.sampling)
+            n = self.batch
+            if st.floor is not None:  # above the floor: sample for cost only
+                done = len(self.units(key, st.sampling)) - len(remaining)
+                n = min(n, self.cost_runs - done)
+            wave.extend(remaining[:max(1, n)])
+        self.issued.update(wave)
+        if wave:
+            self.waves += 1
+        return wave
+
+
+@dataclass
+class AdaptiveResult:
+    """What adaptive probing spent and decided."""
+
+    runs_spent: int
+    full_grid_runs: int
+    waves: int
+    floors: FloorReport
+    groups: list[GroupState]
+
+    @property
+    def saved_share(self) -> float:
+        """Share of the full grid's runs not spent."""
+        return 1.0 - self.runs_spent / self.full_grid_runs if self.full_grid_runs else 0.0
+
+    def summary(self) -> str:
+        """One line for the CLI."""
+        return (f"adaptive probing: {self.runs_spent} runs in {self.waves} waves vs {self.full_grid_runs} for the "
+                f"full grid ({self.runs_spent / max(1, self.full_grid_runs):.0%}; saved {self.saved_share:.0%})")
+
+
+def plan_for_suite(suite, ladder, replicas: int, settings: FloorSettings | None = None, batch: int = 8,
+                   classes: Iterable[str] | None = None, rungs: Iterable[str] | None = None,
+                   **kwargs: Any) -> AdaptivePlan:
+    """An `AdaptivePlan` over a suite's tasks (both conditions for tasks with a skill) and a ladder's rungs."""
+    wanted = set(classes) if classes else None
+    cells: dict[tuple[str, str], list[str]] = {}
+    for task in suite.tasks:
+        if wanted is not None and task.task_class not in wanted:
+            continue
+        for cond in task.conditions():
+            cells.setdefault((task.task_class, cond), []).append(task.id)
+    names = [r.name for r in ladder.rungs]
+    if rungs:
+        names = [n for n in names if n in set(rungs)]
+    return AdaptivePlan(cells, names, replicas, settings, batch, **kwargs)
+
+
+def simulate(plan: AdaptivePlan, outcome: Callable[[Unit], dict[str, Any]], max_waves: int = 1000) -> AdaptiveResult:
+    """Run a plan synchronously against a function giving each unit's run row (tests and what-if studies)."""
+    rows: list[dict[str, Any]] = []
+    for _ in range(max_waves):
+        wave = plan.next_wave(rows)
+        if not wave:
+            break
+        rows.extend(outcome(u) for u in wave)
+    return AdaptiveResult(len(rows), plan.full_grid_runs, plan.waves, analyse(rows, plan.settings),
+                          plan.states(rows))
+
+
+async def run_adaptive(plan: AdaptivePlan, execute_wave: Callable[[list[Unit]], Awaitable[Any]],
+                       load_rows: Callable[[], Sequence[dict[str, Any]]], suite_name: str = "",
+                       on_wave: Callable[[int, list[Unit]], None] | None = None,
+                       max_waves: int = 1000) -> AdaptiveResult:
+    """Drive adaptive probing: per wave, ask the plan for units, run them, reload the store's rows.
+
+    `execute_wave(units)` runs and stores the units (with the probe runner: build a RunSpec per unit and await
+    ``execute(specs, ...)``); `load_rows()` returns the suite's runs as floor-finder rows (for a store:
+    ``lambda: floors.load_rows(store, suite_name)``), so runs already in the store (a resumed probe) count.
+    """
+    rows = list(load_rows())
+    spent = 0
+    for _ in range(max_waves):
+        wave = plan.next_wave(_rows_in_plan(plan, rows))
+        if not wave:
+            break
+        if on_wave:
+            on_wave(plan.waves, wave)
+        await execute_wave(wave)
+        spent += len(wave)
+        rows = list(load_rows())
+    rows = _rows_in_plan(plan, rows)
+    return AdaptiveResult(spent, plan.full_grid_runs, plan.waves, analyse(rows, plan.settings, suite_name),
+                          plan.states(rows))
+
+
+def _rows_in_plan(plan: AdaptivePlan, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of the plan's cells and rungs only; units already stored count as issued (resume)."""
+    keep = []
+    rungs = set(plan.rungs)
+    for r in rows:
+        key = (r["task_class"], r["condition"])
+        if key in plan.cells and r["rung"] in rungs and r["replica"] < plan.replicas:
+            keep.append(r)
+            plan.issued.add(Unit(r["task_class"], r["task_id"], r["condition"], r["rung"], r["replica"]))
+    return keep

@@ -1,0 +1,115 @@
+"""Adaptive probing on a synthetic oracle: same floors as the full grid for at most 60% of its runs."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+
+import pytest
+
+from advisor.adaptive import AdaptivePlan, Unit, run_adaptive, simulate
+from advisor.errors import DataError
+from advisor.floors import FloorSettings, analyse, load_rows
+from advisor.store import Store
+from synthetic import RUNGS, Oracle, demo_oracle
+
+
+def _plan(oracle: Oracle, replicas: int, **kw) -> AdaptivePlan:
+    cells = {(c, cond): oracle.task_ids(c) for c in oracle.tasks for cond in ("baseline", "skill")}
+    return AdaptivePlan(cells, RUNGS, replicas, **kw)
+
+
+def _row(oracle: Oracle):
+    return lambda u: asdict(oracle.run(u.task_class, u.task_id, u.rung, u.condition, u.replica))
+
+
+def _floors(report):
+    return {(c.task_class, c.condition): c.floor for c in report.classes}
+
+
+@pytest.mark.parametrize("replicas", [5, 8])
+def test_adaptive_agrees_with_full_grid_and_saves(replicas):
+    oracle = demo_oracle()
+    settings = FloorSettings()
+    full = analyse([asdict(r) for r in oracle.full_grid(replicas)], settings)
+    plan = _plan(oracle, replicas, settings=settings)
+    result = simulate(plan, _row(oracle))
+    assert result.full_grid_runs == len(oracle.full_grid(replicas))
+    assert _floors(result.floors) == _floors(full)
+    assert set(_floors(full).values()) == {"mid", "large"}
+    assert result.runs_spent <= 0.6 * result.full_grid_runs, result.summary()
+    # never more than the full grid's budget in any cell, and no unit twice
+    assert len(plan.issued) == result.runs_spent
+    for cf in result.floors.classes:
+        for v in cf.rungs:
+            assert v.stats.runs <= oracle.tasks[cf.task_class] * replicas
+
+
+def test_plan_rules_small_to_large_and_implied():
+    oracle = demo_oracle()
+    plan = _plan(oracle, 5)
+    rows = []
+    first = plan.next_wave(rows)
+    # wave 1: one batch of the smallest rung per (class, condition), round-robin over tasks at replica 0
+    assert {u.rung for u in first} == {"small"}
+    assert len(first) == 6 * 8 and {u.replica for u in first} == {0}
+    rows += [_row(oracle)(u) for u in first]
+    second = plan.next_wave(rows)
+    assert {u.rung for u in second} == {"mid"}  # small is below after 8 failures (upper bound 0.25)
+    states = {(s.task_class, s.condition): s for s in plan.states(rows)}
+    assert states[("lookup", "baseline")].statuses["small"] == "below"
+
+
+def test_below_implies_smaller_rungs_below():
+    # a larger rung known to be below makes an undecided smaller one implied below: it is not sampled
+    plan = AdaptivePlan({("c", "baseline"): ["t0", "t1", "t2", "t3"]}, RUNGS, 4, batch=4)
+    def row(rung, i, overall):
+        return {"suite_name": "s", "task_id": f"t{i}", "task_class": "c", "rung": rung,
+                "rung_position": RUNGS.index(rung), "condition": "baseline", "replica": 0, "stop_reason": "final",
+                "turns": 5, "cost_usd": 0.01, "judge_cost_usd": 0.0, "if_score": overall, "tc_score": overall,
+                "overall": overall, "unscored": False, "simulated": False}
+    rows = [row("small", i, 90 if i < 3 else 10) for i in range(4)]  # 3/4: undecided
+    rows += [row("mid", i, 10) for i in range(4)]  # 0/4: below
+    st = plan.states(rows)[0]
+    assert st.statuses["small"] == "implied below" and st.statuses["mid"] == "below"
+    assert st.sampling == "large"
+    assert {u.rung for u in plan.next_wave(rows)} == {"large"}
+
+
+def test_stops_at_budget_when_nothing_clears():
+    p = {(c, cond, r): 0.6 for c in ("x",) for cond in ("baseline", "skill") for r in RUNGS}
+    oracle = Oracle(p=p, tasks={"x": 5})
+    plan = _plan(oracle, 3)
+    result = simulate(plan, _row(oracle))
+    assert result.runs_spent <= result.full_grid_runs
+    assert all(s.sampling is None for s in result.groups)
+    assert all(c.floor is None for c in result.floors.classes)
+
+
+def test_bad_plan_inputs():
+    with pytest.raises(DataError):
+        AdaptivePlan({}, RUNGS, 3)
+    with pytest.raises(DataError):
+        AdaptivePlan({("c", "baseline"): ["t"]}, RUNGS, 0)
+
+
+def test_run_adaptive_drives_a_store(tmp_path):
+    oracle = demo_oracle()
+    store = Store.open(tmp_path / "a.duckdb")
+    waves = []
+
+    async def execute_wave(units: list[Unit]):
+        store.add_runs_bulk([oracle.run(u.task_class, u.task_id, u.rung, u.condition, u.replica) for u in units])
+
+    # a resumed probe: some runs are already stored and count as issued
+    store.add_runs_bulk([oracle.run("lookup", t, "small", "baseline", 0) for t in oracle.task_ids("lookup")])
+    plan = _plan(oracle, 5)
+    result = asyncio.run(run_adaptive(plan, execute_wave, lambda: load_rows(store, "synth"), "synth",
+                                      on_wave=lambda i, w: waves.append(len(w))))
+    stored = store.count_runs()
+    store.close()
+    assert stored == result.runs_spent + 8
+    assert sum(waves) == result.runs_spent and len(waves) == result.waves
+    full = analyse([asdict(r) for r in oracle.full_grid(5)], FloorSettings())
+    assert _floors(result.floors) == _floors(full)
+    assert "vs 720 for the full grid" in result.summary()
