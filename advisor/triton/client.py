@@ -1,0 +1,266 @@
+"""THE Triton client every caller uses: async generation over the vLLM backend's tensor contract.
+
+One `TritonClient` per server address, shared by many concurrent `generate` calls (the probe runner and the
+routing service do exactly that). gRPC streaming (`tritonclient.grpc.aio`) is the default transport; HTTP
+`POST /v2/models/<m>/generate` is the fallback (`protocol="http"`). Every generation sends max_tokens and asks
+for the prompt to be left out and for finish reason and token counts; counts come from the server, and when
+it returns none they are estimated and the result says so. Transient failures (unavailable, connection
+reset) are retried with backoff; unknown models and contract mismatches are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
+from advisor.triton import _transport as tp
+
+#: Seconds before the first retry; doubled for each further one (plus jitter).
+BACKOFF_S = 0.2
+
+
+class GenerationTimeout(BackendError):
+    """A generation did not finish within its time limit."""
+
+
+@dataclass
+class GenerationResult:
+    """One generation with the server's token counts, finish reason and wall-clock latency."""
+
+    text: str
+    finish_reason: str  #: stop | length | (whatever the server said; "unknown" when it said nothing)
+    input_tokens: int
+    output_tokens: int
+    tokens_from_server: bool  #: False when the server returned no counts and they were estimated (see note)
+    latency_s: float
+    model: str
+    note: str | None = None
+
+
+def _deadline(seconds: float):
+    """An async context manager that cancels its body after `seconds` (asyncio.TimeoutError)."""
+    if hasattr(asyncio, "timeout"):
+        return asyncio.timeout(seconds)
+    return _WaitFor(seconds)  # pragma: no cover - Python 3.10
+
+
+class _WaitFor:  # pragma: no cover - Python 3.10 fallback without cancellation of the body
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    async def __aenter__(self):
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        self._handle = loop.call_later(self.seconds, task.cancel)
+        self._expired = lambda: self._handle.when() <= loop.time()
+
+    async def __aexit__(self, exc_type, exc, tb):
+        self._handle.cancel()
+        if exc_type is asyncio.CancelledError and self._expired():
+            raise asyncio.TimeoutError from None
+        return False
+
+
+def _estimate_tokens(text: str) -> int:
+    from advisor.standin import count_tokens
+
+    return count_tokens(text)
+
+
+class TritonClient:
+    """Async client for models served with the vLLM backend's contract (or the embedded stand-ins).
+
+    `url` is ``host:port`` of the gRPC endpoint (``grpc://`` accepted) or, with ``protocol="http"``, the
+    HTTP endpoint (``http://host:port``). Safe for many concurrent calls from one event loop; the gRPC channel
+    is created lazily and reused, and per-model readiness/contract checks are cached.
+    """
+
+    def __init__(self, url: str, *, protocol: str = "grpc", timeout_s: float = 60.0, retries: int = 2):
+        if protocol not in ("grpc", "http"):
+            raise BackendError(f"unknown Triton protocol {protocol!r}: use 'grpc' or 'http'")
+        self.url = url
+        self.protocol = protocol
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self._transport: tp.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._checked: dict[str, asyncio.Future] = {}
+
+    # plumbing ------------------------------------------------------------------------------------------
+    def _t(self) -> tp.Transport:
+        loop = asyncio.get_running_loop()
+        if self._transport is None or self._loop is not loop:
+            # a channel belongs to one event loop: a new loop (asyncio.run again) gets a new one
+            self._transport = tp.make_transport(self.url, self.protocol)
+            self._loop = loop
+            self._checked = {}
+        return self._transport
+
+    async def _call(self, what: str, fn, *args, **kwargs):
+        """Run a transport call, retrying transient errors with backoff; map failures to BackendError."""
+        attempt = 0
+        while True:
+            try:
+                return await fn(*args, **kwargs)
+            except tp.Transient as exc:
+                if attempt >= self.retries:
+                    raise BackendError(f"cannot reach Triton at {self.url}: {exc} ({what}, "
+                                       f"{attempt + 1} attempt{'s' if attempt else ''})") from None
+                await asyncio.sleep(BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2))
+                attempt += 1
+
+    async def close(self) -> None:
+        """Close the channel (the client can be used again afterwards; it reconnects)."""
+        transport, self._transport = self._transport, None
+        self._checked = {}
+        if transport is not None:
+            await transport.close()
+
+    async def __aenter__(self) -> "TritonClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # health and metadata ---------------------------------------------------------------------------------
+    async def server_ready(self) -> bool:
+        """True when the server answers and says it is ready; False when it is down (never raises)."""
+        try:
+            return await self._t().server_ready()
+        except (tp.Transient, tp.ServerError):
+            return False
+
+    async def model_ready(self, model: str) -> bool:
+        """True when `model` is loaded and ready (BackendError when the server cannot be reached)."""
+        try:
+            return await self._call(f"ready {model}", self._t().model_ready, model)
+        except tp.ServerError:
+            return False
+
+    async def repository_index(self) -> list[str]:
+        """Names of every model in the server's repository (loaded or not)."""
+        try:
+            return await self._call("repository index", self._t().repository_index)
+        except tp.ServerError as exc:
+            raise BackendError(f"Triton at {self.url} refused the repository index: {exc}") from None
+
+    async def model_metadata(self, model: str) -> dict:
+        """The model's metadata: name, versions, inputs/outputs with datatype and integer shapes."""
+        await self._require_model(model)
+        try:
+            return await self._call(f"metadata {model}", self._t().model_metadata, model)
+        except tp.ServerError as exc:
+            raise BackendError(f"Triton at {self.url}: metadata of {model!r}: {exc}") from None
+
+    async def model_config(self, model: str) -> dict:
+        """The model's configuration (decoupled policy, tensors, parameters) as a dict."""
+        await self._require_model(model)
+        try:
+            return await self._call(f"config {model}", self._t().model_config, model)
+        except tp.ServerError as exc:
+            raise BackendError(f"Triton at {self.url}: config of {model!r}: {exc}") from None
+
+    async def check_contract(self, model: str) -> None:
+        """Raise `ContractError` when `model`'s tensors or policy do not match the vLLM backend contract."""
+        from advisor.triton.contract import check_model
+
+        meta = await self.model_metadata(model)
+        config = await self.model_config(model)
+        check_model(model, meta, config)
+
+    async def metrics(self, metrics_url: str | None = None) -> dict[str, float]:
+        """Scrape Prometheus text from the metrics port (default: this host, port 8002) and parse it.
+
+        Keys are series as printed, e.g. ``nv_inference_request_success{model="m",version="1"}``.
+        """
+        from advisor.triton.metrics import parse_prometheus, scrape
+
+        url = metrics_url or tp.default_metrics_url(self.url)
+        return parse_prometheus(await scrape(url))
+
+    async def _require_model(self, model: str) -> None:
+        """UnknownModelError (with suggestions) unless the server knows `model`; BackendError if not ready."""
+        if await self.model_ready(model):
+            return
+        names = await self.repository_index()
+        if model not in names:
+            raise UnknownModelError(f"Triton at {self.url} has no model {model!r}.{did_you_mean(model, names)}")
+        raise BackendError(f"model {model!r} on Triton at {self.url} is not ready (still loading or failed)")
+
+    async def _ensure_checked(self, model: str) -> None:
+        """Readiness and contract check, once per model per client (concurrent callers share it)."""
+        fut = self._checked.get(model)
+        if fut is None:
+            fut = self._checked[model] = asyncio.ensure_future(self.check_contract(model))
+        try:
+            await asyncio.shield(fut)
+        except BaseException:
+            if self._checked.get(model) is fut and fut.done():
+                del self._checked[model]  # not cached: the next call asks again
+            raise
+
+    # generation -------------------------------------------------------------------------------------------
+    async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
+                       timeout_s: float | None = None, request_id: str | None = None) -> GenerationResult:
+        """Generate from `model` and return text, finish reason, token counts and latency.
+
+        `sampling` holds further vLLM SamplingParams (temperature, stop, seed, ...); `max_tokens` always wins.
+        Raises UnknownModelError, ContractError, GenerationTimeout or BackendError.
+        """
+        if max_tokens < 1:
+            raise BackendError(f"max_tokens must be at least 1, got {max_tokens}")
+        params = dict(sampling or {})
+        params["max_tokens"] = int(max_tokens)
+        try:
+            params_json = json.dumps(params)
+        except (TypeError, ValueError) as exc:
+            raise BackendError(f"sampling parameters for {model!r} are not JSON: {exc}") from None
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        started = time.perf_counter()
+        transport = self._t()
+        try:
+            async with _deadline(limit):
+                fut = self._checked.get(model)
+                if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+                    await self._ensure_checked(model)
+                parts = await self._call(f"generate {model}", transport.generate, model, prompt,
+                                         params_json, request_id or "")
+        except asyncio.TimeoutError:
+            raise GenerationTimeout(f"generation on {model!r} at {self.url} timed out after {limit:g}s") from None
+        except tp.ServerError as exc:
+            raise self._map_error(model, str(exc)) from None
+        return self._result(model, prompt, parts, time.perf_counter() - started)
+
+    def _map_error(self, model: str, message: str) -> BackendError:
+        low = message.lower()
+        if "unknown model" in low or ("model" in low and "not found" in low):
+            self._checked.pop(model, None)
+            return UnknownModelError(f"Triton at {self.url} has no model {model!r}: {message}")
+        if "unexpected inference input" in low or "unexpected inference output" in low or "datatype" in low:
+            return ContractError(f"model {model!r} rejected the vLLM backend contract: {message}")
+        return BackendError(f"model {model!r} on Triton at {self.url} failed: {message}")
+
+    def _result(self, model: str, prompt: str, parts: list[tp.Part], latency_s: float) -> GenerationResult:
+        text = "".join(p.text for p in parts)
+        finish = next((p.finish_reason for p in reversed(parts) if p.finish_reason), None) or "unknown"
+        n_in = max((p.num_input_tokens for p in parts if p.num_input_tokens is not None), default=None)
+        outs = [p.num_output_tokens for p in parts if p.num_output_tokens is not None]
+        n_out = sum(outs) if outs else None
+        missing = [name for name, v in (("num_input_tokens", n_in), ("num_output_tokens", n_out)) if v is None]
+        note = None
+        if missing:
+            note = (f"server returned no {' / '.join(missing)}; estimated with the word-and-punctuation count "
+                    "(advisor.standin.count_tokens), not the model's tokenizer")
+        return GenerationResult(
+            text=text, finish_reason=finish,
+            input_tokens=n_in if n_in is not None else _estimate_tokens(prompt),
+            output_tokens=n_out if n_out is not None else _estimate_tokens(text),
+            tokens_from_server=not missing, latency_s=latency_s, model=model, note=note)
+
+
+__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient", "ContractError"]

@@ -1,0 +1,264 @@
+"""The embedded Triton server: a real `tritonserver` (via nvidia-pytriton) hosting a SIMULATED ladder's stand-ins.
+
+Every stand-in model is bound as a decoupled model exposing exactly the vLLM backend's tensors, so clients
+cannot tell it from a GPU deployment. Real ladders are never served here: Triton's vLLM backend serves them
+from the repository `advisor triton render` writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import sysconfig
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+from advisor.errors import BackendError, ConfigError
+
+#: Seconds to wait for tritonserver to answer its health endpoint.
+START_TIMEOUT_S = 90.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on `host` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def ensure_libpython_on_path() -> None:
+    """Put this interpreter's libpython folder on LD_LIBRARY_PATH for the tritonserver child.
+
+    PyTriton's Python-backend stub links libpython3.X.so; with a non-system Python (pyenv) it is not on the
+    loader's path and model loading fails. Called right before starting, never at import.
+    """
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if not libdir:
+        return
+    current = os.environ.get("LD_LIBRARY_PATH", "")
+    if libdir not in current.split(":"):
+        os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
+
+
+class EmbeddedTriton:
+    """A real tritonserver hosting every stand-in model of a SIMULATED ladder (gRPC, HTTP and metrics).
+
+    Use as a context manager or call `start()` / `stop()`. Ports left as None are picked free. The server
+    binds `host` (loopback by default). Server logs stay quiet unless `verbose`; they are kept and quoted
+    in the error when the server cannot start.
+    """
+
+    def __init__(self, ladder, *, suite_paths: Sequence[str | Path] = (), grpc_port: int | None = None,
+                 http_port: int | None = None, metrics_port: int | None = None, host: str = "127.0.0.1",
+                 verbose: bool = False, workers: int = 32):
+        if not getattr(ladder, "simulated", False):
+            raise ConfigError(
+                f"ladder {ladder.name!r} is not simulated: real ladders are served by Triton's vLLM backend; "
+                "use `advisor triton render` to write its model repository")
+        self.ladder = ladder
+        self.suite_paths = tuple(suite_paths)
+        self.host = host
+        self.verbose = verbose
+        self._ports = {"grpc": grpc_port, "http": http_port, "metrics": metrics_port}
+        self._workers = workers
+        self._triton = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    # addresses -----------------------------------------------------------------------------------------
+    @property
+    def grpc_url(self) -> str:
+        """gRPC address, ``host:port`` (what tritonclient.grpc expects)."""
+        return f"{self.host}:{self._ports['grpc']}"
+
+    @property
+    def http_url(self) -> str:
+        """HTTP base URL, ``http://host:port``."""
+        return f"http://{self.host}:{self._ports['http']}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Prometheus endpoint, ``http://host:port/metrics``."""
+        return f"http://{self.host}:{self._ports['metrics']}/metrics"
+
+    @property
+    def models(self) -> list[str]:
+        """Triton model names served."""
+        return [m.triton_model for m in self.ladder.models()]
+
+    # lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> "EmbeddedTriton":
+        """Start tritonserver and load every stand-in; return when all are ready (BackendError if not)."""
+        if self._triton is not None:
+            return self
+        self._pick_ports()
+        try:
+            from pytriton.model_config import ModelConfig
+            from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
+        except ImportError as exc:  # pragma: no cover - depends on the platform
+            raise BackendError(f"cannot start the embedded Triton: nvidia-pytriton is not installed ({exc})") from None
+        from advisor.standin import responder_for
+        from advisor.triton.standin_model import infer_function, pytriton_tensors
+
+        if not self.verbose:
+            logging.getLogger("pytriton").setLevel(logging.ERROR)
+        ensure_libpython_on_path()
+        config = TritonConfig(
+            grpc_port=self._ports["grpc"], http_port=self._ports["http"], metrics_port=self._ports["metrics"],
+            grpc_address=self.host, http_address=self.host, metrics_address=self.host,
+            log_verbose=1 if self.verbose else 0, exit_timeout_secs=2, strict_readiness=True)
+        triton = _QuietTriton(config=config, security_config=TritonSecurityConfig(restricted_endpoints=[]),
+                              verbose=self.verbose)
+        self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="standin")
+        inputs, outputs = pytriton_tensors()
+        for model in self.ladder.models():
+            respond = responder_for(model, self.suite_paths)
+            latency_s = model.standin.latency_ms / 1000.0 if model.standin else 0.0
+            triton.bind(model_name=model.triton_model, infer_func=infer_function(respond, latency_s, self._executor),
+                        inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
+        self._triton = triton
+        try:
+            triton._run_server()  # noqa: SLF001 - start the process, then wait ourselves (fails fast)
+            self._wait_healthy()
+            triton.connect()  # loads the models and waits for them
+            self._wait_ready()
+        except BackendError:
+            self.stop()
+            raise
+        except Exception as exc:  # noqa: BLE001 - PyTriton raises many kinds
+            logs = self._log_tail()
+            self.stop()
+            raise BackendError(f"embedded Triton failed to start: {exc}{logs}") from None
+        return self
+
+    def stop(self) -> None:
+        """Stop the server and its workers (idempotent)."""
+        triton, self._triton = self._triton, None
+        if triton is not None:
+            try:
+                triton.stop()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> "EmbeddedTriton":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def ready_line(self) -> str:
+        """The machine-readable line `advisor triton serve` prints once serving."""
+        return f"ready grpc={self.grpc_url} http={self.http_url} metrics={self.metrics_url}"
+
+    # internals -------------------------------------------------------------------------------------------
+    def _pick_ports(self) -> None:
+        taken: set[int] = set()
+        for name, port in self._ports.items():
+            if port is None:
+                port = free_port(self.host)
+                while port in taken:
+                    port = free_port(self.host)
+            elif not _port_is_free(self.host, port):
+                raise BackendError(f"cannot start the embedded Triton: {name} port {self.host}:{port} is already in use")
+            taken.add(port)
+            self._ports[name] = port
+
+    def _alive(self) -> bool:
+        server = getattr(self._triton, "_triton_server", None)
+        return server is not None and server.is_alive()
+
+    def _log_tail(self, lines: int = 6) -> str:
+        server = getattr(self._triton, "_triton_server", None)
+        text = server.logs() if server is not None else ""
+        tail = [ln for ln in text.strip().splitlines() if ln.strip()][-lines:]
+        hint = ""
+        if "libpython" in text or "_recursion_count" in text:
+            hint = (f" (the Python backend stub cannot load this interpreter's libpython: LD_LIBRARY_PATH must "
+                    f"include {sysconfig.get_config_var('LIBDIR')})")
+        return (hint + "; server log: " + " | ".join(tail)) if tail else hint
+
+    def _get(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"{self.http_url}{path}", timeout=2) as resp:
+                return resp.status
+        except Exception:  # noqa: BLE001 - any failure means "not yet"
+            return 0
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not self._alive():
+                raise BackendError(f"embedded Triton exited while starting{self._log_tail()}")
+            if self._get("/v2/health/live") == 200:
+                return
+            time.sleep(0.1)
+        raise BackendError(f"embedded Triton did not become live within {START_TIMEOUT_S:.0f}s{self._log_tail()}")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        for model in self.models:
+            while self._get(f"/v2/models/{model}/ready") != 200:
+                if not self._alive() or time.monotonic() > deadline:
+                    raise BackendError(f"embedded Triton could not load stand-in model {model!r}{self._log_tail()}")
+                time.sleep(0.1)
+
+
+def _quiet_triton_class():
+    from pytriton.triton import Triton
+
+    class QuietTriton(Triton):
+        """PyTriton's Triton with the server's stdout echo switchable (kept in memory for error messages)."""
+
+        def __init__(self, *, verbose: bool = False, **kwargs):
+            self._echo = verbose
+            super().__init__(**kwargs)
+
+        def _initialize_server(self) -> None:
+            super()._initialize_server()
+            self._triton_server._verbose = self._echo  # noqa: SLF001 - PyTriton prints every log line otherwise
+
+    return QuietTriton
+
+
+def _QuietTriton(**kwargs):  # noqa: N802 - a lazily built class
+    return _quiet_triton_class()(**kwargs)
+
+
+def serve_forever(server: EmbeddedTriton, out=sys.stdout) -> None:
+    """Start `server`, print its addresses and the ready line, and block until SIGINT/SIGTERM; then stop."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        server.start()
+        sims = ", ".join(server.models)
+        print(f"embedded Triton serving SIMULATED stand-ins of ladder {server.ladder.name!r}: {sims}", file=out)
+        print(f"  gRPC    {server.grpc_url}\n  HTTP    {server.http_url}\n  metrics {server.metrics_url}", file=out)
+        print(server.ready_line(), file=out, flush=True)
+        while not stop.wait(0.5):
+            if not server._alive():  # noqa: SLF001
+                raise BackendError("embedded Triton exited unexpectedly" + server._log_tail())  # noqa: SLF001
+        print("stopping", file=out, flush=True)
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,40 @@
+"""Shared test fixtures. Keep this file light: only what many test modules need.
+
+`triton_server` is a real tritonserver (the embedded PyTriton server) hosting the stand-ins of
+`ladders/demo.yaml` on free ports, started once per test session and stopped at its end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO_LADDER = REPO / "ladders" / "demo.yaml"
+
+
+@dataclass
+class RunningTriton:
+    """Addresses of the session's embedded Triton and the ladder it serves."""
+
+    grpc_url: str  #: "127.0.0.1:PORT"
+    http_url: str  #: "http://127.0.0.1:PORT"
+    metrics_url: str  #: "http://127.0.0.1:PORT/metrics"
+    ladder: object  #: the loaded demo `Ladder`
+    server: object  #: the `EmbeddedTriton` itself
+
+
+@pytest.fixture(scope="session")
+def triton_server():
+    """Start the embedded Triton for the demo ladder once per session; yield its addresses and ladder."""
+    from advisor.ladder import load_ladder
+    from advisor.triton.server import EmbeddedTriton
+
+    ladder = load_ladder(DEMO_LADDER)
+    server = EmbeddedTriton(ladder).start()
+    try:
+        yield RunningTriton(server.grpc_url, server.http_url, server.metrics_url, ladder, server)
+    finally:
+        server.stop()
