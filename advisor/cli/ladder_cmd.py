@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from enum import Enum
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from advisor.ladder import load_ladder
+
+class Protocol(str, Enum):
+    """Triton wire protocol."""
+
+    grpc = "grpc"
+    http = "http"
+
 
 LadderArg = Annotated[Path, typer.Argument(help="Ladder YAML file.", exists=True, dir_okay=False)]
 
@@ -20,6 +28,7 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Show, validate and check ladders.", no_args_is_help=True)
     group.command("show")(show)
     group.command("validate")(validate)
+    group.command("check")(check)
     app.add_typer(group, name="ladder")
 
 
@@ -48,3 +57,52 @@ def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help
         table.add_row(role, m.name, m.hf_id, params, m.triton_model, f"{pin * 1e6:.3f}", f"{pout * 1e6:.3f}",
                       m.price.basis, m.tool_call_format.value)
     Console().print(table)
+
+
+def check(
+    ladder: LadderArg,
+    url: Annotated[Optional[str], typer.Option("--url", help="Triton gRPC address host:port (HTTP base URL with "
+                                               "--protocol http); default: each model's own address.")] = None,
+    protocol: Annotated[Protocol, typer.Option("--protocol", help="Wire protocol.")] = "grpc",
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per generation.")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check a running Triton against LADDER: per model reachable, ready, on contract, one short generation.
+
+    Exits 1 when any model fails; an unreachable server is a one-line error.
+    """
+    import asyncio
+
+    from advisor.triton.check import check_ladder
+
+    lad = load_ladder(ladder)
+    rows = asyncio.run(check_ladder(lad, url, protocol=getattr(protocol, "value", protocol), timeout_s=timeout))
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+    else:
+        _check_table(lad, rows)
+    if not all(r.ok for r in rows):
+        raise typer.Exit(1)
+
+
+def _mark(value) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def _check_table(lad, rows) -> None:
+    title = f"ladder {lad.name} on Triton" + ("  [SIMULATED stand-ins]" if lad.simulated else "")
+    table = Table(title=title)
+    for col in ("role", "name", "triton model", "url", "reachable", "ready", "contract", "generation",
+                "tokens in/out", "latency ms", "status"):
+        table.add_column(col)
+    for r in rows:
+        tokens = "-" if r.output_tokens is None else f"{r.input_tokens}/{r.output_tokens}" + (
+            "" if r.tokens_from_server else " (est.)")
+        table.add_row(r.role, r.name, r.triton_model, r.url, _mark(r.reachable), _mark(r.ready), _mark(r.contract),
+                      _mark(r.generated), tokens, "-" if r.latency_ms is None else f"{r.latency_ms:.1f}",
+                      "ok" if r.ok else "FAIL")
+    console = Console()
+    console.print(table)
+    for r in rows:
+        if r.error:
+            console.print(f"{r.name}: {r.error}", markup=False, highlight=False)
