@@ -1,7 +1,48 @@
-"""Placeholder: this command group is filled in by its issue."""
+"""`advisor report`: write a sizing report folder (index.html, report.md, floors.json) from a store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
+from advisor.cli.floors_cmd import (BarOpt, ConfidenceOpt, FalseAcceptOpt, FalseRejectOpt, KOpt, NearZeroOpt,
+                                    TargetOpt, settings_options)
+from advisor.store import DEFAULT_STORE
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `report` command."""
+    app.command("report")(report)
+
+
+def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path(DEFAULT_STORE),
+           suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
+                                                        "holds several).")] = None,
+           out: Annotated[Path, typer.Option("--out", help="Folder that receives the report folder.")] = Path("reports"),
+           name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: suite and "
+                                                       "date).")] = None,
+           volume: Annotated[Optional[list[str]], typer.Option("--volume", help="Usable results needed per month "
+                                                               "for a class, CLASS=N/month (repeatable).")] = None,
+           task_class: Annotated[Optional[list[str]], typer.Option("--class", help="Only this task class "
+                                                                   "(repeatable).")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="Print the written paths as JSON.")] = False,
+           bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
+           confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
+           false_reject: FalseRejectOpt = 0.0) -> None:
+    """Write reports/<name>/ with a self-contained index.html, report.md and floors.json."""
+    from advisor.report import open_store, parse_volumes, write_report
+
+    settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
+    volumes = parse_volumes(volume)
+    with open_store(store) as s:
+        files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes)
+    if as_json:
+        typer.echo(json.dumps({k: str(v) for k, v in vars(files).items()}))
+        return
+    if files.simulated:
+        typer.echo("SIMULATED: this report includes runs from stand-in rungs, not real models")
+    typer.echo(f"report written: {files.html}")
+    typer.echo(f"  also {files.markdown.name} and {files.json.name} in {files.folder}")

@@ -1,0 +1,55 @@
+"""Write a sizing report folder: ``index.html`` (self-contained), ``report.md``, ``floors.json`` and PNG figures."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from advisor.errors import DataError
+from advisor.floors import FloorSettings
+
+
+@dataclass
+class ReportFiles:
+    """Where a report was written."""
+
+    folder: Path
+    html: Path
+    markdown: Path
+    json: Path
+    simulated: bool
+
+
+def default_name(suite: str) -> str:
+    """A folder name from the suite name and today's date (UTC)."""
+    from datetime import datetime, timezone
+
+    return f"{suite}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def write_report(store, out: str | Path = "reports", name: str | None = None, suite: str | None = None,
+                 settings: FloorSettings | None = None, classes: Sequence[str] | None = None,
+                 volumes: dict[str, int] | None = None) -> ReportFiles:
+    """Collect the report's content from `store` and write ``<out>/<name>/``; return the files."""
+    from advisor.report.data import collect
+    from advisor.report.plots import all_plots
+    from advisor.report.render import to_html, to_json, to_markdown
+
+    data = collect(store, suite, settings, classes, volumes)
+    name = name or default_name(data.suite)
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise DataError(f"report name {name!r}: use letters, digits, '.', '_' and '-' only")
+    folder = Path(out) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    images = all_plots(data)
+    for key, png in images.items():
+        (folder / f"{key}.png").write_bytes(png)
+    title = f"Sizing report: {data.suite}"
+    html_path, md_path, json_path = folder / "index.html", folder / "report.md", folder / "floors.json"
+    html_path.write_text(to_html(data, images, title), encoding="utf-8")
+    md_path.write_text(to_markdown(data, title, {k: f"{k}.png" for k in images}), encoding="utf-8")
+    json_path.write_text(json.dumps(to_json(data), indent=2, default=str), encoding="utf-8")
+    return ReportFiles(folder, html_path, md_path, json_path, data.simulated)

@@ -1,0 +1,211 @@
+"""Everything a sizing report shows, read from the store and the floor finder (no rendering here).
+
+Tables come from SQL over the runs table (so a test can recompute each number with its own query); floors,
+intervals and money come from `advisor.floors`. Only fixed-policy probe and imported runs of one suite count.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from advisor.errors import DataError, StoreError, did_you_mean
+from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
+
+#: The WHERE clause every report query shares (parameter: suite name).
+BASE = "suite_name = ? AND policy = 'fixed' AND kind IN ('probe', 'imported')"
+
+
+@dataclass
+class SummaryRow:
+    """One line of the manager summary: what to run for a class and what it costs."""
+
+    task_class: str
+    condition: str | None  #: the condition of the recommendation (baseline | skill)
+    recommended: str | None
+    floor: str | None
+    floor_status: str
+    cost_per_usable: float | None
+    usable_rate: float | None  #: single-attempt usable rate of the recommended rung
+    largest: str
+    largest_cost_per_usable: float | None
+    volume: int | None  #: usable results needed per month
+    monthly_cost: float | None
+    monthly_cost_largest: float | None
+    first_time: str | None
+    note: str
+
+
+@dataclass
+class ReportData:
+    """The content of one sizing report."""
+
+    suite: str
+    settings: FloorSettings
+    floors: FloorReport
+    summary: list[SummaryRow]
+    rung_table: list[dict[str, Any]]  #: per rung and condition: runs, IF, TC, overall, $/task, near-zero share
+    lift: list[dict[str, Any]]  #: per rung: skill minus baseline for IF, TC, overall, $/task
+    scores: dict[str, dict[str, list[float]]]  #: rung -> condition -> overall scores (scored runs)
+    gaps: list[dict[str, Any]]  #: tasks a larger rung passes while a smaller one is near zero
+    unscored: list[dict[str, Any]]  #: unscored runs grouped by rung, condition and reason
+    provenance: dict[str, Any]
+    simulated: bool
+    simulated_runs: int
+    rung_order: list[str] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)
+
+
+def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
+    """Parse ``class=N`` or ``class=N/month`` items (DataError naming the bad item)."""
+    out = {}
+    for item in items or ():
+        m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*([0-9][0-9_,]*)\s*(/\s*month)?\s*", item)
+        if not m:
+            raise DataError(f"--volume {item!r}: expected CLASS=N or CLASS=N/month, e.g. lookup=20000/month")
+        out[m.group(1)] = int(m.group(2).replace("_", "").replace(",", ""))
+    return out
+
+
+def open_store(path: str | Path):
+    """Open a store for reporting: it must exist; older schemas are migrated forward on open."""
+    from advisor.store import Store
+
+    if str(path) != ":memory:" and not Path(path).exists():
+        raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
+    return Store.open(path)
+
+
+def collect(store, suite: str | None = None, settings: FloorSettings | None = None,
+            classes: Sequence[str] | None = None, volumes: dict[str, int] | None = None) -> ReportData:
+    """Gather the report's content for one suite (the store's only suite when None)."""
+    settings = settings or FloorSettings()
+    name = resolve_suite(store, suite)
+    floors = find_floors(store, name, settings, classes=classes)
+    known = sorted({c.task_class for c in floors.classes})
+    for c in volumes or {}:
+        if c not in known:
+            raise DataError(f"--volume names class {c!r}, which suite {name!r} does not have."
+                            f"{did_you_mean(c, known)}")
+    cls_filter, cls_params = ("", [])
+    if classes:
+        cls_filter, cls_params = " AND task_class IN (SELECT unnest(?))", [list(classes)]
+    params = [name, *cls_params]
+    where = BASE + cls_filter
+    order = [r["rung"] for r in store.query(
+        f"SELECT rung, min(rung_position) AS pos FROM runs WHERE {where} GROUP BY rung ORDER BY pos", params)]
+    rung_table = store.query(
+        f"""SELECT rung, condition, count(*) AS runs, count(*) FILTER (WHERE unscored OR overall IS NULL) AS unscored,
+                   avg(tc_score) FILTER (WHERE NOT unscored) AS goal_completion,
+                   avg(if_score) FILTER (WHERE NOT unscored) AS instruction_following,
+                   avg(overall) FILTER (WHERE NOT unscored) AS overall,
+                   avg(cost_usd) AS usd_per_task,
+                   avg(CASE WHEN overall < ? THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT unscored AND overall IS NOT NULL)
+                       AS near_zero_share,
+                   avg(CASE WHEN overall >= ? THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT unscored AND overall IS NOT NULL)
+                       AS usable_share,
+                   avg(turns) AS turns
+            FROM runs WHERE {where} GROUP BY rung, condition
+            ORDER BY min(rung_position), condition""",
+        [settings.near_zero, settings.bar, *params])
+    score_rows = store.query(f"SELECT rung, condition, overall FROM runs WHERE {where} AND NOT unscored "
+                             "AND overall IS NOT NULL ORDER BY rung_position, condition, overall", params)
+    scores: dict[str, dict[str, list[float]]] = {}
+    for r in score_rows:
+        scores.setdefault(r["rung"], {}).setdefault(r["condition"], []).append(r["overall"])
+    unscored = store.query(
+        f"""SELECT rung, condition, coalesce(unscored_reason, 'no score recorded') AS reason, stop_reason,
+                   count(*) AS runs, list(DISTINCT task_id ORDER BY task_id) AS tasks
+            FROM runs WHERE {where} AND (unscored OR overall IS NULL)
+            GROUP BY ALL ORDER BY min(rung_position), condition, reason, stop_reason""", params)
+    return ReportData(
+        suite=name, settings=settings, floors=floors,
+        summary=summarise(floors, order, volumes or {}),
+        rung_table=rung_table, lift=skill_lift(rung_table), scores=scores,
+        gaps=gap_tasks(store, where, params, order, settings), unscored=unscored,
+        provenance=provenance(store, where, params), simulated=floors.simulated_runs > 0,
+        simulated_runs=floors.simulated_runs, rung_order=order, classes=known)
+
+
+def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rung: with-skill minus baseline for goal completion, IF, overall, $/task and near-zero share."""
+    by = {(r["rung"], r["condition"]): r for r in rung_table}
+    out = []
+    for rung in dict.fromkeys(r["rung"] for r in rung_table):
+        base, skill = by.get((rung, "baseline")), by.get((rung, "skill"))
+        if not base or not skill:
+            continue
+        row = {"rung": rung}
+        for col in ("goal_completion", "instruction_following", "overall", "usd_per_task", "near_zero_share"):
+            a, b = base[col], skill[col]
+            row[col] = None if a is None or b is None else b - a
+        out.append(row)
+    return out
+
+
+def gap_tasks(store, where: str, params: list, order: Sequence[str], settings: FloorSettings,
+              ) -> list[dict[str, Any]]:
+    """Tasks (per condition) whose mean overall on a larger rung passes the bar while a smaller rung's is near zero."""
+    rows = store.query(
+        f"""WITH t AS (SELECT task_class, task_id, condition, rung, min(rung_position) AS pos, avg(overall) AS mean
+                       FROM runs WHERE {where} AND NOT unscored AND overall IS NOT NULL GROUP BY ALL)
+            SELECT s.task_class, s.task_id, s.condition, s.rung AS smaller, s.mean AS smaller_overall,
+                   l.rung AS larger, l.mean AS larger_overall
+            FROM t s JOIN t l ON s.task_id = l.task_id AND s.condition = l.condition AND s.pos < l.pos
+            WHERE s.mean < ? AND l.mean >= ?
+            ORDER BY s.pos, l.pos, s.task_class, s.task_id, s.condition""",
+        [*params, settings.near_zero, settings.bar])
+    return rows
+
+
+def provenance(store, where: str, params: list) -> dict[str, Any]:
+    """Ladder and suite hashes, advisor versions and run dates behind the report."""
+    import advisor
+
+    ladders = store.query(f"SELECT DISTINCT ladder_name, ladder_hash FROM runs WHERE {where} ORDER BY 1, 2", params)
+    suites = store.query(f"SELECT DISTINCT suite_hash FROM runs WHERE {where} ORDER BY 1", params)
+    versions = store.query(f"SELECT DISTINCT advisor_version FROM runs WHERE {where} ORDER BY 1", params)
+    dates = store.query(f"SELECT min(started_at) AS first, max(coalesce(finished_at, started_at)) AS last, "
+                        f"list(DISTINCT kind ORDER BY kind) AS kinds FROM runs WHERE {where}", params)[0]
+    return {
+        "ladders": ladders,
+        "suite_hashes": [r["suite_hash"] for r in suites],
+        "run_advisor_versions": [r["advisor_version"] for r in versions],
+        "run_kinds": dates["kinds"],
+        "first_run": _iso(dates["first"]), "last_run": _iso(dates["last"]),
+        "store": str(store.path), "migrations": store.applied_migrations(),
+        "report_advisor_version": advisor.__version__,
+        "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+    }
+
+
+def _iso(x: Any) -> str | None:
+    return x.isoformat(sep=" ") if hasattr(x, "isoformat") else x
+
+
+def summarise(floors: FloorReport, order: Sequence[str], volumes: dict[str, int]) -> list[SummaryRow]:
+    """Per class: the condition and rung with the lowest cost per usable result, against the largest rung."""
+    largest = order[-1] if order else ""
+    out = []
+    for cls in sorted({c.task_class for c in floors.classes}):
+        options = [c for c in floors.classes if c.task_class == cls]
+        priced = [c for c in options if c.recommended and c.verdict(c.recommended).cost_per_usable is not None]
+        best = min(priced, key=lambda c: c.verdict(c.recommended).cost_per_usable) if priced else None
+        chosen = best or next((c for c in options if c.condition == "baseline"), options[0])
+        v = chosen.verdict(chosen.recommended) if chosen.recommended else None
+        top = chosen.verdict(largest)
+        cpu = v.cost_per_usable if v else None
+        top_cpu = top.cost_per_usable if top is not None else None  # always the largest: retried, no escalation
+        vol = volumes.get(cls)
+        note = chosen.note if best else (chosen.note + "; nothing to recommend yet")
+        out.append(SummaryRow(
+            task_class=cls, condition=chosen.condition if best else None, recommended=chosen.recommended,
+            floor=chosen.floor, floor_status=chosen.floor_status, cost_per_usable=cpu,
+            usable_rate=v.stats.usable_rate if v else None, largest=largest, largest_cost_per_usable=top_cpu,
+            volume=vol, monthly_cost=None if vol is None or cpu is None else vol * cpu,
+            monthly_cost_largest=None if vol is None or top_cpu is None else vol * top_cpu,
+            first_time=chosen.first_time, note=note))
+    return out
