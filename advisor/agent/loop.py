@@ -134,6 +134,8 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
         except asyncio.TimeoutError:
             return stop("timeout", f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
         except BackendError as exc:
+            if time.monotonic() >= deadline - 0.05:  # the client's own timeout fired at the episode deadline
+                return stop("timeout", f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
             return stop("backend_error", f"turn {turn}: {exc}")
         latency = time.monotonic() - t0
         res.model_calls += 1

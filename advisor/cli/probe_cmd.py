@@ -1,7 +1,116 @@
-"""Placeholder: this command group is filled in by its issue."""
+"""`advisor probe`: run a suite's tasks on every rung of a ladder, score and store every run, summarize.
+
+With no arguments: the embedded Triton serving the SIMULATED demo ladder (`ladders/demo.yaml`) + the bundled
+example suite + the store `advisor.duckdb` in the working directory. A rerun resumes: stored runs are
+skipped, backend errors are retried.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `probe` command."""
+    app.command("probe")(probe)
+
+
+def probe(
+    url: Annotated[Optional[str], typer.Option("--url", help="gRPC address of a running Triton (host:port). "
+                                               "Without it a simulated ladder is served by an embedded Triton.")] = None,
+    ladder: Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False,
+                                                   help="Ladder file (default: ladders/demo.yaml).")] = None,
+    suite: Annotated[Optional[Path], typer.Option("--suite", exists=True, dir_okay=False,
+                                                  help="Suite file (default: suites/example/suite.yaml).")] = None,
+    store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path("advisor.duckdb"),
+    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Runs per task, rung and condition.")] = 3,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight per rung.")] = 8,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Stop starting runs once this "
+                                                      "probe's model cost reaches this many USD.")] = None,
+    max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=0, help="Run at most this many episodes "
+                                                    "(stored runs are skipped and not counted).")] = None,
+    task: Annotated[Optional[list[str]], typer.Option("--task", help="Only this task (repeatable).")] = None,
+    rung: Annotated[Optional[list[str]], typer.Option("--rung", help="Only this rung (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Probe every task x rung x {baseline, skill} x replica, store each run, print the summary.
+
+    Exits 3 when some runs ended in backend_error (they are stored unscored and retried by the next probe).
+    """
+    from rich.console import Console
+
+    from advisor.probe.session import ProbeConfig, run_probe
+    from advisor.probe.summary import render
+
+    config = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=store, url=url, replicas=replicas,
+                         concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung)
+    err = Console(stderr=True)
+    bar = _Progress(err)
+    try:
+        result = run_probe(config, on_start=bar.start, on_result=bar.advance)
+    finally:
+        bar.stop()
+    out = result.outcome
+    line = (f"probe: {out.count('done')} run, {out.count('skipped')} already stored, {out.count('not_run')} not run"
+            f"{' (' + out.stopped + ')' if out.stopped else ''}; {out.backend_errors} backend errors "
+            f"(stored unscored, retried next time); cost ${out.cost_usd:.4f}; {out.elapsed_s:.1f} s; "
+            f"served by {result.served_by}; store {store}")
+    if result.summary["simulated"]:
+        line = "SIMULATED stand-ins. " + line
+    err.print(line)
+    # ----------------------------------------------------------------- REPORT HOOK
+    # `advisor report` (its own issue) generates the sizing report from the store here, e.g.
+    #     from advisor.report import write_report; write_report(store, suite=result.suite.name, ...)
+    _report_hook(store, result)
+    if as_json:
+        typer.echo(json.dumps({"outcome": {"done": out.count("done"), "skipped": out.count("skipped"),
+                                           "not_run": out.count("not_run"), "stopped": out.stopped,
+                                           "backend_errors": out.backend_errors, "cost_usd": out.cost_usd,
+                                           "elapsed_s": out.elapsed_s, "served_by": result.served_by},
+                               "summary": result.summary}, indent=2, default=str))
+    else:
+        render(result.summary)
+    if out.backend_errors:
+        raise typer.Exit(3)
+
+
+def _report_hook(store: Path, result) -> None:
+    """Placeholder where the sizing report is generated after a probe (filled in by `advisor report`)."""
+    return None
+
+
+class _Progress:
+    """A rich progress bar over the planned runs (stderr), tolerant of being stopped before it starts."""
+
+    def __init__(self, console):
+        self.console = console
+        self.progress = None
+        self.task = None
+        self.done = 0
+        self.cost = 0.0
+
+    def start(self, planned: int, served_by: str) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]probe[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
+                                 disable=not sys.stderr.isatty())
+        self.progress.start()
+        self.task = self.progress.add_task(f"({served_by})", total=planned)
+
+    def advance(self, result) -> None:
+        if self.progress is None:
+            return
+        if result.record is not None:
+            self.cost += result.record.cost_usd
+        self.progress.update(self.task, advance=1, description=f"${self.cost:.4f}")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

@@ -14,7 +14,6 @@ the runner (the ladder says ``simulated: true``).
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -55,7 +54,8 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
 
     `suite_paths` are the suites whose tasks the stand-in "knows" (their reference trajectories), so that
     it can act on them as an agent; a request about any other task gets a generic give-up answer. The
-    function is deterministic for the same prompt and sampling parameters, and thread-safe.
+    function is deterministic for the same prompt and sampling parameters, and thread-safe. The rung's
+    simulated `latency_ms` is waited by the server (`advisor.triton.standin_model`), not here.
     """
     from advisor.standin.agent import StandinAgent
 
@@ -65,8 +65,6 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
         max_tokens = int(sampling.get("max_tokens", 16))
         text = agent.reply(prompt, sampling)
         text, cut = truncate_tokens(text, max_tokens)
-        if agent.latency_ms > 0:
-            time.sleep(agent.latency_ms / 1000.0)
         return Generation(text, "length" if cut else "stop", count_tokens(prompt), count_tokens(text))
 
     return respond

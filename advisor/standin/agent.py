@@ -27,7 +27,6 @@ class StandinAgent:
             raise ConfigError(f"model {model.name!r} has no standin: block; only stand-ins can be simulated")
         self.model = model
         self.params = model.standin
-        self.latency_ms = float(model.standin.latency_ms)
         self.format = format_for(model.tool_call_format)
         self.tasks: dict[str, Any] = {}
         for path in suite_paths:

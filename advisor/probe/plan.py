@@ -1,0 +1,69 @@
+"""What a probe runs: one `RunSpec` per episode, and the full grid of a suite on a ladder.
+
+A run is identified by (kind, suite hash, task, ladder hash, rung, condition, replica); its run key is the
+hash of those parts (`advisor.store.make_run_key`), so the same spec always maps to the same stored run and
+a rerun skips it. The episode's seed is derived from the run key, so a replica is reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from advisor.errors import ConfigError
+from advisor.store import make_run_key
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One episode to run: a task on a rung, in a condition, as replica number `replica`."""
+
+    task_id: str
+    rung: str
+    condition: str = "baseline"  #: baseline | skill
+    replica: int = 0
+    kind: str = "probe"
+
+    def run_key(self, suite_hash: str, ladder_hash: str) -> str:
+        """The idempotent key of this run in the store."""
+        return make_run_key(self.kind, suite_hash, self.task_id, ladder_hash, self.rung, self.condition,
+                            self.replica)
+
+    def seed(self, suite_hash: str, ladder_hash: str) -> int:
+        """The sampling seed of this episode (stable: derived from the run key; fits a signed 32-bit int)."""
+        return int(self.run_key(suite_hash, ladder_hash)[:8], 16) & 0x7FFFFFFF
+
+
+def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[str] = ("baseline", "skill"),
+              rungs: Iterable[str] | None = None, tasks: Iterable[str] | None = None) -> list[RunSpec]:
+    """Every (task, rung, condition, replica) of a probe; the skill condition only for tasks with a skill.
+
+    Ordered replica-major, then task, then rung, so that a partial probe (``--max-runs``, an interruption)
+    covers every task and rung before it repeats any.
+    """
+    if replicas < 1:
+        raise ConfigError(f"replicas must be at least 1 (got {replicas})")
+    bad = [c for c in conditions if c not in ("baseline", "skill")]
+    if bad:
+        raise ConfigError(f"unknown condition(s) {', '.join(bad)}; use baseline and/or skill")
+    rung_names = [ladder.rung(r).name for r in rungs] if rungs is not None else [r.name for r in ladder.rungs]
+    if tasks is not None:
+        chosen = []
+        for tid in tasks:
+            try:
+                chosen.append(suite.task(tid))
+            except KeyError:
+                from advisor.errors import did_you_mean
+
+                raise ConfigError(f"suite {suite.name!r} has no task {tid!r}."
+                                  f"{did_you_mean(tid, [t.id for t in suite.tasks])}") from None
+    else:
+        chosen = list(suite.tasks)
+    specs = []
+    for replica in range(replicas):
+        for task in chosen:
+            for rung in rung_names:
+                for condition in task.conditions():
+                    if condition in conditions:
+                        specs.append(RunSpec(task.id, rung, condition, replica))
+    return specs

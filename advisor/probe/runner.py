@@ -1,0 +1,208 @@
+"""The probe runner: run a list of `RunSpec`s concurrently, score each episode, commit each run at once.
+
+The library entry point is `execute` (the CLI and adaptive probing build on it)::
+
+    outcome = await execute(specs, ladder=ladder, suite=suite, store=store,
+                            client_for_rung=lambda model: client, concurrency=8)
+
+- `specs`: any list of `RunSpec` (`advisor.probe.plan.full_grid` gives the full grid; adaptive probing
+  passes one wave at a time). Their order is the order runs start in.
+- Resuming: specs whose run key is already stored are **skipped** (`RunResult.status == "skipped"`), except
+  runs stored with stop reason ``backend_error``: those are deleted and run again (a retry).
+- Concurrency: at most `concurrency` episodes in flight **per rung** (each rung has its own semaphore).
+- Each finished run is committed at once with its turns and criterion results (`Store.add_run`, one
+  transaction), so a crash or Ctrl-C loses at most the runs in flight; store writes happen on the event-loop
+  thread between awaits, so a cancellation never interrupts one.
+- A run that ended in ``backend_error`` is stored **unscored** (scores NULL, ``unscored = true``), never 0.
+- Guards: `max_runs` caps the runs started by this call; `max_cost` stops starting new runs once the cost
+  of the runs finished by this call reaches it (runs in flight finish). Specs not started are reported with
+  status ``not_run`` and `ProbeOutcome.stopped` says why.
+- `client_for_rung(model)` returns an object with the `TritonClient.generate` signature; the caller owns the
+  clients' lifetime. `on_result(result)` is called after each run (progress bars).
+
+`execute` returns a `ProbeOutcome` with one `RunResult` per spec, in the order of `specs`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from advisor.probe.plan import RunSpec
+from advisor.scores import Thresholds
+from advisor.store import RunRecord, now
+
+DEFAULT_CONCURRENCY = 8
+DEFAULT_SAMPLING = {"temperature": 0.7}
+
+
+@dataclass
+class RunResult:
+    """What happened to one spec."""
+
+    spec: RunSpec
+    run_key: str
+    status: str  #: done | skipped | not_run
+    record: RunRecord | None = None  #: the stored run (done), None otherwise
+    retried: bool = False  #: a stored backend_error run was deleted and run again
+
+
+@dataclass
+class ProbeOutcome:
+    """The result of one `execute` call."""
+
+    results: list[RunResult] = field(default_factory=list)
+    cost_usd: float = 0.0  #: model cost of the runs finished by this call (judge cost apart)
+    judge_cost_usd: float = 0.0
+    elapsed_s: float = 0.0
+    stopped: str | None = None  #: max_runs | max_cost when a guard left specs not run
+
+    def count(self, status: str) -> int:
+        """Number of results with this status."""
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def backend_errors(self) -> int:
+        """Runs of this call that ended in backend_error (stored unscored; retried by the next probe)."""
+        return sum(r.record is not None and r.record.stop_reason == "backend_error" for r in self.results)
+
+
+def record_config(store: Any, ladder: Any, suite: Any) -> tuple[str, str]:
+    """Record the ladder and suite (idempotent); return (ladder_hash, suite_hash)."""
+    ladder_hash = store.record_ladder(ladder)
+    suite_hash = suite.config_hash()
+    store.record_suite(suite.name, suite_hash, suite.source, suite.model_dump(mode="json", by_alias=True),
+                       [(t.id, t.task_class, t.has_skill, t.prompt_hash()) for t in suite.tasks],
+                       [(t.prompt_hash(), t.instructions) for t in suite.tasks])
+    return ladder_hash, suite_hash
+
+
+async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: Any,
+                  client_for_rung: Callable[[Any], Any], concurrency: int = DEFAULT_CONCURRENCY,
+                  max_cost: float | None = None, max_runs: int | None = None,
+                  thresholds: Thresholds = Thresholds(), judge: Any = None, workdir: str | Path | None = None,
+                  sampling: dict[str, Any] | None = None,
+                  on_result: Callable[[RunResult], None] | None = None) -> ProbeOutcome:
+    """Run `specs` (see the module docstring); return one `RunResult` per spec."""
+    from advisor import __version__
+
+    started = time.monotonic()
+    ladder_hash, suite_hash = record_config(store, ladder, suite)
+    keys = [s.run_key(suite_hash, ladder_hash) for s in specs]
+    stored = store.run_keys(kind=None, suite_hash=suite_hash, ladder_hash=ladder_hash)
+    overlap = sorted(set(keys) & stored)
+    failed = {r["run_key"] for r in store.runs(suite_hash=suite_hash, ladder_hash=ladder_hash,
+                                                 stop_reason="backend_error", run_key=overlap)} if overlap else set()
+    outcome = ProbeOutcome()
+    results: list[RunResult | None] = [None] * len(specs)
+    todo: list[int] = []
+    seen: set[str] = set()
+    for i, (spec, key) in enumerate(zip(specs, keys)):
+        if (key in stored and key not in failed) or key in seen:
+            results[i] = RunResult(spec, key, "skipped")
+        else:
+            todo.append(i)
+            seen.add(key)
+    if max_runs is not None and len(todo) > max_runs:
+        for i in todo[max_runs:]:
+            results[i] = RunResult(specs[i], keys[i], "not_run")
+        todo = todo[:max_runs]
+        outcome.stopped = "max_runs"
+    for i in (i for i in range(len(specs)) if results[i] is not None and results[i].status == "skipped"):
+        if on_result:
+            on_result(results[i])
+
+    semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.rungs}
+    root = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "advisor-probe"
+    base_settings = {"limits": None, "sampling": {**DEFAULT_SAMPLING, **(sampling or {})},
+                     "concurrency": concurrency, "judge": getattr(getattr(judge, "model", None), "name", None)}
+
+    async def one(i: int) -> None:
+        spec, key = specs[i], keys[i]
+        model = ladder.rung(spec.rung)
+        async with semaphores[model.name]:
+            if max_cost is not None and outcome.cost_usd >= max_cost:
+                results[i] = RunResult(spec, key, "not_run")
+                outcome.stopped = "max_cost"
+                return
+            task = suite.task(spec.task_id)
+            seed = spec.seed(suite_hash, ladder_hash)
+            record, turns, criteria = await run_one(
+                spec, task, model, suite=suite, ladder=ladder, client=client_for_rung(model), seed=seed,
+                run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
+                root=root, sampling={**base_settings["sampling"], "seed": seed}, settings=base_settings,
+                version=__version__)
+            retried = key in failed
+            if retried:
+                store.delete_runs([key])
+            store.add_run(record, turns, criteria)
+            outcome.cost_usd += record.cost_usd
+            outcome.judge_cost_usd += record.judge_cost_usd
+            results[i] = RunResult(spec, key, "done", record, retried)
+            if on_result:
+                on_result(results[i])
+
+    tasks = [asyncio.ensure_future(one(i)) for i in todo]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:  # an unexpected error (or Ctrl-C): stop the runs in flight, store nothing half-done
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    finally:
+        outcome.results = [r if r is not None else RunResult(specs[i], keys[i], "not_run")
+                           for i, r in enumerate(results)]
+        outcome.elapsed_s = time.monotonic() - started
+    return outcome
+
+
+async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: Any, client: Any, seed: int,
+                  run_key: str, suite_hash: str, ladder_hash: str, thresholds: Thresholds, judge: Any,
+                  root: Path, sampling: dict[str, Any], settings: dict[str, Any], version: str):
+    """One episode: sandbox, agent loop, scoring; returns (RunRecord, turns, criteria) ready to store."""
+    from advisor.agent.loop import run_episode
+    from advisor.checks import score_episode
+    from advisor.tools.environment import Environment
+
+    limits = suite.limits_for(task)
+    started_at = now()
+    env = Environment.create(task, root)
+    try:
+        res = await run_episode(task, model, client, env, limits, condition=spec.condition, sampling=sampling,
+                                request_id=run_key[:12])
+        ep = res.episode
+        if ep.stop_reason == "backend_error":
+            card, criteria, unscored_reason = None, [], f"backend_error: {ep.error}"
+        else:
+            try:
+                card = await score_episode(task, ep, judge)
+                criteria, unscored_reason = card.criteria, card.unscored_reason
+            except Exception as exc:  # noqa: BLE001 - a scoring bug leaves the run unscored, never 0
+                card, criteria, unscored_reason = None, [], f"scoring failed: {type(exc).__name__}: {exc}"
+    finally:
+        env.close()
+    scored = card is not None and unscored_reason is None
+    errors = [e for e in [ep.error if ep.stop_reason not in ("final",) else None, *res.notes] if e]
+    record = RunRecord(
+        run_key=run_key, kind=spec.kind, suite_name=suite.name, suite_hash=suite_hash, task_id=task.id,
+        task_class=task.task_class, ladder_name=ladder.name, ladder_hash=ladder_hash, rung=model.name,
+        rung_position=ladder.index(model.name), condition=spec.condition, replica=spec.replica, seed=seed,
+        policy="fixed", prompt_hash=task.prompt_hash(), stop_reason=ep.stop_reason, turns=res.model_calls,
+        model_calls=res.model_calls, input_tokens=res.input_tokens, output_tokens=res.output_tokens,
+        tokens_from_server=res.tokens_from_server, cost_usd=res.cost(model),
+        cost_estimated=not res.tokens_from_server,
+        judge_input_tokens=card.judge_input_tokens if card else 0,
+        judge_output_tokens=card.judge_output_tokens if card else 0,
+        judge_cost_usd=card.judge_cost_usd if card else 0.0, latency_s=res.latency_s,
+        if_score=card.if_score if scored else None, tc_score=card.tc_score if scored else None,
+        overall=card.overall if scored else None, unscored=not scored, unscored_reason=unscored_reason,
+        bar=thresholds.bar, near_zero=thresholds.near_zero, simulated=model.simulated, advisor_version=version,
+        settings_json=json.dumps({**settings, "limits": limits.model_dump()}, sort_keys=True, default=str),
+        error="; ".join(errors) or None, started_at=started_at, finished_at=now())
+    return record, res.turns, criteria

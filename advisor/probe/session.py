@@ -1,0 +1,133 @@
+"""A whole probe as the CLI runs it: resolve files, serve or reach the rungs, run the grid, summarize.
+
+`run_probe(config)` is the library function behind ``advisor probe``. Without a URL and with a simulated
+ladder it starts the embedded Triton (`advisor.triton.server.EmbeddedTriton`) with stand-ins that know the
+suite; with a URL (or a real ladder) it talks to that Triton. Either way the runs go through the same
+`advisor.probe.runner.execute` and the same Triton client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from advisor.errors import ConfigError
+from advisor.probe.plan import full_grid
+from advisor.probe.runner import DEFAULT_CONCURRENCY, ProbeOutcome, RunResult, execute
+
+DEFAULT_LADDER = "ladders/demo.yaml"
+DEFAULT_SUITE = "suites/example/suite.yaml"
+
+
+def default_file(relative: str) -> Path:
+    """`relative` under the current directory, else under the repository next to the installed package."""
+    here = Path.cwd() / relative
+    if here.exists():
+        return here
+    import advisor
+
+    repo = Path(advisor.__file__).resolve().parent.parent / relative
+    if repo.exists():
+        return repo
+    raise ConfigError(f"{relative}: not found in {Path.cwd()} nor in {repo.parent.parent}; "
+                      "pass the file explicitly")
+
+
+@dataclass
+class ProbeConfig:
+    """Everything one probe needs (the CLI's options)."""
+
+    ladder_path: Path | None = None  #: default: ladders/demo.yaml
+    suite_path: Path | None = None  #: default: suites/example/suite.yaml
+    store_path: Path = Path("advisor.duckdb")
+    url: str | None = None  #: a running Triton's gRPC address; None: embedded (simulated ladder) or the ladder's
+    replicas: int = 3
+    concurrency: int = DEFAULT_CONCURRENCY
+    max_cost: float | None = None
+    max_runs: int | None = None
+    conditions: tuple[str, ...] = ("baseline", "skill")
+    rungs: list[str] | None = None
+    tasks: list[str] | None = None
+    client_timeout_s: float = 60.0
+    client_retries: int = 2
+    workdir: Path | None = None
+
+
+@dataclass
+class ProbeRun:
+    """What `run_probe` returns."""
+
+    outcome: ProbeOutcome
+    summary: dict[str, Any]
+    ladder: Any
+    suite: Any
+    planned: int
+    served_by: str  #: "embedded" or the URL
+    notes: list[str] = field(default_factory=list)
+
+
+def load_inputs(config: ProbeConfig):
+    """(ladder, suite, ladder file, suite file) with defaults resolved and suite tools checked."""
+    from advisor.ladder import load_ladder
+    from advisor.suite import load_suite
+    from advisor.tools.base import available_tools
+
+    if config.url and config.ladder_path is None:
+        raise ConfigError("--url needs --ladder: the ladder that Triton serves (rung names, prices, formats)")
+    ladder_path = Path(config.ladder_path) if config.ladder_path else default_file(DEFAULT_LADDER)
+    suite_path = Path(config.suite_path) if config.suite_path else default_file(DEFAULT_SUITE)
+    ladder = load_ladder(ladder_path)
+    suite = load_suite(suite_path, known_tools=set(available_tools()))
+    return ladder, suite, ladder_path, suite_path
+
+
+def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None = None,
+              on_result: Callable[[RunResult], None] | None = None) -> ProbeRun:
+    """Run a probe end to end and return its outcome and summary (store written as it goes).
+
+    `on_start(planned, served_by)` is called once the rungs are reachable; `on_result` after every run.
+    """
+    from advisor.probe.summary import summarize
+    from advisor.store import Store
+
+    ladder, suite, _, suite_path = load_inputs(config)
+    specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks)
+    server = None
+    if config.url:
+        served_by, urls = config.url, {m.name: config.url for m in ladder.rungs}
+    elif ladder.simulated:
+        from advisor.triton.server import EmbeddedTriton
+
+        server = EmbeddedTriton(ladder, suite_paths=(str(suite_path),))
+        served_by = "embedded"
+    else:
+        urls = {m.name: ladder.url_of(m) for m in ladder.rungs}
+        served_by = ", ".join(sorted(set(urls.values())))
+    with Store.open(config.store_path) as store, (server or contextlib.nullcontext()):
+        if server is not None:
+            server.start()
+            urls = {m.name: server.grpc_url for m in ladder.rungs}
+        if on_start:
+            on_start(len(specs), served_by)
+        outcome = asyncio.run(_execute(specs, ladder, suite, store, urls, config, on_result))
+        summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
+    return ProbeRun(outcome, summary, ladder, suite, len(specs), served_by)
+
+
+async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, on_result):
+    from advisor.triton.client import TritonClient
+
+    clients = {url: TritonClient(url, timeout_s=config.client_timeout_s, retries=config.client_retries)
+               for url in set(urls.values())}
+    try:
+        return await execute(specs, ladder=ladder, suite=suite, store=store,
+                             client_for_rung=lambda model: clients[urls[model.name]],
+                             concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
+                             workdir=config.workdir, on_result=on_result)
+    finally:
+        for client in clients.values():
+            with contextlib.suppress(Exception):
+                await client.close()

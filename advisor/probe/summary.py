@@ -1,0 +1,141 @@
+"""The probe summary: per rung, goal completion (TC), IF, overall, $/task, near-zero share, baseline -> skill.
+
+The rung table compares the two conditions on the **paired** tasks (those with a skill document, run both
+ways), as the published table does; a second table gives, per task class and rung, mean overall and usable
+share per condition (all tasks for baseline), which shows where each rung's floor is. Unscored runs (NULL
+scores, e.g. backend errors) are counted apart and left out of every mean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from advisor.scores import Thresholds
+
+
+@dataclass
+class Cell:
+    """Aggregates of a set of runs (means over scored runs)."""
+
+    runs: int = 0
+    unscored: int = 0
+    tc: float | None = None
+    if_: float | None = None
+    overall: float | None = None
+    usable: float | None = None  #: share of scored runs with overall >= bar
+    near_zero: float | None = None  #: share of scored runs with overall < near_zero
+    cost_per_task: float | None = None  #: mean model cost of a run, USD (every run, scored or not)
+    turns: float | None = None  #: mean model calls per run
+    stop_reasons: dict[str, int] | None = None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def cell(rows: Iterable[dict[str, Any]], thresholds: Thresholds = Thresholds()) -> Cell:
+    """Aggregate stored run rows into a `Cell`."""
+    rows = list(rows)
+    scored = [r for r in rows if not r["unscored"] and r["overall"] is not None]
+    reasons: dict[str, int] = {}
+    for r in rows:
+        reasons[r["stop_reason"]] = reasons.get(r["stop_reason"], 0) + 1
+    return Cell(
+        runs=len(rows), unscored=len(rows) - len(scored),
+        tc=_mean([r["tc_score"] for r in scored]), if_=_mean([r["if_score"] for r in scored]),
+        overall=_mean([r["overall"] for r in scored]),
+        usable=_mean([1.0 if thresholds.usable(r["overall"]) else 0.0 for r in scored]),
+        near_zero=_mean([1.0 if thresholds.is_near_zero(r["overall"]) else 0.0 for r in scored]),
+        cost_per_task=_mean([r["cost_usd"] for r in rows]), turns=_mean([r["turns"] for r in rows]),
+        stop_reasons=reasons)
+
+
+def summarize(store: Any, *, suite_hash: str, ladder_hash: str, ladder: Any,
+              thresholds: Thresholds = Thresholds()) -> dict[str, Any]:
+    """The summary of the probe runs of one suite on one ladder, as a JSON-ready dict."""
+    rows = store.runs(kind="probe", suite_hash=suite_hash, ladder_hash=ladder_hash)
+    paired_tasks = {r["task_id"] for r in rows if r["condition"] == "skill"}
+    classes = sorted({r["task_class"] for r in rows})
+    out: dict[str, Any] = {
+        "suite": rows[0]["suite_name"] if rows else None, "ladder": ladder.name, "suite_hash": suite_hash,
+        "ladder_hash": ladder_hash, "simulated": any(r["simulated"] for r in rows) or bool(ladder.simulated),
+        "runs": len(rows), "unscored": sum(bool(r["unscored"]) for r in rows),
+        "bar": thresholds.bar, "near_zero": thresholds.near_zero, "paired_tasks": len(paired_tasks),
+        "rungs": [], "classes": [],
+    }
+    for rung in ladder.rungs:
+        mine = [r for r in rows if r["rung"] == rung.name]
+        out["rungs"].append({
+            "rung": rung.name,
+            "all_baseline": asdict(cell((r for r in mine if r["condition"] == "baseline"), thresholds)),
+            "paired_baseline": asdict(cell((r for r in mine if r["condition"] == "baseline"
+                                            and r["task_id"] in paired_tasks), thresholds)),
+            "paired_skill": asdict(cell((r for r in mine if r["condition"] == "skill"), thresholds)),
+        })
+    for cls in classes:
+        for rung in ladder.rungs:
+            mine = [r for r in rows if r["rung"] == rung.name and r["task_class"] == cls]
+            out["classes"].append({
+                "class": cls, "rung": rung.name,
+                "baseline": asdict(cell((r for r in mine if r["condition"] == "baseline"), thresholds)),
+                "skill": asdict(cell((r for r in mine if r["condition"] == "skill"), thresholds)),
+            })
+    return out
+
+
+def _num(v: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _pair(a: dict, b: dict, key: str, fmt: str = "{:.1f}") -> str:
+    return f"{_num(a[key], fmt)} -> {_num(b[key], fmt)}"
+
+
+def render(summary: dict[str, Any], console: Any = None) -> None:
+    """Print the summary tables with rich (to `console`, default stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    if console is None:
+        console = Console()
+        console = Console(width=max(console.width, 150))  # the tables need the room; pipes get 80 by default
+    if summary["simulated"]:
+        console.print("[bold yellow]SIMULATED[/]: stand-in rungs answered (a seeded parametric agent model, "
+                      "docs/standin.md). These figures demonstrate the method, not the real models.")
+    console.print(f"suite {summary['suite']} on ladder {summary['ladder']}: {summary['runs']} runs, "
+                  f"{summary['unscored']} unscored (left out of every score)")
+    pct = "{:.0%}"
+    t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill",
+              title_justify="left")
+    for col in ("rung", "goal completion", "instruction following", "overall", "$/task", "near-zero share",
+                f"usable (>= {summary['bar']:g})", "turns"):
+        t.add_column(col, justify="left" if col == "rung" else "right")
+    for row in summary["rungs"]:
+        b, s = row["paired_baseline"], row["paired_skill"]
+        t.add_row(row["rung"], _pair(b, s, "tc"), _pair(b, s, "if_"), _pair(b, s, "overall"),
+                  _pair(b, s, "cost_per_task", "{:.4f}"), _pair(b, s, "near_zero", pct),
+                  _pair(b, s, "usable", pct), _pair(b, s, "turns"))
+    console.print(t)
+    rungs = [r["rung"] for r in summary["rungs"]]
+    c = Table(title="Per class: mean overall (usable share), baseline | with skill", title_justify="left")
+    c.add_column("class")
+    for name in rungs:
+        c.add_column(name, justify="right")
+    by_class: dict[str, dict[str, dict]] = {}
+    for row in summary["classes"]:
+        by_class.setdefault(row["class"], {})[row["rung"]] = row
+    for cls, per_rung in by_class.items():
+        cells = []
+        for name in rungs:
+            row = per_rung.get(name)
+            if row is None:
+                cells.append("-")
+                continue
+            b, s = row["baseline"], row["skill"]
+            text = f"{_num(b['overall'], '{:.0f}')} ({_num(b['usable'], pct)})"
+            if s["runs"]:
+                text += f" | {_num(s['overall'], '{:.0f}')} ({_num(s['usable'], pct)})"
+            cells.append(text)
+        c.add_row(cls, *cells)
+    console.print(c)
