@@ -105,7 +105,8 @@ def test_cli_validate_ok_and_error(tmp_path, capsys):
     assert code == 2 and "rungs.1.colour" in err and "Traceback" not in err
 
 
-def test_cli_show_table_and_json(capsys):
+def test_cli_show_table_and_json(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # rich would shorten the cells on a narrow terminal
     assert main(["ladder", "show", str(NEMOTRON)]) == 0
     out = capsys.readouterr().out
     assert "nemotron_3_super_120b_a12b" in out and "orchestrator" in out
