@@ -312,28 +312,45 @@ class Store:
             h = ladder.config_hash()
             con.execute("INSERT INTO ladders VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [h, ladder.name, ladder.simulated, json.dumps(ladder.model_dump(mode="json")), now()])
-            con.executemany(
-                "INSERT INTO rungs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [[h, m.name, i, "rung", m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
-                  m.price.per_token()[0] * 1e6, m.price.per_token()[1] * 1e6, m.price.basis, m.simulated,
-                  m.self_hosted, m.data_leaves_org] for i, m in enumerate(ladder.rungs)])
+            self._bulk_insert("rungs", [
+                [h, m.name, i, "rung", m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
+                 m.price.per_token()[0] * 1e6, m.price.per_token()[1] * 1e6, m.price.basis, m.simulated,
+                 m.self_hosted, m.data_leaves_org] for i, m in enumerate(ladder.rungs)])
             con.execute("INSERT INTO suites VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [suite_hash, suite_name, source, json.dumps(config, default=str), now()])
-            task_rows = [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks]
-            if task_rows:
-                con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", task_rows)
-            prompt_rows = [list(p) for p in prompts]
-            if prompt_rows:
-                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING", prompt_rows)
-            before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-            if runs:
-                self._insert_runs(runs, skip_existing=True)
-            after = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            self._bulk_insert("tasks", [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks])
+            self._bulk_insert("prompts", [list(p) for p in prompts])
+            before = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+            self._bulk_insert("runs", [[getattr(r, c) for c in _RUN_COLUMNS] for r in runs], _RUN_COLUMNS)
+            after = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")
             raise
         return after - before
+
+    def _bulk_insert(self, table: str, rows: list[list[Any]], columns: Sequence[str] | None = None) -> None:
+        """INSERT ... ON CONFLICT DO NOTHING of many rows through an Arrow table (executemany is row by row)."""
+        if not rows:
+            return
+        if columns is None:
+            columns = [r[0] for r in self._con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [table]).fetchall()]
+        try:
+            import pyarrow as pa
+        except ImportError:  # pragma: no cover - pyarrow is in the test and parquet extras
+            marks = ", ".join("?" for _ in columns)
+            self._con.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+                                  "ON CONFLICT DO NOTHING", rows)
+            return
+        batch = pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
+        self._con.register("_bulk_rows", batch)
+        try:
+            cols = ", ".join(columns)
+            self._con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _bulk_rows ON CONFLICT DO NOTHING")
+        finally:
+            self._con.unregister("_bulk_rows")
 
     # ----------------------------------------------------------------- runs
     def run_keys(self, kind: str | None = None, suite_hash: str | None = None,

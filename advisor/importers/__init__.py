@@ -1,0 +1,1 @@
+"""Importers of public formats: recorded per-prompt results (recorded.py) and Tessl-style scenario folders."""

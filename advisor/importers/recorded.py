@@ -1,0 +1,347 @@
+"""Import recorded per-prompt results (long or wide tables; CSV, JSONL, Parquet) into the store.
+
+Two table shapes are read:
+
+- **long**: one row per prompt x model, with columns for the prompt (and optionally a prompt id), the task
+  class, the model, the score, and optionally ``input_tokens``, ``output_tokens`` and ``cost``;
+- **wide** (RouterBench's convention): one row per prompt with ``prompt``, a task/class column, one score
+  column per model and optional ``<model>|total_cost`` columns. Known bookkeeping columns (``metric``,
+  ``est_prompt_tokens``, ``prompt_key``, ``task_fold``, ``sample_id``, ``oracle_model_to_route_to``, any other
+  ``<model>|...`` column) are ignored; ``ignore=`` names more.
+
+Scores are fractions in [0, 1] and map to the 0-100 scale as IF = TC = score x 100, so overall = score x 100;
+a run is usable when overall >= the stated bar (default 75, i.e. a score of at least 0.75). Where no cost is
+recorded it is **estimated** from the ladder's prices: input tokens = ``est_prompt_tokens`` (or an
+``input_tokens`` column, else characters / 4), output tokens = a fixed stated number (default 256), and the
+run is flagged ``cost_estimated``. A missing score (empty cell, null) skips that prompt x model and is
+counted, never stored as 0; NaN, non-numeric or out-of-range scores, missing columns, unknown models and empty
+files are one `DataError` each, raised before anything is written. The whole import is one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from advisor.errors import DataError, did_you_mean
+from advisor.ladder import Ladder
+from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
+from advisor.store import RunRecord, Store, make_run_key, now, text_hash
+
+DEFAULT_OUTPUT_TOKENS = 256  #: stated output-token assumption when a table records no cost or output tokens
+CHARS_PER_TOKEN = 4  #: input-token assumption when a table records none: characters / 4
+
+PROMPT_COLUMNS = ("prompt", "question", "query", "input")
+TASK_COLUMNS = ("task", "task_class", "class", "eval_name", "category")
+ID_COLUMNS = ("prompt_id", "sample_id", "prompt_key", "id")
+#: Wide-table columns that are never model scores.
+WIDE_IGNORED = {"metric", "est_prompt_tokens", "prompt_key", "task_fold", "sample_id", "prompt_id", "id",
+                "oracle_model_to_route_to", "split", "fold"}
+
+
+class ImportOptions(BaseModel):
+    """How to read a recorded-results table (every default is stated in `advisor import --help`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite_name: str = Field(min_length=1, description="Suite name the imported runs are stored under.")
+    shape: Literal["long", "wide", "auto"] = Field("auto", description="Table shape; auto = long when it has "
+                                                   "'model' and 'score' columns, else wide.")
+    bar: float = Field(DEFAULT_BAR, ge=0, le=100, description="Usable threshold on the 0-100 scale.")
+    output_tokens: int = Field(DEFAULT_OUTPUT_TOKENS, ge=0, description="Assumed output tokens per answer "
+                               "when neither cost nor output tokens are recorded.")
+    model_map: dict[str, str] = Field(default_factory=dict, description="Source model name -> ladder rung.")
+    task_column: str | None = Field(None, description="Task-class column (default: first of task, task_class, "
+                                    "class, eval_name, category).")
+    prompt_column: str | None = Field(None, description="Prompt-text column (default: prompt).")
+    ignore: list[str] = Field(default_factory=list, description="Extra wide-table columns that are not models.")
+
+
+@dataclass
+class ImportReport:
+    """What an import read, wrote, skipped and assumed."""
+
+    file: str
+    suite_name: str
+    shape: str
+    rows: int
+    prompts: int
+    runs_read: int
+    runs_added: int
+    runs_already_stored: int
+    missing_scores_skipped: int
+    missing_by_model: dict[str, int] = field(default_factory=dict)
+    cost_recorded: int = 0
+    cost_estimated: int = 0
+    models: dict[str, str] = field(default_factory=dict)  #: source model -> rung
+    classes: dict[str, int] = field(default_factory=dict)  #: prompts per task class
+    bar: float = DEFAULT_BAR
+    assumption: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as a plain dict (for --json)."""
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------- reading
+def read_table(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a CSV, JSONL or Parquet file as dicts (empty CSV cells become None)."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        import csv
+
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames:
+                raise DataError(f"{path}: empty file (no header, no rows)")
+            rows = [{k: (None if v == "" else v) for k, v in r.items()} for r in reader]
+            if not rows:
+                raise DataError(f"{path}: no data rows (header only)")
+            return rows
+    if suffix in (".jsonl", ".ndjson"):
+        rows = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{n}: each line must be a JSON object")
+            rows.append(obj)
+        if not rows:
+            raise DataError(f"{path}: empty file (no JSON lines)")
+        return rows
+    if suffix in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:  # pragma: no cover
+            raise DataError("reading Parquet needs pyarrow: pip install 'advisor[parquet]'") from None
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for a corrupt file
+            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+        if not rows:
+            raise DataError(f"{path}: empty file (no rows)")
+        return rows
+    raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
+
+
+def _pick(columns: list[str], explicit: str | None, candidates: tuple[str, ...], what: str, path,
+          required: bool) -> str | None:
+    if explicit is not None:
+        if explicit not in columns:
+            raise DataError(f"{path}: no {what} column {explicit!r}.{did_you_mean(explicit, columns)}")
+        return explicit
+    for c in candidates:
+        if c in columns:
+            return c
+    if required:
+        raise DataError(f"{path}: missing {what} column (looked for {', '.join(candidates)}; "
+                        f"columns: {', '.join(columns)}). Name it with --{what}-column.")
+    return None
+
+
+def _score(value: Any, where: str) -> float | None:
+    """A score in [0, 1], None when missing; DataError when NaN, not a number or out of range."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            return None
+        try:
+            value = float(value)
+        except ValueError:
+            raise DataError(f"{where}: score {value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DataError(f"{where}: score {value!r} is not a number")
+    value = float(value)
+    if math.isnan(value):
+        raise DataError(f"{where}: score is NaN (leave the cell empty for a missing score)")
+    if not 0.0 <= value <= 1.0:
+        raise DataError(f"{where}: score {value} is outside [0, 1] (scores are fractions; 1 = fully correct)")
+    return value
+
+
+def _number(value: Any, where: str, what: str) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: {what} {value!r} is not a number") from None
+    if math.isnan(out) or out < 0:
+        raise DataError(f"{where}: {what} {value!r} must be a non-negative number")
+    return out
+
+
+# --------------------------------------------------------------------------------------------- parsing
+@dataclass
+class _Cell:
+    """One prompt x model result, parsed and validated."""
+
+    task_id: str
+    prompt: str
+    task_class: str
+    model: str
+    score: float
+    input_tokens: float | None
+    output_tokens: float | None
+    cost: float | None
+
+
+def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, list[_Cell], Counter]:
+    columns = list(dict.fromkeys(k for r in rows[:50] for k in r))
+    shape = opts.shape
+    if shape == "auto":
+        shape = "long" if {"model", "score"} <= set(columns) else "wide"
+    pcol = _pick(columns, opts.prompt_column, PROMPT_COLUMNS, "prompt", path, required=True)
+    tcol = _pick(columns, opts.task_column, TASK_COLUMNS, "task", path, required=False)
+    icol = _pick(columns, None, ID_COLUMNS, "id", path, required=False)
+    missing: Counter = Counter()
+    cells: list[_Cell] = []
+    if shape == "long":
+        for need in ("model", "score"):
+            if need not in columns:
+                raise DataError(f"{path}: long table has no {need!r} column (columns: {', '.join(columns)})")
+        cost_col = next((c for c in ("cost", "cost_usd", "total_cost") if c in columns), None)
+    else:
+        skip = {pcol, tcol, icol, *WIDE_IGNORED, *opts.ignore}
+        models = [c for c in columns if c not in skip and "|" not in c]
+        if not models:
+            raise DataError(f"{path}: wide table has no model score columns (columns: {', '.join(columns)})")
+    for n, row in enumerate(rows, start=2 if str(path).endswith(".csv") else 1):
+        where = f"{path}: row {n}"
+        prompt = row.get(pcol)
+        if prompt is None or not str(prompt).strip():
+            raise DataError(f"{where}: empty {pcol!r}")
+        prompt = str(prompt)
+        task_class = str(row.get(tcol)) if tcol and row.get(tcol) is not None else "unclassified"
+        task_id = str(row[icol]) if icol and row.get(icol) is not None else text_hash(prompt)[:16]
+        est_in = _number(row.get("est_prompt_tokens", row.get("input_tokens")), where, "input tokens")
+        if shape == "long":
+            model = row.get("model")
+            if model is None:
+                raise DataError(f"{where}: empty 'model'")
+            score = _score(row.get("score"), f"{where}, model {model}")
+            if score is None:
+                missing[str(model)] += 1
+                continue
+            cells.append(_Cell(task_id, prompt, task_class, str(model), score, est_in,
+                               _number(row.get("output_tokens"), where, "output tokens"),
+                               _number(row.get(cost_col), where, "cost") if cost_col else None))
+        else:
+            for model in models:
+                score = _score(row.get(model), f"{where}, column {model!r}")
+                if score is None:
+                    missing[model] += 1
+                    continue
+                cells.append(_Cell(task_id, prompt, task_class, model, score, est_in,
+                                   _number(row.get(f"{model}|output_tokens"), where, "output tokens"),
+                                   _number(row.get(f"{model}|total_cost"), where, f"{model}|total_cost")))
+    return shape, cells, missing
+
+
+def _map_models(names: set[str], ladder: Ladder, model_map: dict[str, str], path) -> dict[str, str]:
+    rungs = [r.name for r in ladder.rungs]
+    for src, rung in model_map.items():
+        if rung not in rungs:
+            raise DataError(f"--map {src}={rung}: ladder {ladder.name!r} has no rung {rung!r}."
+                            f"{did_you_mean(rung, rungs)}")
+    out = {}
+    for name in sorted(names):
+        rung = model_map.get(name, name)
+        if rung not in rungs:
+            raise DataError(f"{path}: model {name!r} is not a rung of ladder {ladder.name!r}."
+                            f"{did_you_mean(name, rungs)} Map it with --map {name}=RUNG"
+                            " (or --ignore it if the column is not a model).")
+        out[name] = rung
+    return out
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def token_assumption(output_tokens: int) -> str:
+    """The stated token assumption behind estimated costs."""
+    return (f"estimated cost = ladder list price x tokens; input tokens = est_prompt_tokens or input_tokens "
+            f"column, else characters/{CHARS_PER_TOKEN}; output tokens = {output_tokens} per answer unless "
+            "recorded")
+
+
+# --------------------------------------------------------------------------------------------- import
+def import_recorded(path: str | Path, ladder: Ladder, store: Store, opts: ImportOptions) -> ImportReport:
+    """Read, validate and store a recorded-results table; nothing is written unless all of it is valid."""
+    path = Path(path)
+    rows = read_table(path)
+    shape, cells, missing = _rows_to_cells(rows, opts, path)
+    if not cells:
+        raise DataError(f"{path}: every score is missing ({sum(missing.values())} empty cells); nothing to import")
+    mapping = _map_models({c.model for c in cells} | set(missing), ladder, opts.model_map, path)
+    suite_hash = hashlib.sha256(f"imported\x1f{opts.suite_name}\x1f{_file_digest(path)}".encode()).hexdigest()[:16]
+    ladder_hash = ladder.config_hash()
+    positions = {r.name: i for i, r in enumerate(ladder.rungs)}
+    settings = json.dumps({"bar": opts.bar, "output_tokens": opts.output_tokens, "shape": shape,
+                           "source": str(path), "assumption": token_assumption(opts.output_tokens)})
+    runs, tasks, prompts = [], {}, {}
+    seen: Counter = Counter()
+    n_est = 0
+    stamp = now()
+    for c in cells:
+        rung = ladder.rung(mapping[c.model])
+        ph = text_hash(c.prompt)
+        prompts[ph] = c.prompt
+        tasks[c.task_id] = (c.task_id, c.task_class, False, ph)
+        replica = seen[(c.task_id, rung.name)]
+        seen[(c.task_id, rung.name)] += 1
+        in_tok = c.input_tokens if c.input_tokens is not None else len(c.prompt) / CHARS_PER_TOKEN
+        out_tok = c.output_tokens if c.output_tokens is not None else float(opts.output_tokens)
+        estimated = c.cost is None
+        cost = rung.attempt_cost(in_tok, out_tok) if estimated else c.cost
+        n_est += estimated
+        overall = c.score * 100.0
+        runs.append(RunRecord(
+            run_key=make_run_key("imported", suite_hash, c.task_id, rung.name, replica),
+            kind="imported", suite_name=opts.suite_name, suite_hash=suite_hash, task_id=c.task_id,
+            task_class=c.task_class, ladder_name=ladder.name, ladder_hash=ladder_hash, rung=rung.name,
+            rung_position=positions[rung.name], replica=replica, prompt_hash=ph, stop_reason="imported",
+            model_calls=1, input_tokens=int(round(in_tok)), output_tokens=int(round(out_tok)),
+            tokens_from_server=c.input_tokens is not None and c.output_tokens is not None,
+            cost_usd=float(cost), cost_estimated=estimated, if_score=overall, tc_score=overall, overall=overall,
+            bar=opts.bar, near_zero=DEFAULT_NEAR_ZERO, simulated=ladder.simulated, advisor_version=_version(),
+            settings_json=settings, started_at=stamp, finished_at=stamp))
+    config = {**opts.model_dump(), "shape": shape, "file": str(path), "assumption": token_assumption(opts.output_tokens)}
+    added = store.record_import(ladder, opts.suite_name, suite_hash, str(path), config, list(tasks.values()),
+                                list(prompts.items()), runs)
+    classes = Counter(t[1] for t in tasks.values())
+    return ImportReport(
+        file=str(path), suite_name=opts.suite_name, shape=shape, rows=len(rows), prompts=len(tasks),
+        runs_read=len(runs), runs_added=added, runs_already_stored=len(runs) - added,
+        missing_scores_skipped=sum(missing.values()), missing_by_model=dict(missing),
+        cost_recorded=len(runs) - n_est, cost_estimated=n_est, models=mapping, classes=dict(classes),
+        bar=opts.bar, assumption=token_assumption(opts.output_tokens))
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("advisor")
+    except Exception:  # pragma: no cover
+        return "unknown"
