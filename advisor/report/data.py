@@ -76,6 +76,11 @@ def open_store(path: str | Path):
 
     if str(path) != ":memory:" and not Path(path).exists():
         raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
+    if str(path) != ":memory:" and Path(path).is_file() and Path(path).stat().st_size > 0:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+        if head[8:12] != b"DUCK":
+            raise StoreError(f"{path}: not a DuckDB store (give the file `advisor probe --store` wrote)")
     return Store.open(path)
 
 

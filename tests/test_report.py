@@ -1,0 +1,225 @@
+"""The sizing report: every table number equals a query over the store; banner iff simulated; clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.errors import AdvisorError, DataError, StoreError
+from advisor.floors import FloorSettings
+from advisor.report import open_store, parse_volumes, write_report
+from advisor.report.render import fmt_score, fmt_share, fmt_usd
+from advisor.store import Store
+from synthetic import demo_oracle, make_run
+
+WHERE = "suite_name = 'synth' AND policy = 'fixed' AND kind IN ('probe', 'imported')"
+
+
+def _demo_store(path: Path, simulated: bool) -> Path:
+    runs = demo_oracle(simulated=simulated).full_grid(replicas=3)
+    runs += [make_run("lookup", "lookup-00", "mid", "baseline", 7, unscored=True, stop_reason="backend_error",
+                      simulated=simulated),
+             make_run("multi_step", "multi_step-03", "small", "skill", 7, unscored=True, stop_reason="timeout",
+                      simulated=simulated)]
+    with Store.open(path) as s:
+        s.add_runs_bulk(runs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def sim_report(tmp_path_factory):
+    base = tmp_path_factory.mktemp("rep")
+    store = _demo_store(base / "sim.duckdb", simulated=True)
+    with open_store(store) as s:
+        files = write_report(s, base / "reports", "sim", volumes={"lookup": 20000, "multi_step": 5000})
+    return store, files
+
+
+def _md_table(md: str, title_start: str) -> list[list[str]]:
+    block = md.split(f"## {title_start}", 1)[1].split("\n## ", 1)[0]
+    lines = [l for l in block.splitlines() if l.startswith("| ")]
+    return [[c.strip() for c in re.split(r"(?<!\\)\|", l)[1:-1]] for l in lines[1:]]
+
+
+def test_rung_table_equals_sql(sim_report):
+    store, files = sim_report
+    doc = json.loads(files.json.read_text())
+    with Store.open(store, read_only=True) as s:
+        want = s.query(f"""SELECT rung, condition, count(*) AS n,
+                sum(CASE WHEN unscored THEN 1 ELSE 0 END) AS u,
+                sum(tc_score) FILTER (WHERE NOT unscored) / count(tc_score) FILTER (WHERE NOT unscored) AS tc,
+                sum(if_score) FILTER (WHERE NOT unscored) / count(if_score) FILTER (WHERE NOT unscored) AS ifs,
+                sum(overall) FILTER (WHERE NOT unscored) / count(overall) FILTER (WHERE NOT unscored) AS ov,
+                sum(cost_usd) / count(*) AS usd,
+                count(*) FILTER (WHERE overall < 25) / count(overall) AS nz
+            FROM runs WHERE {WHERE} GROUP BY rung, condition""")
+    got = {(r["rung"], r["condition"]): r for r in doc["rung_table"]}
+    assert len(got) == len(want) == 6
+    for w in want:
+        g = got[(w["rung"], w["condition"])]
+        assert g["runs"] == w["n"] and g["unscored"] == w["u"]
+        for gk, wk in (("goal_completion", "tc"), ("instruction_following", "ifs"), ("overall", "ov"),
+                       ("usd_per_task", "usd"), ("near_zero_share", "nz")):
+            assert g[gk] == pytest.approx(w[wk]), (w["rung"], w["condition"], gk)
+    # the Markdown table shows the same numbers, formatted
+    md_rows = {r[0]: r for r in _md_table(files.markdown.read_text(), "Per rung")}
+    for rung in ("small", "mid", "large"):
+        b, k = next(w for w in want if w["rung"] == rung and w["condition"] == "baseline"), \
+            next(w for w in want if w["rung"] == rung and w["condition"] == "skill")
+        assert md_rows[rung][3] == f"{fmt_score(b['ov'])} -> {fmt_score(k['ov'])}"
+        assert md_rows[rung][4] == f"{fmt_usd(b['usd'])} -> {fmt_usd(k['usd'])}"
+        assert md_rows[rung][5] == f"{fmt_share(b['nz'])} -> {fmt_share(k['nz'])}"
+    # lift = skill - baseline
+    lift = {r["rung"]: r for r in doc["lift"]}
+    for rung in ("small", "mid", "large"):
+        b = next(w for w in want if w["rung"] == rung and w["condition"] == "baseline")
+        k = next(w for w in want if w["rung"] == rung and w["condition"] == "skill")
+        assert lift[rung]["overall"] == pytest.approx(k["ov"] - b["ov"])
+
+
+def test_floor_cells_equal_sql(sim_report):
+    store, files = sim_report
+    doc = json.loads(files.json.read_text())
+    with Store.open(store, read_only=True) as s:
+        want = {(r["task_class"], r["condition"], r["rung"]): r for r in s.query(f"""
+            SELECT task_class, condition, rung, count(*) AS runs, count(*) FILTER (WHERE unscored) AS unscored,
+                   count(*) FILTER (WHERE overall >= 75) AS usable, count(*) FILTER (WHERE overall < 25) AS nz,
+                   count(*) FILTER (WHERE stop_reason IN ('max_turns','max_tokens','timeout','stuck','invalid_output'))
+                       AS noconv,
+                   avg(cost_usd) AS cpa, avg(overall) AS ov,
+                   avg(turns) FILTER (WHERE overall >= 75) AS t_ok, avg(turns) FILTER (WHERE overall < 75) AS t_bad
+            FROM runs WHERE {WHERE} GROUP BY ALL""")}
+    seen = 0
+    for cf in doc["floors"]["classes"]:
+        for v in cf["rungs"]:
+            c = v["stats"]
+            w = want[(cf["task_class"], cf["condition"], c["rung"])]
+            assert (c["runs"], c["unscored"], c["usable"], c["near_zero"], c["nonconverged"]) == \
+                (w["runs"], w["unscored"], w["usable"], w["nz"], w["noconv"])
+            assert c["cost_per_attempt"] == pytest.approx(w["cpa"])
+            assert c["mean_overall"] == pytest.approx(w["ov"])
+            assert c["usable_rate"] == pytest.approx(w["usable"] / (w["runs"] - w["unscored"]))
+            if w["t_ok"] is not None:
+                assert c["turns_success"] == pytest.approx(w["t_ok"])
+            if w["t_bad"] is not None:
+                assert c["turns_failure"] == pytest.approx(w["t_bad"])
+            seen += 1
+    assert seen == len(want) == 18
+
+
+def test_summary_and_gaps(sim_report):
+    store, files = sim_report
+    doc = json.loads(files.json.read_text())
+    summary = {r["task_class"]: r for r in doc["summary"]}
+    assert summary["lookup"]["recommended"] == "mid" and summary["multi_step"]["recommended"] == "large"
+    assert summary["lookup"]["monthly_cost"] == pytest.approx(20000 * summary["lookup"]["cost_per_usable"])
+    assert summary["lookup"]["monthly_cost_largest"] > summary["lookup"]["monthly_cost"]
+    assert summary["api_call"]["monthly_cost"] is None  # no volume given
+    # the summary's cost per usable result is the recommended rung's in floors.json
+    for cf in doc["floors"]["classes"]:
+        if cf["task_class"] == "lookup" and cf["condition"] == summary["lookup"]["condition"]:
+            v = next(v for v in cf["rungs"] if v["stats"]["rung"] == "mid")
+            assert summary["lookup"]["cost_per_usable"] == pytest.approx(v["cost_per_usable"])
+    # gaps: per task mean overall, recomputed in Python from raw rows
+    with Store.open(store, read_only=True) as s:
+        rows = s.query(f"SELECT task_id, condition, rung, overall FROM runs WHERE {WHERE} AND NOT unscored")
+    means: dict = {}
+    for r in rows:
+        means.setdefault((r["task_id"], r["condition"], r["rung"]), []).append(r["overall"])
+    m = {k: sum(v) / len(v) for k, v in means.items()}
+    order = ["small", "mid", "large"]
+    want = {(t, c, a, b) for (t, c, a) in m for b in order
+            if order.index(b) > order.index(a) and (t, c, b) in m and m[(t, c, a)] < 25 and m[(t, c, b)] >= 75}
+    got = {(g["task_id"], g["condition"], g["smaller"], g["larger"]) for g in doc["gaps"]}
+    assert got == want and len(got) > 10
+    # unscored runs counted apart
+    assert sum(u["runs"] for u in doc["unscored"]) == 2
+    assert "Unscored runs (2, left out of every rate)" in files.html.read_text()
+
+
+def test_html_self_contained_and_banner(sim_report, tmp_path):
+    _, files = sim_report
+    page = files.html.read_text()
+    assert 'id="simulated-banner"' in page and "SIMULATED" in page
+    assert "SIMULATED" in files.markdown.read_text()
+    assert json.loads(files.json.read_text())["simulated"] is True
+    assert page.count("data:image/png;base64,") == 3
+    assert "<script" not in page
+    for url in re.findall(r'(?:src|href)="([^"]*)"', page):
+        assert url.startswith("data:"), url
+    # a store of real (non-simulated) runs gets no banner
+    store = _demo_store(tmp_path / "real.duckdb", simulated=False)
+    with open_store(store) as s:
+        real = write_report(s, tmp_path / "reports", "real")
+    assert "SIMULATED" not in real.html.read_text() and "SIMULATED" not in real.markdown.read_text()
+    assert json.loads(real.json.read_text())["simulated"] is False
+
+
+def test_settings_and_provenance_recorded(sim_report, tmp_path):
+    store, _ = sim_report
+    with open_store(store) as s:
+        files = write_report(s, tmp_path, "strict", settings=FloorSettings(bar=85, target=0.9, k=2))
+    doc = json.loads(files.json.read_text())
+    assert doc["settings"]["bar"] == 85 and doc["settings"]["k"] == 2
+    assert doc["provenance"]["ladders"] == [{"ladder_name": "synthladder", "ladder_hash": "ladderhash"}]
+    assert doc["provenance"]["suite_hashes"] == ["suitehash-synth"]
+    page = files.html.read_text()
+    assert "overall &gt;= 85" in page and "ladderhash" in page
+
+
+def test_parse_volumes():
+    assert parse_volumes(["a=20000/month", "b = 1,500", "c=3_000"]) == {"a": 20000, "b": 1500, "c": 3000}
+    with pytest.raises(DataError, match="expected CLASS=N"):
+        parse_volumes(["a:20"])
+
+
+def test_bad_inputs_give_one_line_messages(sim_report, tmp_path, capsys):
+    store, _ = sim_report
+    cases = [
+        (["--store", str(tmp_path / "none.duckdb")], "no store here yet"),
+        (["--store", str(store), "--suite", "synht"], "Did you mean 'synth'"),
+        (["--store", str(store), "--class", "lookpu"], "no runs of class 'lookpu'"),
+        (["--store", str(store), "--volume", "nosuch=10"], "does not have"),
+        (["--store", str(store), "--volume", "lookup"], "expected CLASS=N"),
+        (["--store", str(store), "--name", "../escape"], "report name"),
+    ]
+    empty = tmp_path / "empty.duckdb"
+    Store.open(empty).close()
+    cases.append((["--store", str(empty)], "no probe or imported runs"))
+    junk = tmp_path / "junk.duckdb"
+    junk.write_text("not a database")
+    cases.append((["--store", str(junk)], "not a DuckDB store"))
+    for args, msg in cases:
+        assert main(["report", "--out", str(tmp_path / "r"), *args]) != 0, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and msg in err, (args, err)
+        assert len(err.splitlines()) == 1
+
+
+def test_older_schema_is_migrated_forward(tmp_path, capsys):
+    # a DuckDB file from before the store had migrations: opening for a report migrates it, then says it is empty
+    import duckdb
+
+    old = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(old))
+    con.execute("CREATE TABLE legacy (x INTEGER)")
+    con.close()
+    assert main(["report", "--store", str(old), "--out", str(tmp_path / "r")]) != 0
+    assert "no probe or imported runs" in capsys.readouterr().err
+    with Store.open(old, read_only=True) as s:
+        assert s.applied_migrations()[0] == "m001_initial"
+
+
+def test_cli_report_writes_folder(sim_report, tmp_path, capsys):
+    store, _ = sim_report
+    assert main(["report", "--store", str(store), "--out", str(tmp_path), "--name", "cli",
+                 "--volume", "lookup=1000/month", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert Path(out["html"]).exists() and Path(out["json"]).exists() and Path(out["markdown"]).exists()
+    assert main(["report", "--store", str(store), "--out", str(tmp_path), "--name", "cli2"]) == 0
+    assert capsys.readouterr().out.startswith("SIMULATED")
+    assert isinstance(AdvisorError("x"), Exception) and StoreError  # the hierarchy the CLI turns into messages
