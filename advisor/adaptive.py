@@ -218,7 +218,7 @@ async def run_adaptive(plan: AdaptivePlan, execute_wave: Callable[[list[Unit]], 
     rows = list(load_rows())
     spent = 0
     for _ in range(max_waves):
-        wave = plan.next_wave(_rows_in_plan(plan, rows))
+        wave = plan.next_wave(rows_in_plan(plan, rows))
         if not wave:
             break
         if on_wave:
@@ -226,12 +226,12 @@ async def run_adaptive(plan: AdaptivePlan, execute_wave: Callable[[list[Unit]], 
         await execute_wave(wave)
         spent += len(wave)
         rows = list(load_rows())
-    rows = _rows_in_plan(plan, rows)
+    rows = rows_in_plan(plan, rows)
     return AdaptiveResult(spent, plan.full_grid_runs, plan.waves, analyse(rows, plan.settings, suite_name),
                           plan.states(rows))
 
 
-def _rows_in_plan(plan: AdaptivePlan, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def rows_in_plan(plan: AdaptivePlan, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Rows of the plan's cells and rungs only; units already stored count as issued (resume)."""
     keep = []
     rungs = set(plan.rungs)
