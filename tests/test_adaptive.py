@@ -113,3 +113,70 @@ def test_run_adaptive_drives_a_store(tmp_path):
     full = analyse([asdict(r) for r in oracle.full_grid(5)], FloorSettings())
     assert _floors(result.floors) == _floors(full)
     assert "vs 720 for the full grid" in result.summary()
+
+
+TINY_SUITE = """\
+version: 1
+name: adaptive-tiny
+limits: {max_turns: 20}
+classes: [{name: narrow}, {name: multi}]
+tasks:
+  - id: a-narrow
+    class: narrow
+    instructions: Read notes.txt and report the code word.
+    tools: [read_file, list_files]
+    fixtures: {files: {notes.txt: "code word: heron"}}
+    instruction_following:
+      - {name: listed, weight: 100, check: {type: tool_call, tool: list_files}}
+    task_completion:
+      - {name: word, weight: 100, check: {type: regex, pattern: heron}}
+    reference:
+      steps:
+        - {tool: list_files, arguments: {}, how: true}
+        - {tool: read_file, arguments: {path: notes.txt}}
+      final: "The code word is heron."
+      final_wrong: "The code word is crane."
+  - id: a-multi
+    class: multi
+    instructions: Read the three files and write out.txt.
+    tools: [read_file, write_file]
+    fixtures: {files: {f0.txt: a, f1.txt: b, f2.txt: c}}
+    instruction_following:
+      - {name: wrote, weight: 100, check: {type: file, path: out.txt}}
+    task_completion:
+      - {name: done, weight: 100, check: {type: regex, pattern: "^done$"}}
+    reference:
+      steps:
+        - {tool: read_file, arguments: {path: f0.txt}}
+        - {tool: read_file, arguments: {path: f1.txt}}
+        - {tool: read_file, arguments: {path: f2.txt}}
+        - {tool: write_file, arguments: {path: out.txt, content: x}, how: true}
+      final: "done"
+      final_wrong: "failed"
+"""
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_adaptive_probe_on_embedded_triton(tmp_path):
+    from pathlib import Path
+
+    from advisor.adaptive_session import run_adaptive_probe
+    from advisor.probe.session import ProbeConfig
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(TINY_SUITE)
+    ladder = Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml"
+    cfg = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=tmp_path / "a.duckdb", replicas=4)
+    waves = []
+    run = run_adaptive_probe(cfg, batch=2, on_wave=lambda i, w: waves.append(len(w)))
+    result = run.adaptive
+    assert result.full_grid_runs == 2 * 3 * 4  # two baseline-only tasks, three rungs, four replicas
+    assert result.runs_spent == sum(waves) == run.probe.outcome.count("done") < result.full_grid_runs
+    with Store.open(tmp_path / "a.duckdb", read_only=True) as s:
+        assert s.count_runs() == result.runs_spent
+        assert s.count_runs(simulated=True) == result.runs_spent
+    assert run.probe.notes == [result.summary()]
+    # a rerun resumes: nothing new to run
+    again = run_adaptive_probe(cfg, batch=2)
+    assert again.adaptive.runs_spent == 0 and again.probe.outcome.count("done") == 0
