@@ -13,7 +13,7 @@ from rich.table import Table
 
 from advisor.ladder import load_ladder
 
-class Protocol(str, Enum):
+class WireProtocol(str, Enum):
     """Triton wire protocol."""
 
     grpc = "grpc"
@@ -63,7 +63,7 @@ def check(
     ladder: LadderArg,
     url: Annotated[Optional[str], typer.Option("--url", help="Triton gRPC address host:port (HTTP base URL with "
                                                "--protocol http); default: each model's own address.")] = None,
-    protocol: Annotated[Protocol, typer.Option("--protocol", help="Wire protocol.")] = "grpc",
+    protocol: Annotated[WireProtocol, typer.Option("--protocol", help="Wire protocol.")] = "grpc",
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per generation.")] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:

@@ -101,12 +101,22 @@ class TritonClient:
             self._checked = {}
         return self._transport
 
-    async def _call(self, what: str, fn, *args, **kwargs):
-        """Run a transport call, retrying transient errors with backoff; map failures to BackendError."""
+    async def _call(self, what: str, fn, *args, limit: float | None = None):
+        """Run a transport call, retrying transient errors with backoff; map failures to BackendError.
+
+        `limit` bounds each attempt (seconds); generation is bounded by its caller instead.
+        """
         attempt = 0
         while True:
             try:
-                return await fn(*args, **kwargs)
+                if limit is None:
+                    return await fn(*args)
+                async with _deadline(limit):
+                    return await fn(*args)
+            except asyncio.TimeoutError:
+                if limit is None:
+                    raise
+                raise BackendError(f"Triton at {self.url} did not answer ({what}) within {limit:g}s") from None
             except tp.Transient as exc:
                 if attempt >= self.retries:
                     raise BackendError(f"cannot reach Triton at {self.url}: {exc} ({what}, "
@@ -131,21 +141,22 @@ class TritonClient:
     async def server_ready(self) -> bool:
         """True when the server answers and says it is ready; False when it is down (never raises)."""
         try:
-            return await self._t().server_ready()
-        except (tp.Transient, tp.ServerError):
+            async with _deadline(self.timeout_s):
+                return await self._t().server_ready()
+        except (tp.Transient, tp.ServerError, asyncio.TimeoutError):
             return False
 
     async def model_ready(self, model: str) -> bool:
         """True when `model` is loaded and ready (BackendError when the server cannot be reached)."""
         try:
-            return await self._call(f"ready {model}", self._t().model_ready, model)
+            return await self._call(f"ready {model}", self._t().model_ready, model, limit=self.timeout_s)
         except tp.ServerError:
             return False
 
     async def repository_index(self) -> list[str]:
         """Names of every model in the server's repository (loaded or not)."""
         try:
-            return await self._call("repository index", self._t().repository_index)
+            return await self._call("repository index", self._t().repository_index, limit=self.timeout_s)
         except tp.ServerError as exc:
             raise BackendError(f"Triton at {self.url} refused the repository index: {exc}") from None
 
@@ -153,7 +164,7 @@ class TritonClient:
         """The model's metadata: name, versions, inputs/outputs with datatype and integer shapes."""
         await self._require_model(model)
         try:
-            return await self._call(f"metadata {model}", self._t().model_metadata, model)
+            return await self._call(f"metadata {model}", self._t().model_metadata, model, limit=self.timeout_s)
         except tp.ServerError as exc:
             raise BackendError(f"Triton at {self.url}: metadata of {model!r}: {exc}") from None
 
@@ -161,7 +172,7 @@ class TritonClient:
         """The model's configuration (decoupled policy, tensors, parameters) as a dict."""
         await self._require_model(model)
         try:
-            return await self._call(f"config {model}", self._t().model_config, model)
+            return await self._call(f"config {model}", self._t().model_config, model, limit=self.timeout_s)
         except tp.ServerError as exc:
             raise BackendError(f"Triton at {self.url}: config of {model!r}: {exc}") from None
 
@@ -197,6 +208,7 @@ class TritonClient:
         fut = self._checked.get(model)
         if fut is None:
             fut = self._checked[model] = asyncio.ensure_future(self.check_contract(model))
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # never "exception not retrieved"
         try:
             await asyncio.shield(fut)
         except BaseException:
