@@ -37,6 +37,13 @@ def probe(
     task: Annotated[Optional[list[str]], typer.Option("--task", help="Only this task (repeatable).")] = None,
     rung: Annotated[Optional[list[str]], typer.Option("--rung", help="Only this rung (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", help="Adaptive: sample each (class, "
+                                           "condition, rung) in batches only until its interval decides it "
+                                           "against the target, rungs small to large (advisor.adaptive); "
+                                           "--full-grid runs every replica.")] = False,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Adaptive: runs per cell per wave.")] = 8,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Write a sizing report to "
+                                         "reports/<suite>-<date>/ after the probe.")] = True,
 ) -> None:
     """Probe every task x rung x {baseline, skill} x replica, store each run, print the summary.
 
@@ -52,7 +59,12 @@ def probe(
     err = Console(stderr=True)
     bar = _Progress(err)
     try:
-        result = run_probe(config, on_start=bar.start, on_result=bar.advance)
+        if adaptive:
+            from advisor.adaptive_session import run_adaptive_probe
+
+            result = run_adaptive_probe(config, batch=batch, on_start=bar.start, on_result=bar.advance).probe
+        else:
+            result = run_probe(config, on_start=bar.start, on_result=bar.advance)
     finally:
         bar.stop()
     out = result.outcome
@@ -63,10 +75,13 @@ def probe(
     if result.summary["simulated"]:
         line = "SIMULATED stand-ins. " + line
     err.print(line)
+    for note in result.notes:
+        err.print(note)
     # ----------------------------------------------------------------- REPORT HOOK
     # `advisor report` (its own issue) generates the sizing report from the store here, e.g.
     #     from advisor.report import write_report; write_report(store, suite=result.suite.name, ...)
-    _report_hook(store, result)
+    if report:
+        _report_hook(store, result, err)
     if as_json:
         typer.echo(json.dumps({"outcome": {"done": out.count("done"), "skipped": out.count("skipped"),
                                            "not_run": out.count("not_run"), "stopped": out.stopped,
@@ -79,9 +94,17 @@ def probe(
         raise typer.Exit(3)
 
 
-def _report_hook(store: Path, result) -> None:
-    """Placeholder where the sizing report is generated after a probe (filled in by `advisor report`)."""
-    return None
+def _report_hook(store: Path, result, err) -> None:
+    """Write the sizing report of the suite just probed to reports/<suite>-<date>/ (a failure is one line)."""
+    from advisor.errors import AdvisorError
+    from advisor.report import open_store, write_report
+
+    try:
+        with open_store(store) as s:
+            files = write_report(s, "reports", suite=result.suite.name)
+        err.print(f"report written: {files.html}")
+    except AdvisorError as exc:
+        err.print(f"report not written: {exc}")
 
 
 class _Progress:
