@@ -1,0 +1,180 @@
+"""Faults: the probe process killed with SIGKILL mid-probe, and the Triton server killed mid-probe.
+
+Both use a real embedded tritonserver whose stand-ins know the test suite and answer with a simulated
+latency (so that a probe is still running when it is killed), and a real DuckDB file.
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor.ladder import load_ladder
+from advisor.probe import ProbeConfig, execute, full_grid, run_probe
+from advisor.store import Store
+from advisor.suite import load_suite
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = Path(__file__).parent / "probe_data" / "suite.yaml"
+LATENCY_MS = 60
+
+
+@pytest.fixture
+def slow_ladder(tmp_path):
+    """The demo ladder with a simulated latency per generation."""
+    data = yaml.safe_load((REPO / "ladders" / "demo.yaml").read_text())
+    for model in [*data["rungs"], data["roles"]["orchestrator"]]:
+        model["standin"]["latency_ms"] = LATENCY_MS
+    path = tmp_path / "slow.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+class Counter:
+    """Counts generations served by wrapping the stand-in responders the embedded server builds."""
+
+    def __init__(self, monkeypatch):
+        import advisor.standin as standin
+
+        self.n = 0
+        self.lock = threading.Lock()
+        real = standin.responder_for
+
+        def counting(model, suite_paths=()):
+            respond = real(model, suite_paths)
+
+            def wrapped(prompt, sampling):
+                with self.lock:
+                    self.n += 1
+                return respond(prompt, sampling)
+
+            return wrapped
+
+        monkeypatch.setattr(standin, "responder_for", counting)
+
+    def wait_for(self, n, proc=None, timeout=60.0):
+        end = time.monotonic() + timeout
+        while self.n < n:
+            assert time.monotonic() < end, f"only {self.n} generations served"
+            assert proc is None or proc.poll() is None, f"the probe exited early ({proc.returncode})"
+            time.sleep(0.02)
+
+
+def _server(ladder_path):
+    from advisor.triton.server import EmbeddedTriton
+
+    return EmbeddedTriton(load_ladder(ladder_path), suite_paths=(str(SUITE),)).start()
+
+
+def _tritonserver_pid(port: int) -> int:
+    """The tritonserver process listening on `port` (found by its command line)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "tritonserver" in cmd and str(port) in cmd and "--grpc-port" in cmd:
+            return int(entry.name)
+    raise AssertionError(f"no tritonserver process with port {port}")
+
+
+def _snapshot(db: Path) -> dict[str, tuple]:
+    with Store.open(db, read_only=True) as store:
+        return {r["run_key"]: (r["finished_at"], r["stop_reason"], r["overall"]) for r in store.runs()}
+
+
+def test_probe_killed_mid_probe_resumes_without_losing_or_duplicating(tmp_path, slow_ladder, monkeypatch):
+    counter = Counter(monkeypatch)
+    server = _server(slow_ladder)
+    db = tmp_path / "probe.duckdb"
+    replicas = 8
+    planned = len(full_grid(load_suite(SUITE), load_ladder(slow_ladder), replicas))
+    try:
+        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--url", server.grpc_url, "--ladder", str(slow_ladder),
+               "--suite", str(SUITE), "--store", str(db), "--replicas", str(replicas), "--concurrency", "2"]
+        log = open(tmp_path / "probe.log", "wb")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
+        try:
+            counter.wait_for(80, proc)  # about 20 episodes into a 72-episode probe
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        before = _snapshot(db)
+        assert 0 < len(before) < planned, f"{len(before)} of {planned} stored when killed"
+        result = run_probe(ProbeConfig(url=server.grpc_url, ladder_path=slow_ladder, suite_path=SUITE,
+                                       store_path=db, replicas=replicas, concurrency=4))
+    finally:
+        server.stop()
+    out = result.outcome
+    assert out.count("skipped") == len(before) and out.count("done") == planned - len(before)
+    after = _snapshot(db)
+    assert len(after) == planned  # every run once (run_key is the primary key: no duplicates possible)
+    assert all(after[k] == v for k, v in before.items())  # finished runs kept as they were
+    with Store.open(db, read_only=True) as store:
+        assert store.count_runs(stop_reason="backend_error") == 0
+        assert store._con.execute("SELECT count(*) FROM turns WHERE run_key NOT IN (SELECT run_key FROM runs)"
+                                  ).fetchone()[0] == 0
+
+
+def test_triton_killed_mid_probe_gives_unscored_backend_errors_then_a_rerun_completes(
+        tmp_path, slow_ladder, monkeypatch):
+    from advisor.triton.client import TritonClient
+
+    Counter(monkeypatch)
+    ladder, suite = load_ladder(slow_ladder), load_suite(SUITE)
+    specs = full_grid(suite, ladder, replicas=4)
+    db = tmp_path / "probe.duckdb"
+
+    async def probe(url, store, kill_after=None):
+        killed = []
+
+        def on_result(result):
+            if kill_after is not None and not killed and sum(r.status == "done" for r in done) >= kill_after:
+                os.kill(_tritonserver_pid(int(url.rsplit(":", 1)[1])), signal.SIGKILL)
+                killed.append(time.monotonic())
+            done.append(result)
+
+        done = []
+        async with TritonClient(url, timeout_s=10, retries=1) as client:
+            out = await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=lambda m: client,
+                                concurrency=2, on_result=on_result)
+        return out, killed
+
+    server = _server(slow_ladder)
+    try:
+        with Store.open(db) as store:
+            out, killed = asyncio.run(probe(server.grpc_url, store, kill_after=6))
+    finally:
+        server.stop()
+    assert killed, "the server was never killed"
+    assert out.count("done") == len(specs)  # every run ended and was stored, the failed ones as backend_error
+    with Store.open(db, read_only=True) as store:
+        bad = store.runs(stop_reason="backend_error")
+        good = [r for r in store.runs() if r["stop_reason"] != "backend_error"]
+    assert bad and len(good) >= 6
+    assert all(r["unscored"] and r["overall"] is None and r["tc_score"] is None for r in bad)
+    assert all(r["error"] for r in bad)
+    assert all(not r["unscored"] and r["overall"] is not None for r in good)
+
+    server = _server(slow_ladder)  # restarted (on new ports)
+    try:
+        with Store.open(db) as store:
+            again, _ = asyncio.run(probe(server.grpc_url, store))
+            assert again.count("done") == len(bad) and all(r.retried for r in again.results if r.status == "done")
+            assert again.count("skipped") == len(good)
+            assert store.count_runs() == len(specs) and store.count_runs(stop_reason="backend_error") == 0
+            assert store.count_runs(unscored=True) == 0
+    finally:
+        server.stop()
