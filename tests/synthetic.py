@@ -84,3 +84,45 @@ def demo_oracle(simulated: bool = False) -> Oracle:
         p[("multi_step", cond, "mid")] = 0.25 + lift
         p[("multi_step", cond, "large")] = 0.97 + lift / 3
     return Oracle(p=p, tasks={"lookup": 8, "api_call": 8, "multi_step": 8}, simulated=simulated)
+
+
+#: A two-task suite the stand-ins can act on (for tests that run the embedded Triton).
+TINY_SUITE = """\
+version: 1
+name: adaptive-tiny
+limits: {max_turns: 20}
+classes: [{name: narrow}, {name: multi}]
+tasks:
+  - id: a-narrow
+    class: narrow
+    instructions: Read notes.txt and report the code word.
+    tools: [read_file, list_files]
+    fixtures: {files: {notes.txt: "code word: heron"}}
+    instruction_following:
+      - {name: listed, weight: 100, check: {type: tool_call, tool: list_files}}
+    task_completion:
+      - {name: word, weight: 100, check: {type: regex, pattern: heron}}
+    reference:
+      steps:
+        - {tool: list_files, arguments: {}, how: true}
+        - {tool: read_file, arguments: {path: notes.txt}}
+      final: "The code word is heron."
+      final_wrong: "The code word is crane."
+  - id: a-multi
+    class: multi
+    instructions: Read the three files and write out.txt.
+    tools: [read_file, write_file]
+    fixtures: {files: {f0.txt: a, f1.txt: b, f2.txt: c}}
+    instruction_following:
+      - {name: wrote, weight: 100, check: {type: file, path: out.txt}}
+    task_completion:
+      - {name: done, weight: 100, check: {type: regex, pattern: "^done$"}}
+    reference:
+      steps:
+        - {tool: read_file, arguments: {path: f0.txt}}
+        - {tool: read_file, arguments: {path: f1.txt}}
+        - {tool: read_file, arguments: {path: f2.txt}}
+        - {tool: write_file, arguments: {path: out.txt, content: x}, how: true}
+      final: "done"
+      final_wrong: "failed"
+"""

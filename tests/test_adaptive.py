@@ -11,7 +11,7 @@ from advisor.adaptive import AdaptivePlan, Unit, run_adaptive, simulate
 from advisor.errors import DataError
 from advisor.floors import FloorSettings, analyse, load_rows
 from advisor.store import Store
-from synthetic import RUNGS, Oracle, demo_oracle
+from synthetic import RUNGS, TINY_SUITE, Oracle, demo_oracle
 
 
 def _plan(oracle: Oracle, replicas: int, **kw) -> AdaptivePlan:
@@ -115,45 +115,6 @@ def test_run_adaptive_drives_a_store(tmp_path):
     assert "vs 720 for the full grid" in result.summary()
 
 
-TINY_SUITE = """\
-version: 1
-name: adaptive-tiny
-limits: {max_turns: 20}
-classes: [{name: narrow}, {name: multi}]
-tasks:
-  - id: a-narrow
-    class: narrow
-    instructions: Read notes.txt and report the code word.
-    tools: [read_file, list_files]
-    fixtures: {files: {notes.txt: "code word: heron"}}
-    instruction_following:
-      - {name: listed, weight: 100, check: {type: tool_call, tool: list_files}}
-    task_completion:
-      - {name: word, weight: 100, check: {type: regex, pattern: heron}}
-    reference:
-      steps:
-        - {tool: list_files, arguments: {}, how: true}
-        - {tool: read_file, arguments: {path: notes.txt}}
-      final: "The code word is heron."
-      final_wrong: "The code word is crane."
-  - id: a-multi
-    class: multi
-    instructions: Read the three files and write out.txt.
-    tools: [read_file, write_file]
-    fixtures: {files: {f0.txt: a, f1.txt: b, f2.txt: c}}
-    instruction_following:
-      - {name: wrote, weight: 100, check: {type: file, path: out.txt}}
-    task_completion:
-      - {name: done, weight: 100, check: {type: regex, pattern: "^done$"}}
-    reference:
-      steps:
-        - {tool: read_file, arguments: {path: f0.txt}}
-        - {tool: read_file, arguments: {path: f1.txt}}
-        - {tool: read_file, arguments: {path: f2.txt}}
-        - {tool: write_file, arguments: {path: out.txt, content: x}, how: true}
-      final: "done"
-      final_wrong: "failed"
-"""
 
 
 @pytest.mark.triton

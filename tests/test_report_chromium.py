@@ -64,3 +64,23 @@ def test_report_renders_without_console_errors(tmp_path):
     top = img.crop((0, 0, 1280, 200))
     red = sum(n for n, (r, g, b) in top.getcolors(maxcolors=1 << 20) if r > 150 and g < 40 and b < 60)
     assert red > 5000
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_probe_writes_a_report_that_renders(tmp_path, monkeypatch, capsys):
+    """`advisor probe` (embedded Triton, stand-ins) leaves reports/<name>/index.html, which renders cleanly."""
+    from advisor.cli import main
+    from synthetic import TINY_SUITE
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.yaml").write_text(TINY_SUITE)
+    ladder = Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml"
+    assert main(["probe", "--suite", "suite.yaml", "--ladder", str(ladder), "--store", "p.duckdb",
+                 "--replicas", "2", "--json"]) == 0
+    assert "report written: reports/" in capsys.readouterr().err.replace("\n", "")
+    pages = list((tmp_path / "reports").glob("*/index.html"))
+    assert len(pages) == 1 and (pages[0].parent / "floors.json").exists()
+    assert 'id="simulated-banner"' in pages[0].read_text()
+    shot, log = _render(pages[0], tmp_path)
+    assert _console_lines(log) == []
