@@ -1,7 +1,120 @@
-"""Placeholder: this command group is filled in by its issue."""
+"""`advisor suite validate|show|import tessl`: check, inspect and import task suites."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+SuiteArg = Annotated[Path, typer.Argument(help="Suite YAML file.", exists=True, dir_okay=False)]
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add the `suite` command group."""
+    group = typer.Typer(help="Validate, show and import task suites.", no_args_is_help=True)
+    group.command("validate")(validate)
+    group.command("show")(show)
+    importer = typer.Typer(help="Import suites from public formats.", no_args_is_help=True)
+    importer.command("tessl")(import_tessl_cmd)
+    group.add_typer(importer, name="import")
+    app.add_typer(group, name="suite")
+
+
+def _load(path: Path):
+    from advisor.suite import load_suite
+    from advisor.tools import available_tools
+
+    return load_suite(path, set(available_tools()))
+
+
+def suite_summary(suite) -> dict:
+    """Counts per class: tasks, tasks with a skill, check types, reference steps (the `show` data)."""
+    rows = []
+    for cls in suite.classes:
+        tasks = [t for t in suite.tasks if t.task_class == cls.name]
+        checks = Counter(c.check.type for t in tasks for c in [*t.instruction_following, *t.task_completion])
+        steps = [len(t.reference.steps) for t in tasks if t.reference]
+        rows.append({"class": cls.name, "tasks": len(tasks), "with_skill": sum(t.has_skill for t in tasks),
+                     "checks": dict(sorted(checks.items())), "judge_criteria": checks.get("judge", 0),
+                     "mean_reference_steps": round(sum(steps) / len(steps), 1) if steps else None,
+                     "description": cls.description})
+    return {"name": suite.name, "hash": suite.config_hash(), "source": suite.source, "tasks": len(suite.tasks),
+            "with_skill": sum(t.has_skill for t in suite.tasks), "classes": rows}
+
+
+def validate(
+    suite: SuiteArg,
+    selftest: Annotated[bool, typer.Option("--selftest", help="Replay each reference trajectory and check it "
+                                           "scores 100 (and its sloppy/wrong variants lose IF/TC).")] = False,
+) -> None:
+    """Validate a suite file (keys, classes, tools, weights, skill files); optionally self-test its references."""
+    loaded = _load(suite)
+    info = suite_summary(loaded)
+    typer.echo(f"{suite}: ok: suite {loaded.name!r}, {info['tasks']} tasks in {len(loaded.classes)} classes, "
+               f"{info['with_skill']} with a skill, hash {info['hash']}")
+    if not selftest:
+        return
+    from advisor.checks.selftest import selftest_task
+
+    async def run():
+        return [await selftest_task(t) for t in loaded.tasks if t.reference is not None]
+
+    results = asyncio.run(run())
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        for problem in r.problems:
+            typer.echo(f"  {r.task_id}: {problem}", err=True)
+    typer.echo(f"self-test: {len(results) - len(failed)}/{len(results)} references behave as designed")
+    if failed:
+        raise typer.Exit(1)
+
+
+def show(suite: SuiteArg,
+         as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output (the whole suite).")] = False) -> None:
+    """Show a suite's classes and tasks: skills, tools, checks, reference lengths."""
+    loaded = _load(suite)
+    if as_json:
+        body = loaded.model_dump(mode="json", by_alias=True)
+        body["summary"] = suite_summary(loaded)
+        typer.echo(json.dumps(body, indent=2))
+        return
+    info = suite_summary(loaded)
+    console = Console()
+    table = Table(title=f"suite {loaded.name} ({info['hash']}): {info['tasks']} tasks, {info['with_skill']} with a skill")
+    for col in ("class", "tasks", "with skill", "checks", "mean ref. steps"):
+        table.add_column(col)
+    for row in info["classes"]:
+        checks = ", ".join(f"{k} {v}" for k, v in row["checks"].items())
+        table.add_row(row["class"], str(row["tasks"]), str(row["with_skill"]), checks,
+                      "-" if row["mean_reference_steps"] is None else f"{row['mean_reference_steps']:g}")
+    console.print(table)
+    tasks = Table(title="tasks")
+    for col in ("id", "class", "skill", "tools", "IF", "TC", "ref. steps"):
+        tasks.add_column(col)
+    for t in loaded.tasks:
+        tasks.add_row(t.id, t.task_class, t.skill or "-", ", ".join(t.tools), str(len(t.instruction_following)),
+                      str(len(t.task_completion)), str(len(t.reference.steps)) if t.reference else "-")
+    console.print(tasks)
+
+
+def import_tessl_cmd(
+    src: Annotated[Path, typer.Argument(help="A Tessl scenario folder, a tile folder (tile.json + evals/), or a "
+                                         "folder of them.", exists=True, file_okay=False)],
+    out: Annotated[Path, typer.Option("--out", help="Suite YAML to write (skills are copied to skills/ beside it).")],
+    name: Annotated[Optional[str], typer.Option("--name", help="Suite name (default: the folder name).")] = None,
+) -> None:
+    """Import Tessl-style scenarios into a suite; prose criteria become judge checks, split into IF and TC."""
+    from advisor.importers.tessl import import_tessl
+
+    summary = import_tessl(src, out, name)
+    typer.echo(f"imported {summary.tasks} scenario(s) into {summary.out} ({summary.with_skill} with a skill; "
+               f"classes: {', '.join(summary.classes)}); criteria: {summary.if_criteria} instruction following, "
+               f"{summary.tc_criteria} task completion" +
+               (f"; {summary.synthesized} empty checklist(s) got the stated default criterion" if summary.synthesized else ""))
+    typer.echo("note: imported criteria are prose and are graded by the ladder's judge role.")
