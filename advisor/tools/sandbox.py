@@ -5,7 +5,8 @@ Layers, from strongest to weakest:
 
 1. a fresh network namespace (``unshare -rn``) when the kernel allows unprivileged user namespaces, so
    there is no network interface to reach at all;
-2. resource limits set before exec: address space (memory), CPU seconds, file size, open files, no core;
+2. resource limits the child sets on itself before any code runs: address space (memory), CPU seconds,
+   file size, open files, no core;
 3. an audit hook installed before the code runs (``sys.addaudithook``, which code cannot remove) that
    stops the process on a socket connect/bind/DNS lookup, on starting processes or signalling others, and on
    opening, creating, renaming or deleting a file outside the workspace;
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -32,9 +32,15 @@ VIOLATION_EXIT = 113
 _MARK = "[sandbox] "
 
 _PREAMBLE = r'''
-import os, sys
+import os, sys, resource
 _ws = os.path.realpath(sys.argv[1])
 _kind, _payload = sys.argv[2], sys.argv[3]
+for _name, _value in zip(("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE"),
+                         map(int, sys.argv[4].split(","))):
+    try:
+        resource.setrlimit(getattr(resource, _name), (_value, _value))
+    except (ValueError, OSError):
+        pass
 _ok_paths = ("/dev/null",)
 def _stop(what):
     os.write(2, ("\n[sandbox] " + what + "\n").encode("utf-8", "replace"))
@@ -75,7 +81,7 @@ def _hook(event, args):
                 _stop("changing a path outside the workspace refused: " + str(p))
 sys.addaudithook(_hook)
 sys.path.insert(0, _ws)
-sys.argv = [_payload if _kind == "file" else "<run_python>"] + sys.argv[4:]
+sys.argv = [_payload if _kind == "file" else "<run_python>"] + sys.argv[5:]
 if _kind == "file":
     import runpy
     runpy.run_path(_payload, run_name="__main__")
@@ -116,19 +122,11 @@ def network_namespace_available() -> bool:
         return False
 
 
-def _limit(limits: SandboxLimits):
-    def apply() -> None:
-        mem = limits.memory_mb * 1024 * 1024
-        cpu = int(limits.timeout_s) + 2
-        for res, value in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu),
-                           (resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024),
-                           (resource.RLIMIT_NOFILE, 256), (resource.RLIMIT_CORE, 0)):
-            try:
-                resource.setrlimit(res, (value, value))
-            except (ValueError, OSError):
-                pass
-
-    return apply
+def _rlimits(limits: SandboxLimits) -> str:
+    """The resource limits the child sets on itself before running any code (no preexec_fn: the parent may
+    have threads, e.g. gRPC, and forking with a Python callback is unsafe there)."""
+    values = (limits.memory_mb * 1024 * 1024, int(limits.timeout_s) + 2, limits.max_file_mb * 1024 * 1024, 256, 0)
+    return ",".join(str(v) for v in values)
 
 
 async def _drain(stream: asyncio.StreamReader, sink: list[bytes], budget: list[int], full: asyncio.Event) -> None:
@@ -151,13 +149,13 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
     """
     limits = limits or SandboxLimits()
     workspace = workspace.resolve()
-    cmd = [sys.executable, "-I", "-B", "-c", _PREAMBLE, str(workspace), kind, payload, *(args or [])]
+    cmd = [sys.executable, "-I", "-B", "-c", _PREAMBLE, str(workspace), kind, payload, _rlimits(limits), *(args or [])]
     if network_namespace_available():
         cmd = [shutil.which("unshare") or "unshare", "-rn", *cmd]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
     proc = await asyncio.create_subprocess_exec(
         *cmd, cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=_limit(limits))
+        stderr=asyncio.subprocess.PIPE, start_new_session=True)
     out: list[bytes] = []
     err: list[bytes] = []
     budget = [limits.max_output]

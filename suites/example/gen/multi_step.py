@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from common import API, OPS_KEY, called, crit, file_check, http, json_eq, regex, route, state, step, task
+from common import API, OPS_KEY, called, crit, file_check, http, regex, route, state, step, task
 
 CLS = "multi_step"
 TOOLS = ["search_docs", "read_doc", "http_request", "read_file", "write_file", "run_python", "list_files"]
