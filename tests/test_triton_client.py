@@ -178,3 +178,34 @@ def test_transport_cleans_server_tracebacks():
 def test_unknown_protocol_is_refused():
     with pytest.raises(BackendError, match="unknown Triton protocol"):
         TritonClient("x:1", protocol="websocket")
+
+
+async def test_model_going_away_is_not_called_unknown(monkeypatch):
+    transport = _FlakyTransport(5, tp.ServerError("Request for unknown model: 'm' has no available versions"))
+    with pytest.raises(BackendError) as info:
+        await _client_with(monkeypatch, transport).generate("m", "p", max_tokens=4)
+    assert not isinstance(info.value, UnknownModelError) and "not available" in str(info.value)
+
+
+class _HangingTransport(_FlakyTransport):
+    """A server that keeps the stream open with no answer, then stops being ready (shutting down)."""
+
+    def __init__(self):
+        super().__init__(0, None)
+        self.ready_checks = 0
+
+    async def generate(self, model, prompt, sampling_json, request_id):
+        await asyncio.sleep(3600)
+
+    async def server_ready(self):
+        self.ready_checks += 1
+        return self.ready_checks < 2
+
+
+async def test_a_server_that_stops_being_ready_does_not_hang_a_generation(monkeypatch):
+    transport = _HangingTransport()
+    client = _client_with(monkeypatch, transport)
+    monkeypatch.setattr("advisor.triton.client.HEALTH_POLL_S", 0.02)
+    with pytest.raises(BackendError, match="stopped being ready"):
+        await asyncio.wait_for(client.generate("m", "p", max_tokens=4), 5)
+    assert transport.ready_checks == 2

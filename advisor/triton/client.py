@@ -22,6 +22,8 @@ from advisor.triton import _transport as tp
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
 BACKOFF_S = 0.2
+#: A generation running longer than this checks every as many seconds that the server is still ready.
+HEALTH_POLL_S = 2.0
 
 
 class GenerationTimeout(BackendError):
@@ -240,16 +242,36 @@ class TritonClient:
                 fut = self._checked.get(model)
                 if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
                     await self._ensure_checked(model)
-                parts = await self._call(f"generate {model}", transport.generate, model, prompt,
-                                         params_json, request_id or "")
+                parts = await self._watched(self._call(f"generate {model}", transport.generate, model, prompt,
+                                                       params_json, request_id or ""), model)
         except asyncio.TimeoutError:
             raise GenerationTimeout(f"generation on {model!r} at {self.url} timed out after {limit:g}s") from None
         except tp.ServerError as exc:
             raise self._map_error(model, str(exc)) from None
         return self._result(model, prompt, parts, time.perf_counter() - started)
 
+    async def _watched(self, call, model: str):
+        """Await `call`; while it runs longer than HEALTH_POLL_S, check every HEALTH_POLL_S that the server is
+        still ready, and give up with a BackendError when it is not (a server that is shutting down can keep
+        a stream open with no answer coming)."""
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=HEALTH_POLL_S)
+                if done:
+                    return task.result()
+                if not await self.server_ready():
+                    raise BackendError(f"Triton at {self.url} stopped being ready while {model!r} was generating")
+        finally:
+            if not task.done():
+                task.cancel()
+
     def _map_error(self, model: str, message: str) -> BackendError:
         low = message.lower()
+        if "no available versions" in low or "is not ready" in low or "unavailable" in low:
+            self._checked.pop(model, None)  # ask again next time: it may come back
+            return BackendError(f"model {model!r} on Triton at {self.url} is not available (unloaded or "
+                                f"shutting down): {message}")
         if "unknown model" in low or ("model" in low and "not found" in low):
             self._checked.pop(model, None)
             return UnknownModelError(f"Triton at {self.url} has no model {model!r}: {message}")
