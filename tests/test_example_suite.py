@@ -53,3 +53,10 @@ async def test_untouched_code_fails_its_tests(task, tmp_path):
     card = await score_episode(task, Episode(final=task.reference.final, stop_reason="final", workspace=env.workspace))
     env.close()
     assert card.tc_score < 100
+
+
+def test_cli_selftest(capsys):
+    from advisor.cli import main
+
+    assert main(["suite", "validate", "--selftest", str(SUITE)]) == 0
+    assert f"self-test: {len(_suite.tasks)}/{len(_suite.tasks)} references behave as designed" in capsys.readouterr().out

@@ -165,3 +165,16 @@ async def test_run_python_memory_limit(env):
 async def test_run_python_cannot_start_processes(env):
     call = await env.call("run_python", {"code": "import subprocess\nsubprocess.run(['true'])"})
     assert not call.ok and "processes is not allowed" in call.observation
+
+
+async def test_concurrent_episodes_are_isolated(tmp_path):
+    import asyncio
+
+    envs = [Environment.create(_task(), tmp_path) for _ in range(6)]
+    calls = await asyncio.gather(*[e.call("run_python", {"code": f"open('n.txt', 'w').write('{i}'); print({i} * 7)"})
+                                   for i, e in enumerate(envs)])
+    assert [c.observation.splitlines()[-1] for c in calls] == [str(i * 7) for i in range(6)]
+    assert [(e.workspace / "n.txt").read_text() for e in envs] == [str(i) for i in range(6)]
+    assert len({e.workspace for e in envs}) == 6
+    for e in envs:
+        e.close()
