@@ -20,13 +20,15 @@ parity with the best and the largest single rung, and the gap to the oracle.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from advisor.router.artifact import RouterModel
-from advisor.router.policy import PolicyConfig, RungFacts, candidate_table, chain_outcome_batch, select
+from advisor.router.policy import (PolicyConfig, RungFacts, candidate_table, chain_outcome_batch, chosen_chains,
+                                   select)
 from advisor.router.train import TrainingData, fit_router, grouped_folds
 
 TARGETS = np.round(np.linspace(0.0, 1.0, 41), 3)
@@ -68,7 +70,13 @@ def fold_outcomes(model: RouterModel, test: TrainingData, config: PolicyConfig, 
     table = candidate_table(P, Cp, _facts(model), config)
     for t in TARGETS:
         pick = select(table, float(t))
-        out[("router", float(t))] = _realise(Y, C, table["chains"][pick], config, names)
+        out[("router", float(t))] = _realise(Y, C, chosen_chains(table, pick), config, names)
+    if config.mode == "escalate" and config.order == "ladder":  # the same router, escalating by probability
+        alt = replace(config, order="probability")
+        table = candidate_table(P, Cp, _facts(model), alt)
+        for t in TARGETS:
+            pick = select(table, float(t))
+            out[("router_prob_order", float(t))] = _realise(Y, C, chosen_chains(table, pick), alt, names)
     for j, name in enumerate(names):
         out[("rung", name)] = _realise(Y, C, _fixed_chain(j, R, config, n), config, names)
     costs_all = np.stack([out[("rung", nm)][0] for nm in names])
@@ -203,7 +211,9 @@ def plot(summary: dict[str, Any], folder: str | Path) -> list[Path]:
     for mode in ("single", "escalate"):
         curves = summary[mode]["curves"]
         fig, ax = plt.subplots(figsize=(7, 5))
-        for name in ("router", "threshold", "class_floor"):
+        for name in ("router", "router_prob_order", "threshold", "class_floor"):
+            if name not in curves:
+                continue
             env = _envelope([(p["cost"], p["quality"]) for p in curves[name]])
             ax.plot([c * 1e6 for c, _ in env], [q for _, q in env], marker=".", label=name)
         for name, pts in curves.items():
@@ -228,3 +238,28 @@ def write_summary(summary: dict[str, Any], path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=1, default=str))
     return path
+
+
+def evaluate_artifact(model: RouterModel, test: TrainingData, config_single: PolicyConfig,
+                      config_escalate: PolicyConfig) -> dict[str, Any]:
+    """Judge a trained artifact on separately imported held-out data (no retraining); same shape as
+    `cross_validate`'s result, for `summarise`. Rungs are matched by name; prompts missing a rung are dropped."""
+    from advisor.errors import RouterError
+
+    names = [r.name for r in test.rungs]
+    missing = [n for n in model.rung_names if n not in names]
+    if missing:
+        raise RouterError(f"the held-out data has no runs for rungs {', '.join(missing)} of the router")
+    order = [names.index(n) for n in model.rung_names]
+    test.usable, test.cost, test.runs = test.usable[:, order], test.cost[:, order], test.runs[:, order]
+    test.rungs = [test.rungs[i] for i in order]
+    keep = ~np.isnan(test.usable).any(axis=1) & ~np.isnan(test.cost).any(axis=1)
+    data = test.subset(np.flatnonzero(keep))
+    merged = {}
+    pairs = []
+    for mode, cfg in (("single", config_single), ("escalate", config_escalate)):
+        res = fold_outcomes(model, data, cfg)
+        pairs.append(res.pop("_pair"))
+        merged[mode] = res
+    return {"outcomes": merged, "prompts": len(data.texts), "dropped_incomplete": int((~keep).sum()),
+            "pairs": pairs, "rungs": model.rung_names}

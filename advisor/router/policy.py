@@ -196,8 +196,8 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
                     prefs: Preferences | None = None) -> dict[str, np.ndarray]:
     """For a batch (n, R): per candidate start rung, E[cost], P(usable) and objective, all (n, R').
 
-    Also returns the chain rung indices (n, R', max_chain) padded with -1, for realised-outcome evaluation.
-    Escalation order "ladder" only (probability order depends on each request; use `decide`).
+    Also returns the chains as rung indices (n, R', max_chain) padded with -1, for realised-outcome evaluation.
+    Same candidates and maths as `decide` (the tests check they agree).
     """
     prefs = prefs or Preferences()
     keep, _ = eligible(rungs, prefs)
@@ -206,16 +206,30 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     L = 1 if config.mode == "single" else config.max_chain
     w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
     exp_cost, p_use, obj = (np.zeros((n, len(keep))) for _ in range(3))
-    chain_idx = -np.ones((len(keep), L), dtype=int)
-    for c, chain in enumerate(chains(keep, np.zeros(len(rungs)), config)):
-        chain_idx[c, : len(chain)] = chain
-        ks = [config.k_of(rungs[i].name) for i in chain]
-        exp_cost[:, c], p_use[:, c] = chain_outcome_batch(P[:, chain], C[:, chain], ks, verifier)
-        weighted, _ = chain_outcome_batch(P[:, chain], C[:, chain] / w[chain], ks, verifier)
+    chain_idx = -np.ones((n, len(keep), L), dtype=int)
+    rows = np.arange(n)[:, None]
+    for c, start in enumerate(keep):
+        above = np.array(keep[c + 1:], dtype=int) if L > 1 else np.zeros(0, dtype=int)
+        if config.order == "probability" and len(above) > 1:
+            tail = above[np.argsort(-P[:, above], axis=1, kind="stable")[:, : L - 1]]
+        else:
+            tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
+        chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
+        chain_idx[:, c, : chain.shape[1]] = chain
+        # per-rung k follows the first request's chain (exact for ladder order, where every chain is the same)
+        ks = [config.k_of(rungs[int(chain[0, s])].name) for s in range(chain.shape[1])]
+        pc, cc = P[rows, chain], C[rows, chain]
+        exp_cost[:, c], p_use[:, c] = chain_outcome_batch(pc, cc, ks, verifier)
+        weighted, _ = chain_outcome_batch(pc, cc / w[chain], ks, verifier)
         with np.errstate(divide="ignore"):
             obj[:, c] = np.where(p_use[:, c] > 0, weighted / np.maximum(p_use[:, c], 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
             "starts": np.array(keep)}
+
+
+def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:
+    """The (n, max_chain) rung indices of the candidates `pick` selected."""
+    return table["chains"][np.arange(len(pick)), pick]
 
 
 def select(table: dict[str, np.ndarray], target: float) -> np.ndarray:
