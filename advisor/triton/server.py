@@ -61,6 +61,10 @@ class EmbeddedTriton:
     Use as a context manager or call `start()` / `stop()`. Ports left as None are picked free. The server
     binds `host` (loopback by default). Server logs stay quiet unless `verbose`; they are kept and quoted
     in the error when the server cannot start.
+
+    Call `start()` from a thread that lives as long as the server (normally the main thread): PyTriton ties
+    the tritonserver child to the thread that started it (it is terminated when that thread, or this
+    process, ends), which is also what makes a killed `advisor triton serve` leave no server behind.
     """
 
     def __init__(self, ladder, *, suite_paths: Sequence[str | Path] = (), grpc_port: int | None = None,
