@@ -49,7 +49,11 @@ def probe(
 
     Exits 3 when some runs ended in backend_error (they are stored unscored and retried by the next probe).
     """
+    import os
+
     from rich.console import Console
+
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC logs a line per forked tool subprocess at INFO
 
     from advisor.probe.session import ProbeConfig, run_probe
     from advisor.probe.summary import render

@@ -13,8 +13,8 @@ The draws, with the rung's parameters (``StandinParams``: capability ``c``, skil
    task's difficulty almost never converges.
 3. A non-converging episode fails in one of three ways (weights ``W_GIVE_UP``, ``W_LOOP``, ``W_MALFORMED``):
    it **gives up** after 0-2 reference steps with the reference's ``final_wrong`` (probability
-   ``P_GIVE_UP_WRONG``) or a generic give-up text; it **loops** on one action, or alternates two (the
-   loop stops it as ``stuck``); or it emits **malformed** tool calls until the loop stops it as ``invalid_output``.
+   ``P_GIVE_UP_WRONG``) or a generic give-up text; it **loops** re-reading one thing, or alternating two
+   (the loop stops it as ``stuck``); or it emits **malformed** tool calls until the loop stops it as ``invalid_output``.
 4. A converging episode follows the reference. **Instruction following**: for a task whose conventions live
    in a skill document, the rung knows them with probability ``P_GUESS`` without the skill and
    ``P_GUESS + (1 - P_GUESS) * u * sigmoid(A * m)`` with it (the skill helps only a rung that can use it:
@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # ----------------------------------------------------------------------------- constants of the model
-A = 3.0  #: slope of convergence in (capability - difficulty)
+A = 4.0  #: slope of convergence in (capability - difficulty)
 D0 = 0.0  #: difficulty of a task with no reference steps
 DS = 0.3  #: difficulty added per reference step
 W_GIVE_UP, W_LOOP, W_MALFORMED = 0.45, 0.35, 0.20  #: failure modes of a non-converging episode
-P_GUESS = 0.15  #: chance of following a skill's conventions without having read the skill
+P_GUESS = 0.3  #: chance of following a skill's conventions without having read the skill
 A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
 P_DROP_HOW = 0.75  #: chance a non-complying episode drops each `how` step
 P_WRONG, P_WRONG_FLOOR = 0.5, 0.03  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
@@ -187,10 +187,14 @@ def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
         text = ref.final_wrong if ref.final_wrong and rng.random() < P_GIVE_UP_WRONG else GIVE_UP_TEXT
         return Plan("give_up", tuple(actions) + (Action("final", text=text),),
                     complied=False, wrong=True)
-    if mode == "loop":
-        a = _call(steps[min(k, len(steps) - 1)])
+    if mode == "loop":  # re-reading what it already has (a read step when there is one), alone or with another
+        at = min(k, len(steps) - 1)
+        reads = [i for i in range(at + 1) if _is_read(steps[i])]
+        first = reads[-1] if reads else at
+        a = _call(steps[first])
         if len(steps) > 1 and rng.random() < 0.5:
-            b = _call(steps[(min(k, len(steps) - 1) + 1) % len(steps)])
+            others = [i for i in range(len(steps)) if i != first and _is_read(steps[i])] or [(first + 1) % len(steps)]
+            b = _call(steps[rng.choice(others)])
             return Plan("loop", tuple(actions), repeat=(a, b) if a != b else (a,), complied=False, wrong=True)
         return Plan("loop", tuple(actions), repeat=(a,), complied=False, wrong=True)
     bad = steps[min(k, len(steps) - 1)]
