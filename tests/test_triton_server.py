@@ -186,8 +186,9 @@ def test_cli_serve_prints_ready_line_and_stops_on_sigterm():
                 ready = line.strip()
         assert ready == (f"ready grpc=127.0.0.1:{ports[0]} http=http://127.0.0.1:{ports[1]} "
                          f"metrics=http://127.0.0.1:{ports[2]}/metrics"), proc.stderr.read() if ready is None else ready
-        r = asyncio.run(bare_generate(f"127.0.0.1:{ports[0]}", "standin_nano_30b", "hi", **FLAGS))
-        assert r[0]["num_output_tokens"][0] > 0
+        for model in load_ladder(REPO / "ladders" / "demo.yaml").models():  # a contract-only client, every rung
+            r = asyncio.run(bare_generate(f"127.0.0.1:{ports[0]}", model.triton_model, "hi", **FLAGS))
+            assert r[0]["text_output"][0] and r[0]["num_input_tokens"][0] > 0 and r[0]["num_output_tokens"][0] > 0
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
