@@ -29,6 +29,9 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence
 from advisor.errors import DataError
 from advisor.floors import FloorReport, FloorSettings, analyse
 
+#: Runs per cell per wave (and the fewest scored runs a decision rests on).
+DEFAULT_BATCH = 6
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -61,8 +64,8 @@ class AdaptivePlan:
     """
 
     def __init__(self, cells: dict[tuple[str, str], Sequence[str]], rungs: Sequence[str], replicas: int,
-                 settings: FloorSettings | None = None, batch: int = 8, min_runs: int | None = None,
-                 cost_runs: int | None = None):
+                 settings: FloorSettings | None = None, batch: int = DEFAULT_BATCH,
+                 min_runs: int | None = None, cost_runs: int | None = None):
         if replicas < 1 or batch < 1:
             raise DataError("adaptive probing needs replicas >= 1 and batch >= 1")
         if not cells or not rungs:
@@ -176,7 +179,8 @@ class AdaptiveResult:
                 f"full grid ({self.runs_spent / max(1, self.full_grid_runs):.0%}; saved {self.saved_share:.0%})")
 
 
-def plan_for_suite(suite, ladder, replicas: int, settings: FloorSettings | None = None, batch: int = 8,
+def plan_for_suite(suite, ladder, replicas: int, settings: FloorSettings | None = None,
+                   batch: int = DEFAULT_BATCH,
                    classes: Iterable[str] | None = None, rungs: Iterable[str] | None = None,
                    **kwargs: Any) -> AdaptivePlan:
     """An `AdaptivePlan` over a suite's tasks (both conditions for tasks with a skill) and a ladder's rungs."""
@@ -203,6 +207,30 @@ def simulate(plan: AdaptivePlan, outcome: Callable[[Unit], dict[str, Any]], max_
         rows.extend(outcome(u) for u in wave)
     return AdaptiveResult(len(rows), plan.full_grid_runs, plan.waves, analyse(rows, plan.settings),
                           plan.states(rows))
+
+
+def replay(rows: Sequence[dict[str, Any]], replicas: int, settings: FloorSettings | None = None,
+           batch: int = DEFAULT_BATCH,
+           **kwargs: Any) -> AdaptiveResult:
+    """What adaptive probing would have spent and decided on a full grid already stored (`rows`).
+
+    Each unit's outcome is the stored run of the same (class, task, condition, rung, replica), so the
+    adaptive floors can be compared with the full grid's on the same data.
+    """
+    by_unit = {Unit(r["task_class"], r["task_id"], r["condition"], r["rung"], r["replica"]): r for r in rows}
+    cells: dict[tuple[str, str], list[str]] = {}
+    for u in by_unit:
+        tasks = cells.setdefault((u.task_class, u.condition), [])
+        if u.task_id not in tasks:
+            tasks.append(u.task_id)
+    for tasks in cells.values():
+        tasks.sort()
+    rungs = [r for _, r in sorted({(row["rung_position"], row["rung"]) for row in rows})]
+    plan = AdaptivePlan(cells, rungs, replicas, settings, batch, **kwargs)
+    missing = [u for key in cells for r in rungs for u in plan.units(key, r) if u not in by_unit]
+    if missing:
+        raise DataError(f"replay needs the full grid: {len(missing)} runs are missing (e.g. {missing[0]})")
+    return simulate(plan, lambda u: by_unit[u])
 
 
 async def run_adaptive(plan: AdaptivePlan, execute_wave: Callable[[list[Unit]], Awaitable[Any]],

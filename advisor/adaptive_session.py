@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from advisor.adaptive import AdaptivePlan, AdaptiveResult, Unit, plan_for_suite, run_adaptive
+from advisor.adaptive import DEFAULT_BATCH, AdaptivePlan, AdaptiveResult, Unit, plan_for_suite, run_adaptive
 from advisor.floors import RUN_FIELDS, FloorSettings
 
 
@@ -25,7 +25,7 @@ class AdaptiveProbeRun:
     adaptive: AdaptiveResult
 
 
-def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int = 8,
+def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int = DEFAULT_BATCH,
                        on_start: Callable[[int, str], None] | None = None,
                        on_result: Callable[[Any], None] | None = None,
                        on_wave: Callable[[int, list[Unit]], None] | None = None) -> AdaptiveProbeRun:

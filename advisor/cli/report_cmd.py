@@ -21,7 +21,8 @@ def register(app: typer.Typer) -> None:
 def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path(DEFAULT_STORE),
            suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
                                                         "holds several).")] = None,
-           out: Annotated[Path, typer.Option("--out", help="Folder that receives the report folder.")] = Path("reports"),
+           out: Annotated[Path, typer.Option("--out", help="Folder that receives the report folder.")
+                          ] = Path("reports"),
            name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: suite and "
                                                        "date).")] = None,
            volume: Annotated[Optional[list[str]], typer.Option("--volume", help="Usable results needed per month "

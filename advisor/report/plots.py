@@ -39,7 +39,8 @@ def score_distributions(data) -> bytes:
         for cond, values in sorted(data.scores.get(rung, {}).items()):
             weights = [100.0 / len(values)] * len(values)
             ax.hist(values, bins=bins, weights=weights, histtype="stepfilled", alpha=0.45,
-                    color=COLORS.get(cond, "grey"), edgecolor=COLORS.get(cond, "grey"), label=f"{cond} (n={len(values)})")
+                    color=COLORS.get(cond, "grey"), edgecolor=COLORS.get(cond, "grey"),
+                    label=f"{cond} (n={len(values)})")
         ax.axvline(data.settings.bar, color="green", linestyle="--", linewidth=1)
         ax.axvline(data.settings.near_zero, color="red", linestyle=":", linewidth=1)
         ax.set_title(rung)
@@ -48,7 +49,8 @@ def score_distributions(data) -> bytes:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper center")
     axes[0][0].set_ylabel("% of scored runs")
-    fig.suptitle(f"Score distributions (bar {data.settings.bar:g} dashed, near-zero {data.settings.near_zero:g} dotted)",
+    s = data.settings
+    fig.suptitle(f"Score distributions (bar {s.bar:g} dashed, near-zero {s.near_zero:g} dotted)",
                  fontsize=10, y=1.04)
     return _png(fig)
 

@@ -217,7 +217,8 @@ def to_html(data, images: dict[str, bytes], title: str) -> str:
              f'<p class="caption">Sizing report for suite {html.escape(data.suite)}: {data.floors.runs} runs, '
              f'{data.floors.unscored} unscored.</p>']
     if data.simulated:
-        parts.append(f'<div class="banner" id="simulated-banner">{html.escape(BANNER.format(n=data.simulated_runs))}</div>')
+        banner = html.escape(BANNER.format(n=data.simulated_runs))
+        parts.append(f'<div class="banner" id="simulated-banner">{banner}</div>')
     parts.append(_table_html(ts[0]))
     captions = {"scores": "Score distributions per rung: runs are mostly near-perfect or near-total failures.",
                 "frontier": "Cost per attempt vs usable rate per class (error bars: the confidence interval).",
