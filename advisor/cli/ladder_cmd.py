@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advisor.ladder import load_ladder
+
 
 class WireProtocol(str, Enum):
     """Triton wire protocol."""

@@ -110,8 +110,8 @@ class GrpcTransport:
         return ServerError(message)
 
     async def _guard(self, coro):
-        from tritonclient.utils import InferenceServerException
         import grpc
+        from tritonclient.utils import InferenceServerException
 
         try:
             return await coro

@@ -15,7 +15,6 @@ import json
 import random
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp

@@ -112,7 +112,7 @@ class EmbeddedTriton:
         self._pick_ports()
         try:
             from pytriton.model_config import ModelConfig
-            from pytriton.triton import Triton, TritonConfig, TritonSecurityConfig
+            from pytriton.triton import TritonConfig, TritonSecurityConfig
         except ImportError as exc:  # pragma: no cover - depends on the platform
             raise BackendError(f"cannot start the embedded Triton: nvidia-pytriton is not installed ({exc})") from None
         from advisor.standin import responder_for
