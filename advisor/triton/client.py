@@ -296,4 +296,4 @@ class TritonClient:
             tokens_from_server=not missing, latency_s=latency_s, model=model, note=note)
 
 
-__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient", "ContractError"]
+__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient"]
