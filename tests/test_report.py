@@ -25,6 +25,9 @@ def _demo_store(path: Path, simulated: bool) -> Path:
                       simulated=simulated),
              make_run("multi_step", "multi_step-03", "small", "skill", 7, unscored=True, stop_reason="timeout",
                       simulated=simulated)]
+    # a task without a skill: baseline runs only (left out of the paired baseline -> skill table)
+    runs += [make_run("lookup", "lookup-solo", rung, "baseline", rep, overall=o, simulated=simulated)
+             for rung, o in (("small", 95.0), ("mid", 5.0), ("large", 50.0)) for rep in range(3)]
     with Store.open(path) as s:
         s.add_runs_bulk(runs)
     return path
@@ -56,8 +59,10 @@ def test_rung_table_equals_sql(sim_report):
                 sum(overall) FILTER (WHERE NOT unscored) / count(overall) FILTER (WHERE NOT unscored) AS ov,
                 sum(cost_usd) / count(*) AS usd,
                 count(*) FILTER (WHERE overall < 25) / count(overall) AS nz
-            FROM runs WHERE {WHERE} GROUP BY rung, condition""")
+            FROM runs WHERE {WHERE} AND task_id IN (SELECT task_id FROM runs WHERE condition = 'skill')
+            GROUP BY rung, condition""")
     got = {(r["rung"], r["condition"]): r for r in doc["rung_table"]}
+    assert doc["paired_tasks"] == 24
     assert len(got) == len(want) == 6
     for w in want:
         g = got[(w["rung"], w["condition"])]
@@ -109,6 +114,7 @@ def test_floor_cells_equal_sql(sim_report):
                 assert c["turns_failure"] == pytest.approx(w["t_bad"])
             seen += 1
     assert seen == len(want) == 18
+    assert want[("lookup", "baseline", "small")]["runs"] == 8 * 3 + 3  # the task without a skill counts here
 
 
 def test_summary_and_gaps(sim_report):

@@ -47,7 +47,8 @@ class ReportData:
     settings: FloorSettings
     floors: FloorReport
     summary: list[SummaryRow]
-    rung_table: list[dict[str, Any]]  #: per rung and condition: runs, IF, TC, overall, $/task, near-zero share
+    rung_table: list[dict[str, Any]]  #: per rung and condition (paired tasks): IF, TC, overall, $/task, near-zero
+    paired_tasks: int  #: tasks with a skill: the rung table and the lift are over these (0: all tasks, baseline)
     lift: list[dict[str, Any]]  #: per rung: skill minus baseline for IF, TC, overall, $/task
     scores: dict[str, dict[str, list[float]]]  #: rung -> condition -> overall scores (scored runs)
     gaps: list[dict[str, Any]]  #: tasks a larger rung passes while a smaller one is near zero
@@ -102,8 +103,15 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
     where = BASE + cls_filter
     order = [r["rung"] for r in store.query(
         f"SELECT rung, min(rung_position) AS pos FROM runs WHERE {where} GROUP BY rung ORDER BY pos", params)]
+    # baseline -> with skill compares the same tasks: when any task has skill runs, the table keeps those tasks
+    paired = store.query(f"SELECT count(DISTINCT task_id) AS n FROM runs WHERE {where} AND condition = 'skill'",
+                         params)[0]["n"]
+    pair_filter, pair_params = "", []
+    if paired:
+        pair_filter = f" AND task_id IN (SELECT task_id FROM runs WHERE {where} AND condition = 'skill')"
+        pair_params = params
     rung_table = store.query(
-        f"""SELECT rung, condition, count(*) AS runs, count(*) FILTER (WHERE unscored OR overall IS NULL) AS unscored,
+        f"""SELECT rung, condition, count(DISTINCT task_id) AS tasks, count(*) AS runs, count(*) FILTER (WHERE unscored OR overall IS NULL) AS unscored,
                    avg(tc_score) FILTER (WHERE NOT unscored) AS goal_completion,
                    avg(if_score) FILTER (WHERE NOT unscored) AS instruction_following,
                    avg(overall) FILTER (WHERE NOT unscored) AS overall,
@@ -113,9 +121,9 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
                    avg(CASE WHEN overall >= ? THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT unscored AND overall IS NOT NULL)
                        AS usable_share,
                    avg(turns) AS turns
-            FROM runs WHERE {where} GROUP BY rung, condition
+            FROM runs WHERE {where}{pair_filter} GROUP BY rung, condition
             ORDER BY min(rung_position), condition""",
-        [settings.near_zero, settings.bar, *params])
+        [settings.near_zero, settings.bar, *params, *pair_params])
     score_rows = store.query(f"SELECT rung, condition, overall FROM runs WHERE {where} AND NOT unscored "
                              "AND overall IS NOT NULL ORDER BY rung_position, condition, overall", params)
     scores: dict[str, dict[str, list[float]]] = {}
@@ -129,7 +137,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
     return ReportData(
         suite=name, settings=settings, floors=floors,
         summary=summarise(floors, order, volumes or {}),
-        rung_table=rung_table, lift=skill_lift(rung_table), scores=scores,
+        rung_table=rung_table, paired_tasks=paired, lift=skill_lift(rung_table), scores=scores,
         gaps=gap_tasks(store, where, params, order, settings), unscored=unscored,
         provenance=provenance(store, where, params), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known)

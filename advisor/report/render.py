@@ -93,11 +93,14 @@ def rung_table(data) -> Table:
                      _pair(b, s, "overall", fmt_score), _pair(b, s, "usd_per_task", fmt_usd),
                      _pair(b, s, "near_zero_share", fmt_share), _pair(b, s, "usable_share", fmt_share),
                      _pair(b, s, "runs", str), _pair(b, s, "unscored", str)])
+    scope = (f"the {data.paired_tasks} tasks that have a skill, each run with and without it" if data.paired_tasks
+             else "every task (no task has a skill)")
     return Table("rungs", "Per rung (baseline -> with skill)",
                  ["rung", "goal completion", "instruction following", "overall", "$/task",
                   f"near-zero share (overall < {data.settings.near_zero:g})",
                   f"usable share (overall >= {data.settings.bar:g})", "runs", "unscored"], rows,
-                 "Means over scored runs; $/task over every run (unscored runs cost money too).")
+                 f"Over {scope}. Means over scored runs; $/task over every run (unscored runs cost money too). "
+                 "The per-class tables below use every task.")
 
 
 def lift_table(data) -> Table:
@@ -274,6 +277,7 @@ def to_json(data) -> dict[str, Any]:
 
     return {"schema": "advisor.report/1", "suite": data.suite, "simulated": data.simulated,
             "simulated_runs": data.simulated_runs, "settings": asdict(data.settings),
-            "summary": [asdict(s) for s in data.summary], "rung_table": data.rung_table, "lift": data.lift,
+            "summary": [asdict(s) for s in data.summary], "rung_table": data.rung_table,
+            "paired_tasks": data.paired_tasks, "lift": data.lift,
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
             "provenance": data.provenance, "rung_order": data.rung_order}
