@@ -9,10 +9,12 @@ The library entry point is `execute` (the CLI and adaptive probing build on it):
   passes one wave at a time). Their order is the order runs start in.
 - Resuming: specs whose run key is already stored are **skipped** (`RunResult.status == "skipped"`), except
   runs stored with stop reason ``backend_error``: those are deleted and run again (a retry).
-- Concurrency: at most `concurrency` episodes in flight **per rung** (each rung has its own semaphore).
+- Concurrency: at most `concurrency` episodes in flight **per rung** (each rung has its own semaphore;
+  a finished episode's commit happens after it leaves the semaphore).
 - Each finished run is committed at once with its turns and criterion results (`Store.add_run`, one
-  transaction), so a crash or Ctrl-C loses at most the runs in flight; store writes happen on the event-loop
-  thread between awaits, so a cancellation never interrupts one.
+  transaction), so a crash or Ctrl-C loses at most the runs in flight. Commits run one at a time in a
+  writer thread (the event loop keeps driving episodes meanwhile); `execute` waits for the last commit
+  before it returns or re-raises, so the caller may close the store right after.
 - A run that ended in ``backend_error`` is stored **unscored** (scores NULL, ``unscored = true``), never 0.
 - Guards: `max_runs` caps the runs started by this call; `max_cost` stops starting new runs once the cost
   of the runs finished by this call reaches it (runs in flight finish). Specs not started are reported with
@@ -29,6 +31,7 @@ import asyncio
 import json
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -137,16 +140,17 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
                 root=root, sampling={**base_settings["sampling"], "seed": seed}, settings=base_settings,
                 version=__version__)
-            retried = key in failed
-            if retried:
-                store.delete_runs([key])
-            store.add_run(record, turns, criteria)
-            outcome.cost_usd += record.cost_usd
+            outcome.cost_usd += record.cost_usd  # spent, whatever happens to the commit
             outcome.judge_cost_usd += record.judge_cost_usd
-            results[i] = RunResult(spec, key, "done", record, retried)
-            if on_result:
-                on_result(results[i])
+        # committed outside the rung's semaphore: the rung's next episode starts meanwhile
+        retried = key in failed
+        await asyncio.get_running_loop().run_in_executor(writer, _commit, store, record, turns, criteria, retried)
+        results[i] = RunResult(spec, key, "done", record, retried)
+        if on_result:
+            on_result(results[i])
 
+    # One writer thread commits runs in order, so a slow commit (fsync) never stalls the episodes in flight.
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-store")
     tasks = [asyncio.ensure_future(one(i)) for i in todo]
     try:
         await asyncio.gather(*tasks)
@@ -156,10 +160,18 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
+        writer.shutdown(wait=True)  # a commit in progress finishes before the caller may close the store
         outcome.results = [r if r is not None else RunResult(specs[i], keys[i], "not_run")
                            for i, r in enumerate(results)]
         outcome.elapsed_s = time.monotonic() - started
     return outcome
+
+
+def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool) -> None:
+    """Store one finished run (replacing its stored backend_error run when retried); runs in the writer thread."""
+    if retried:
+        store.delete_runs([record.run_key])
+    store.add_run(record, turns, criteria)
 
 
 async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: Any, client: Any, seed: int,
