@@ -5,8 +5,11 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
 
 1. Rungs are probed small to large. In each wave, each (class, condition) samples one batch of its smallest
    rung that is neither decided nor implied nor exhausted.
-2. A rung is decided when it has at least ``min_runs`` scored runs and its Wilson interval clears the target
-   (lower bound >= target) or is below it (upper bound < target), as in `advisor.floors`.
+2. A rung is decided when its Wilson interval clears the target (lower bound >= target) on at least
+   `min_runs_for` scored runs (default: one batch and at least one run of every task of the class: a false
+   "clears" puts the floor too low, so it must rest on the whole class), or is below it (upper bound <
+   target) on at least one batch (a false "below" only costs money: the floor moves up a rung). The
+   intervals are the floor finder's (`advisor.floors`).
 3. Once a rung is below, every smaller rung is implied below and is not sampled again.
 4. Once a rung clears, it is the floor. Larger rungs are implied to clear (a monotone ladder) and are sampled
    only ``cost_runs`` times each (default one batch): enough for their cost per attempt and usable rate to
@@ -17,7 +20,8 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
 Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
 on the whole class rather than on its first tasks. `AdaptivePlan` is pure decision logic; `run_adaptive`
 drives the probe runner's ``execute`` wave by wave. Repeated looks at the data make the stated confidence
-an approximation (a sequential test would widen the interval); `min_runs` guards against deciding on a
+an approximation (a sequential test would widen the interval): near the target, adaptive probing can call
+a rung below that the full grid leaves undecided. The minimum run counts guard against deciding on a
 handful of runs.
 """
 
@@ -75,7 +79,7 @@ class AdaptivePlan:
         self.replicas = replicas
         self.settings = settings or FloorSettings()
         self.batch = batch
-        self.min_runs = batch if min_runs is None else min_runs
+        self.min_runs = min_runs  #: None: per cell, max(batch, tasks of the cell)
         self.cost_runs = batch if cost_runs is None else cost_runs
         self.issued: set[Unit] = set()
         self.waves = 0
@@ -94,6 +98,10 @@ class AdaptivePlan:
     def _remaining(self, key: tuple[str, str], rung: str) -> list[Unit]:
         return [u for u in self.units(key, rung) if u not in self.issued]
 
+    def min_runs_for(self, key: tuple[str, str]) -> int:
+        """Scored runs a cell needs before its interval may decide it."""
+        return self.min_runs if self.min_runs is not None else max(self.batch, len(self.cells[key]))
+
     # ---------------------------------------------------------------- decisions
     def states(self, rows: Sequence[dict[str, Any]]) -> list[GroupState]:
         """Status of every (class, condition) and the rung it samples next."""
@@ -108,7 +116,9 @@ class AdaptivePlan:
                 v = stats.get(r)
                 if v is None:
                     status[r] = "unsampled"
-                elif v.status != "undecided" and v.stats.scored < self.min_runs:
+                elif v.status == "clears" and v.stats.scored < self.min_runs_for(key):
+                    status[r] = "undecided"
+                elif v.status == "below" and v.stats.scored < (self.min_runs or self.batch):
                     status[r] = "undecided"
                 else:
                     status[r] = v.status

@@ -153,3 +153,24 @@ def test_replay_on_a_stored_full_grid():
     assert result.full_grid_runs == len(rows) and result.runs_spent <= 0.6 * len(rows)
     with pytest.raises(DataError, match="missing"):
         replay(rows[1:], 5)
+
+
+def _rows(rung, outcomes, cls="c"):
+    return [{"suite_name": "s", "task_id": f"t{i}", "task_class": cls, "rung": rung,
+             "rung_position": RUNGS.index(rung), "condition": "baseline", "replica": 0, "stop_reason": "final",
+             "turns": 5, "cost_usd": 0.01, "judge_cost_usd": 0.0, "if_score": o, "tc_score": o, "overall": o,
+             "unscored": False, "simulated": False} for i, o in enumerate(outcomes)]
+
+
+def test_clears_needs_every_task_below_needs_one_batch():
+    tasks = [f"t{i}" for i in range(10)]
+    plan = AdaptivePlan({("c", "baseline"): tasks}, RUNGS, 3, settings=FloorSettings(target=0.3), batch=4)
+    # 4/4 usable: the interval (0.60-1.00) clears 0.3, but 6 of the 10 tasks are unseen: not decided yet
+    st = plan.states(_rows("small", [90] * 4))[0]
+    assert st.statuses["small"] == "undecided" and st.floor is None and st.sampling == "small"
+    st = plan.states(_rows("small", [90] * 10))[0]
+    assert st.statuses["small"] == "clears" and st.floor == "small"
+    # 4/4 failures against a 0.9 target: below after one batch
+    plan = AdaptivePlan({("c", "baseline"): tasks}, RUNGS, 3, settings=FloorSettings(target=0.9), batch=4)
+    st = plan.states(_rows("small", [10] * 4))[0]
+    assert st.statuses["small"] == "below" and st.sampling == "mid"
