@@ -197,7 +197,7 @@ def test_advisor_probe_cli_end_to_end(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "cli.duckdb"
-    args = ["probe", "--suite", str(SUITE), "--store", str(db), "--replicas", "2", "--json"]
+    args = ["probe", "--suite", str(SUITE), "--store", str(db), "--replicas", "2", "--json", "--no-report"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["outcome"]["done"] == 18 and first["summary"]["simulated"] is True
@@ -217,3 +217,25 @@ def test_probe_needs_a_ladder_with_a_url(tmp_path):
     with pytest.raises(ConfigError, match="--url needs --ladder"):
         run_probe(ProbeConfig(url="localhost:1", suite_path=SUITE, store_path=tmp_path / "x.duckdb"))
     assert not (tmp_path / "x.duckdb").exists()
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_probe_on_a_subset_of_the_example_suite(tmp_path, monkeypatch, capsys):
+    """Real tools and checks on example tasks: the largest rung with the skill completes them, the smallest does not."""
+    from advisor.cli import main
+
+    monkeypatch.chdir(tmp_path)  # defaults resolve from the repository next to the package
+    db = tmp_path / "ex.duckdb"
+    tasks = ["api-refund-order", "extract-invoice-email", "multi-restock"]
+    args = ["probe", "--store", str(db), "--replicas", "2", "--json", "--no-report", "--rung", "nano-12b",
+            "--rung", "super-120b", *[a for t in tasks for a in ("--task", t)]]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"]["done"] == 3 * 2 * 2 * 2 and out["summary"]["simulated"]
+    with Store.open(db, read_only=True) as store:
+        big = store.runs(rung="super-120b", condition="skill")
+        small = store.runs(rung="nano-12b")
+    assert len(big) == 6 and sum(r["overall"] >= 75 for r in big) >= 5
+    assert all(r["stop_reason"] == "final" for r in big)
+    assert sum(r["overall"] >= 75 for r in small) <= 2
