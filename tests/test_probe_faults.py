@@ -178,3 +178,35 @@ def test_triton_killed_mid_probe_gives_unscored_backend_errors_then_a_rerun_comp
             assert store.count_runs(unscored=True) == 0
     finally:
         server.stop()
+
+
+def test_ctrl_c_mid_probe_leaves_the_store_consistent(tmp_path, slow_ladder, monkeypatch):
+    counter = Counter(monkeypatch)
+    server = _server(slow_ladder)
+    db = tmp_path / "probe.duckdb"
+    replicas = 8
+    planned = len(full_grid(load_suite(SUITE), load_ladder(slow_ladder), replicas))
+    try:
+        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--url", server.grpc_url, "--ladder",
+               str(slow_ladder), "--suite", str(SUITE), "--store", str(db), "--replicas", str(replicas),
+               "--no-report"]
+        log = open(tmp_path / "probe.log", "wb")
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
+        try:
+            counter.wait_for(60, proc)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        assert proc.returncode == 130, (tmp_path / "probe.log").read_text()
+        before = _snapshot(db)
+        assert 0 < len(before) < planned
+        with Store.open(db, read_only=True) as store:
+            orphans = store._con.execute("SELECT count(*) FROM turns WHERE run_key NOT IN (SELECT run_key FROM runs)"
+                                         ).fetchone()[0]
+            assert orphans == 0
+        result = run_probe(ProbeConfig(url=server.grpc_url, ladder_path=slow_ladder, suite_path=SUITE,
+                                       store_path=db, replicas=replicas, concurrency=8))
+    finally:
+        server.stop()
+    assert result.outcome.count("done") == planned - len(before)
+    assert len(_snapshot(db)) == planned
