@@ -77,8 +77,13 @@ def fold_outcomes(model: RouterModel, test: TrainingData, config: PolicyConfig, 
         for t in TARGETS:
             pick = select(table, float(t))
             out[("router_prob_order", float(t))] = _realise(Y, C, chosen_chains(table, pick), alt, names)
+    alone = replace(config, max_chain=1)  # a single rung on its own (retried up to k times with a verifier)
     for j, name in enumerate(names):
-        out[("rung", name)] = _realise(Y, C, _fixed_chain(j, R, config, n), config, names)
+        out[("rung", name)] = _realise(Y, C, _fixed_chain(j, R, alone, n), alone, names)
+    out[("always_smallest", 0.0)] = out[("rung", names[0])]
+    out[("always_largest", 0.0)] = out[("rung", names[-1])]
+    if config.mode == "escalate":
+        out[("smallest_escalating", 0.0)] = _realise(Y, C, _fixed_chain(0, R, config, n), config, names)
     costs_all = np.stack([out[("rung", nm)][0] for nm in names])
     quals_all = np.stack([out[("rung", nm)][1] for nm in names])
     out[("random", 0.0)] = (costs_all.mean(axis=0), quals_all.mean(axis=0))
@@ -121,7 +126,7 @@ def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escal
     pairs = []
     for f, (train_idx, test_idx) in enumerate(grouped_folds(data.groups, folds, seed)):
         assert not set(data.groups[i] for i in train_idx) & set(data.groups[i] for i in test_idx)
-        model = fit_router(data.subset(train_idx), seed=seed, folds=min(folds, 5), **(fit_kwargs or {}))
+        model = fit_router(data.subset(train_idx), seed=seed, **{"folds": 3, **(fit_kwargs or {})})
         test = data.subset(test_idx)
         for mode, cfg in (("single", config_single), ("escalate", config_escalate)):
             res = fold_outcomes(model, test, cfg, seed)
@@ -217,7 +222,7 @@ def plot(summary: dict[str, Any], folder: str | Path) -> list[Path]:
             env = _envelope([(p["cost"], p["quality"]) for p in curves[name]])
             ax.plot([c * 1e6 for c, _ in env], [q for _, q in env], marker=".", label=name)
         for name, pts in curves.items():
-            if name.startswith("rung:") or name in ("random", "oracle"):
+            if name.startswith("rung:") or name in ("random", "oracle", "smallest_escalating"):
                 p = pts[0]
                 ax.scatter(p["cost"] * 1e6, p["quality"], marker="*" if name == "oracle" else "o")
                 ax.annotate(name.replace("rung:", ""), (p["cost"] * 1e6, p["quality"]), fontsize=6)

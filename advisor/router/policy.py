@@ -1,9 +1,10 @@
 """The routing policy: the rung (and escalation chain) with the lowest expected cost per usable result.
 
 Given per-rung usable probabilities p and attempt costs c for one request, every allowed rung r is a candidate
-start. In **escalation** mode (a verifier exists) the candidate chain is r followed by the allowed rungs above
-it in the escalation order (ladder order by default, or by falling probability), at most `max_chain` rungs,
-each tried up to k times; its expected cost and P(usable) come from `advisor.scores.chain_outcome` with the
+start. In **escalation** mode (a verifier exists) the candidate chains are r followed by the allowed rungs
+above it in the escalation order (ladder order by default, or by falling probability), at most `max_chain`
+rungs, and every shorter prefix of it (stopping early and delivering the last answer), each rung tried up to k
+times; its expected cost and P(usable) come from `advisor.scores.chain_outcome` with the
 verifier's error rates. In **single-shot** mode (no verifier) the chain is r alone, tried once: cost c_r,
 quality p_r.
 
@@ -115,7 +116,8 @@ def chains(keep: list[int], p: np.ndarray, config: PolicyConfig) -> list[list[in
         above = keep[pos + 1:]
         if config.order == "probability":
             above = sorted(above, key=lambda j: -p[j])
-        out.append([i, *above[: max(0, config.max_chain - 1)]])
+        full = [i, *above[: max(0, config.max_chain - 1)]]
+        out.extend(full[:length] for length in range(1, len(full) + 1))  # stopping early is a candidate too
     return out
 
 
@@ -131,8 +133,8 @@ def decide(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts]
     for chain in chains(keep, p, config):
         steps = [Step(p[i], cost[i], config.k_of(rungs[i].name), rungs[i].name) for i in chain]
         real = chain_outcome(steps, verifier)
-        weighted = chain_outcome([Step(s.p, s.cost / prefs.weights.get(s.name, 1.0), s.k, s.name) for s in steps],
-                                 verifier)
+        weighted = real if not prefs.weights else chain_outcome(
+            [Step(s.p, s.cost / prefs.weights.get(s.name, 1.0), s.k, s.name) for s in steps], verifier)
         cands.append({"chain": [rungs[i].name for i in chain], "expected_cost_usd": real.expected_cost,
                       "p_usable": real.p_usable, "cost_per_usable_usd": real.cost_per_usable,
                       "objective": weighted.cost_per_usable, "meets_target": real.p_usable >= config.target})
@@ -205,8 +207,7 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     n = P.shape[0]
     L = 1 if config.mode == "single" else config.max_chain
     w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
-    exp_cost, p_use, obj = (np.zeros((n, len(keep))) for _ in range(3))
-    chain_idx = -np.ones((n, len(keep), L), dtype=int)
+    full = []
     rows = np.arange(n)[:, None]
     for c, start in enumerate(keep):
         above = np.array(keep[c + 1:], dtype=int) if L > 1 else np.zeros(0, dtype=int)
@@ -215,6 +216,10 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         else:
             tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
         chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
+        full.extend(chain[:, :length] for length in range(1, chain.shape[1] + 1))  # as in `chains`
+    exp_cost, p_use, obj = (np.zeros((n, len(full))) for _ in range(3))
+    chain_idx = -np.ones((n, len(full), L), dtype=int)
+    for c, chain in enumerate(full):
         chain_idx[:, c, : chain.shape[1]] = chain
         # per-rung k follows the first request's chain (exact for ladder order, where every chain is the same)
         ks = [config.k_of(rungs[int(chain[0, s])].name) for s in range(chain.shape[1])]
@@ -223,8 +228,7 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         weighted, _ = chain_outcome_batch(pc, cc / w[chain], ks, verifier)
         with np.errstate(divide="ignore"):
             obj[:, c] = np.where(p_use[:, c] > 0, weighted / np.maximum(p_use[:, c], 1e-300), np.inf)
-    return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
-            "starts": np.array(keep)}
+    return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx}
 
 
 def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:

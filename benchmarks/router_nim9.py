@@ -1,0 +1,149 @@
+"""Benchmark: the learned router vs baselines on recorded per-prompt results (grouped CV by prompt).
+
+Default data: ``../shared/data/llmrouter-nim9/dev.csv`` (relative to the repository root) with the ladder
+``ladders/llmrouter-nim9.yaml``. Any other wide table in RouterBench's convention works too (one row per
+prompt, ``prompt``, a task column, one score column per model, ``<model>|total_cost`` columns); with
+``--ladder auto`` a placeholder ladder is built from the table's model columns (ordered by mean recorded cost),
+which is enough when every cost is recorded.
+
+Cost assumption (llmrouter-nim9 records no cost): per attempt, input tokens = est_prompt_tokens (characters / 4)
+and output tokens = --output-tokens (default 256) at the ladder's list prices. Recorded ``|total_cost`` values
+are used as they are. Only dev.csv may be used for tuning; the held-out split is elsewhere on purpose.
+
+Run:  /work/venv/bin/python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "llmrouter-nim9" / "dev.csv"
+DEFAULT_LADDER = ROOT / "ladders" / "llmrouter-nim9.yaml"
+
+
+def auto_ladder(path: Path, ignore: list[str]):
+    """A placeholder ladder whose rungs are the table's model columns, cheapest (mean recorded cost) first."""
+    from advisor.importers.recorded import PROMPT_COLUMNS, TASK_COLUMNS, WIDE_IGNORED, read_table
+    from advisor.ladder import Ladder
+
+    rows = read_table(path)
+    cols = list(dict.fromkeys(k for r in rows[:50] for k in r))
+    skip = {*PROMPT_COLUMNS, *TASK_COLUMNS, *WIDE_IGNORED, *ignore}
+    models = [c for c in cols if c not in skip and "|" not in c]
+
+    def mean_cost(m):
+        vals = [float(r[f"{m}|total_cost"]) for r in rows if r.get(f"{m}|total_cost") not in (None, "")]
+        return sum(vals) / len(vals) if vals else 0.0
+
+    models.sort(key=mean_cost)
+    rungs = [{"name": m.replace("/", "_"), "hf_id": m, "params_total_b": 1 + i, "triton_model": f"recorded_{i}",
+              "price": {"basis": "tokens", "usd_per_m_input": 0.0, "usd_per_m_output": 0.0,
+                        "source": "recorded |total_cost (no list price)", "as_of": "n/a"},
+              "context_length": 8192, "tool_call_format": "hermes", "self_hosted": False, "data_leaves_org": True}
+             for i, m in enumerate(models)]
+    return Ladder.model_validate({"version": 1, "name": f"auto-{path.stem}", "rungs": rungs}), \
+        {m: m.replace("/", "_") for m in models if "/" in m}
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Parse arguments, run the grouped-CV evaluation and print the tables; return the summary."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", nargs="?", default=str(DEFAULT_DATA), help="wide RouterBench-style table")
+    ap.add_argument("--ladder", default=str(DEFAULT_LADDER), help="ladder YAML, or 'auto' (see module doc)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--output-tokens", type=int, default=256, help="stated output-token assumption")
+    ap.add_argument("--k", type=int, default=1, help="attempts per rung in escalation mode")
+    ap.add_argument("--false-accept", type=float, default=0.0)
+    ap.add_argument("--false-reject", type=float, default=0.0)
+    ap.add_argument("--max-chain", type=int, default=3)
+    ap.add_argument("--n-hash", type=int, default=2 ** 16)
+    ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+
+    from advisor.cli.router_cmd import _configs
+    from advisor.importers.recorded import ImportOptions, import_recorded, token_assumption
+    from advisor.ladder import load_ladder
+    from advisor.router import evaluate as ev
+    from advisor.router.train import training_data_from_store
+    from advisor.store import Store
+
+    path = Path(args.path)
+    if args.ladder == "auto":
+        ladder, mapping = auto_ladder(path, [])
+    else:
+        ladder, mapping = load_ladder(args.ladder), {}
+    t0 = time.perf_counter()
+    with Store.open(":memory:") as store:
+        rep = import_recorded(path, ladder, store, ImportOptions(suite_name="bench", output_tokens=args.output_tokens,
+                                                                 model_map=mapping))
+        data = training_data_from_store(store, suite_name="bench")
+    single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
+    cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
+                           fit_kwargs={"n_hash": args.n_hash})
+    summary = ev.summarise(cv)
+    elapsed = time.perf_counter() - t0
+    summary["how"] = f"{args.folds}-fold CV grouped by prompt on {path}"
+    summary["cost_assumption"] = (f"{rep.cost_recorded} costs recorded, {rep.cost_estimated} estimated: "
+                                  + token_assumption(args.output_tokens))
+    print(f"data: {path} ({rep.prompts} prompts, {len(rep.models)} models, {len(rep.classes)} classes); "
+          f"bar: score >= {rep.bar / 100:.2f}")
+    print(f"cost: {summary['cost_assumption']}")
+    print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
+          f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs above the start in ladder "
+          f"order (router_prob_order: by the router's probabilities); {elapsed:.0f}s")
+    for mode in ("single", "escalate"):
+        print_mode(summary, mode)
+    if args.out_dir:
+        out = Path(args.out_dir)
+        ev.write_summary(summary, out / "summary.json")
+        ev.plot(summary, out)
+        print(f"\nwrote {out / 'summary.json'} and plots")
+    return summary
+
+
+def _point(pts, pred):
+    ok = [p for p in pts if pred(p)]
+    return min(ok, key=lambda p: p["cost"]) if ok else None
+
+
+def print_mode(summary: dict, mode: str) -> None:
+    """Print one mode's table: quality and cost per request of every policy, parity, oracle gap."""
+    s = summary[mode]
+    print(f"\n=== {mode} mode (cost in USD per 1,000 requests; quality = usable rate) ===")
+    print(f"{'policy':<44}{'quality':>9}{'cost/1k':>10}{'AIQ':>8}")
+    curves = s["curves"]
+    best_q = s["parity"]["best_single"]["quality"]
+    for name, pts in curves.items():
+        if len(pts) == 1:
+            p = pts[0]
+            print(f"{name:<44}{p['quality']:>9.3f}{p['cost'] * 1e3:>10.4f}{s['summary'][name]['aiq']:>8.3f}")
+            continue
+        default = pts[0]  # target / threshold 0
+        top = max(pts, key=lambda p: (p["quality"], -p["cost"]))
+        par = _point(pts, lambda p: p["quality"] >= best_q - 1e-12)
+        print(f"{name + ' @ ' + str(default['param']):<44}{default['quality']:>9.3f}{default['cost'] * 1e3:>10.4f}"
+              f"{s['summary'][name]['aiq']:>8.3f}")
+        if par is not None:
+            print(f"{'  at parity with best single (param ' + str(par['param']) + ')':<44}{par['quality']:>9.3f}"
+                  f"{par['cost'] * 1e3:>10.4f}")
+        print(f"{'  best quality (param ' + str(top['param']) + ')':<44}{top['quality']:>9.3f}{top['cost'] * 1e3:>10.4f}")
+    for label, p in s["parity"].items():
+        rc = "never reached" if p["router_cost"] is None else \
+            f"{p['router_cost'] * 1e3:.4f}/1k, saving {p['saving'] * 100:.1f}%"
+        print(f"cost at quality parity with {label} ({p['rung']}, quality {p['quality']:.3f}, "
+              f"{p['cost'] * 1e3:.4f}/1k): router {rc}")
+    o = s["oracle"]
+    print(f"oracle: quality {o['quality']:.3f} at {o['cost'] * 1e3:.4f}/1k; gap to the router's best quality "
+          f"{o['quality_gap_to_router_best']:.3f}")
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
