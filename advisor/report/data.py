@@ -207,13 +207,18 @@ def summarise(floors: FloorReport, order: Sequence[str], volumes: dict[str, int]
         options = [c for c in floors.classes if c.task_class == cls]
         priced = [c for c in options if c.recommended and c.verdict(c.recommended).cost_per_usable is not None]
         best = min(priced, key=lambda c: c.verdict(c.recommended).cost_per_usable) if priced else None
-        chosen = best or next((c for c in options if c.condition == "baseline"), options[0])
+        # nothing recommended: show the condition closest to a decision (a rung still undecided), skill first
+        chosen = best or max(options, key=lambda c: (any(v.status == "undecided" for v in c.rungs),
+                                                     c.condition == "skill"))
         v = chosen.verdict(chosen.recommended) if chosen.recommended else None
         top = chosen.verdict(largest)
         cpu = v.cost_per_usable if v else None
         top_cpu = top.cost_per_usable if top is not None else None  # always the largest: retried, no escalation
         vol = volumes.get(cls)
-        note = chosen.note if best else (chosen.note + "; nothing to recommend yet")
+        note = f"{chosen.condition}: {chosen.note}"
+        if not best:
+            note += ("; more runs (replicas) may decide it" if "undecided" in chosen.note
+                     else "; nothing to recommend: lower the target or add a larger rung")
         out.append(SummaryRow(
             task_class=cls, condition=chosen.condition if best else None, recommended=chosen.recommended,
             floor=chosen.floor, floor_status=chosen.floor_status, cost_per_usable=cpu,

@@ -59,8 +59,13 @@ def frontier(data) -> bytes:
     """Cost per attempt vs usable rate per class: one panel per class, a line per condition, rungs labelled."""
     plt = _plt()
     classes = data.classes or ["(none)"]
-    fig, axes = plt.subplots(1, len(classes), figsize=(3.8 * len(classes), 3.2), sharey=True, squeeze=False)
-    for ax, cls in zip(axes[0], classes):
+    ncols = min(3, len(classes))
+    nrows = -(-len(classes) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), sharey=True, squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(classes):]:
+        ax.set_visible(False)
+    for ax, cls in zip(flat, classes):
         for cf in [c for c in data.floors.classes if c.task_class == cls]:
             pts = [(v.stats.cost_per_attempt, v.stats.usable_rate, v.stats.interval, v.stats.rung)
                    for v in cf.rungs if v.stats.cost_per_attempt is not None and v.stats.usable_rate is not None]
@@ -78,8 +83,10 @@ def frontier(data) -> bytes:
         ax.set_ylim(-0.02, 1.05)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower right")
-    axes[0][0].set_ylabel("usable rate (interval)")
-    fig.suptitle(f"Cost vs usable rate per class (target {data.settings.target:.0%} dashed)", fontsize=10, y=1.04)
+    for row in axes:
+        row[0].set_ylabel("usable rate (interval)")
+    fig.tight_layout()
+    fig.suptitle(f"Cost vs usable rate per class (target {data.settings.target:.0%} dashed)", fontsize=10, y=1.02)
     return _png(fig)
 
 

@@ -19,8 +19,16 @@ def fmt_score(x: float | None) -> str:
 
 
 def fmt_usd(x: float | None) -> str:
-    """Dollars with four decimals."""
-    return "-" if x is None else f"${x:,.4f}"
+    """Dollars with four decimals, or three significant digits below a cent ($0.000512)."""
+    if x is None:
+        return "-"
+    return f"${x:,.{_decimals(x)}f}"
+
+
+def _decimals(x: float) -> int:
+    import math
+
+    return 4 if x == 0 or abs(x) >= 0.01 else max(4, 2 - math.floor(math.log10(abs(x))))
 
 
 def fmt_month(x: float | None) -> str:
@@ -38,7 +46,7 @@ def fmt_delta(x: float | None, kind: str = "score") -> str:
     if x is None:
         return "-"
     if kind == "usd":
-        return f"{'+' if x >= 0 else '-'}${abs(x):.4f}"
+        return f"{'+' if x >= 0 else '-'}{fmt_usd(abs(x))}"
     if kind == "share":
         return f"{100 * x:+.0f} pts"
     return f"{x:+.1f}"
