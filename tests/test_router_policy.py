@@ -1,0 +1,120 @@
+"""The routing policy's maths on hand-checked cases: single shot, escalation, k retries, verifier errors,
+preferences; and the vectorised batch path agreeing with the one-request path."""
+
+import numpy as np
+import pytest
+
+from advisor.errors import RouterError
+from advisor.router.policy import (PolicyConfig, Preferences, RungFacts, candidate_table, chain_outcome_batch,
+                                   chosen_chains, decide, select)
+from advisor.scores import Step, Verifier, chain_outcome
+
+RUNGS = [RungFacts("small", self_hosted=True, latency_s=0.5), RungFacts("large", self_hosted=False, latency_s=3.0)]
+P, C = [0.5, 0.9], [1.0, 4.0]
+
+
+def cand(decision, chain):
+    return next(c for c in decision.candidates if c["chain"] == chain)
+
+
+def test_single_shot_picks_lowest_cost_per_usable():
+    d = decide(P, C, RUNGS, PolicyConfig(mode="single"))
+    # small: 1 / 0.5 = 2.0; large: 4 / 0.9 = 4.44
+    assert d.rung == "small" and d.chain == ["small"]
+    assert d.expected_cost == pytest.approx(1.0) and d.p_usable == pytest.approx(0.5)
+    assert cand(d, ["large"])["cost_per_usable_usd"] == pytest.approx(4 / 0.9)
+    assert "single-shot" in d.rule
+
+
+def test_single_shot_target_and_fallback():
+    d = decide(P, C, RUNGS, PolicyConfig(mode="single", target=0.8))
+    assert d.rung == "large"
+    d = decide(P, C, RUNGS, PolicyConfig(mode="single", target=0.95))
+    assert d.rung == "large" and "no candidate" in d.rule
+
+
+def test_escalation_perfect_verifier():
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1))
+    full = cand(d, ["small", "large"])
+    # E[cost] = 1 + 0.5 * 4 = 3; P(usable) = 0.5 + 0.5 * 0.9 = 0.95
+    assert full["expected_cost_usd"] == pytest.approx(3.0)
+    assert full["p_usable"] == pytest.approx(0.95)
+    # stopping after small alone: 1 / 0.5 = 2 per usable beats 3 / 0.95 = 3.16
+    assert d.chain == ["small"]
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.9))
+    assert d.chain == ["small", "large"] and d.expected_cost == pytest.approx(3.0)
+
+
+def test_k_retries():
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=2))
+    full = cand(d, ["small", "large"])
+    # small twice: 1 * (1 - 0.25) / 0.5 = 1.5; reach large 0.25: 0.25 * 4 * (1 - 0.01) / 0.9 = 1.1 ; total 2.6
+    assert full["expected_cost_usd"] == pytest.approx(1.5 + 0.25 * 4 * 0.99 / 0.9)
+    assert full["p_usable"] == pytest.approx(1 - 0.25 * 0.01)
+    assert cand(d, ["small"])["p_usable"] == pytest.approx(0.75)
+    per_rung = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k={"small": 3}))
+    assert cand(per_rung, ["small"])["p_usable"] == pytest.approx(1 - 0.5 ** 3)
+
+
+def test_verifier_errors():
+    v = Verifier(false_accept=0.1, false_reject=0.2)
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, verifier=v))
+    # accept rate of small: 0.5 * 0.8 + 0.5 * 0.1 = 0.45 -> reach large 0.55
+    full = cand(d, ["small", "large"])
+    assert full["expected_cost_usd"] == pytest.approx(1 + 0.55 * 4)
+    # accepted-and-usable on small 0.4, then on large everything delivered: usable 0.9
+    assert full["p_usable"] == pytest.approx(0.4 + 0.55 * 0.9)
+    # alone: the rejected answer is still delivered, so quality stays p
+    assert cand(d, ["small"])["p_usable"] == pytest.approx(0.5)
+
+
+def test_preferences_filter_and_weights():
+    cfg = PolicyConfig(mode="single")
+    assert decide(P, C, RUNGS, cfg, Preferences(allowed=["large"])).rung == "large"
+    d = decide(P, C, RUNGS, cfg, Preferences(self_hosted_only=True))
+    assert d.rung == "small" and d.excluded == {"large": "not self-hosted"}
+    d = decide(P, C, RUNGS, PolicyConfig(mode="single", target=0.8), Preferences(max_latency_s=1.0))
+    assert d.rung == "small" and "latency" in d.excluded["large"] and "no candidate" in d.rule
+    # weight 4 on large: weighted 4 / 4 / 0.9 = 1.11 < 2 -> large, but the real expected cost is reported
+    d = decide(P, C, RUNGS, cfg, Preferences(weights={"large": 4.0}))
+    assert d.rung == "large" and d.expected_cost == pytest.approx(4.0) and "preference-weighted" in d.rule
+    assert decide(P, C, RUNGS, cfg, Preferences(weights={"small": 0})).rung == "large"
+
+
+def test_preference_errors():
+    with pytest.raises(RouterError, match="Did you mean 'large'"):
+        decide(P, C, RUNGS, PolicyConfig(), Preferences(allowed=["larg"]))
+    with pytest.raises(RouterError, match="no rung is allowed"):
+        decide(P, C, RUNGS, PolicyConfig(), Preferences(allowed=["large"], self_hosted_only=True))
+
+
+def test_explanation_is_complete():
+    e = decide(P, C, RUNGS, PolicyConfig(mode="escalate")).explain()
+    assert set(e["probabilities"]) == {"small", "large"} and e["rule"] and e["candidates"]
+    assert e["attempt_costs_usd"] == {"small": 1.0, "large": 4.0}
+
+
+@pytest.mark.parametrize("v", [None, Verifier(), Verifier(0.15, 0.3)])
+def test_batch_chain_outcome_matches_scores(v):
+    rng = np.random.default_rng(1)
+    p, c = rng.random((30, 3)), rng.random((30, 3))
+    ks = [2, 1, 3]
+    cost, qual = chain_outcome_batch(p, c, ks, v)
+    for i in range(30):
+        ref = chain_outcome([Step(p[i, s], c[i, s], ks[s]) for s in range(3)], v)
+        assert cost[i] == pytest.approx(ref.expected_cost) and qual[i] == pytest.approx(ref.p_usable)
+
+
+@pytest.mark.parametrize("config", [PolicyConfig(mode="single"), PolicyConfig(mode="escalate", k=2, target=0.7),
+                                    PolicyConfig(mode="escalate", verifier=Verifier(0.1, 0.1), order="probability",
+                                                 target=0.9)])
+def test_batch_selection_matches_decide(config):
+    rng = np.random.default_rng(2)
+    rungs = [RungFacts(f"r{i}") for i in range(5)]
+    Pm, Cm = rng.random((40, 5)), rng.random((40, 5)) + 0.1
+    prefs = Preferences(weights={"r3": 2.0})
+    table = candidate_table(Pm, Cm, rungs, config, prefs)
+    chains = chosen_chains(table, select(table, config.target))
+    for i in range(40):
+        d = decide(Pm[i], Cm[i], rungs, config, prefs)
+        assert [rungs[j].name for j in chains[i] if j >= 0] == d.chain
