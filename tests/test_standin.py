@@ -159,7 +159,7 @@ def test_floor_small_rung_rarely_converges(ladder, suite_path):
     narrow, multi = suite.task("t-narrow"), suite.task("t-multi")
     rate = lambda p, t: sum(pl.outcome == "converge" for pl in _plans(p, t, False)) / 400  # noqa: E731
     assert rate(small, narrow) < 0.15 and rate(small, multi) < 0.05
-    assert rate(mid, narrow) > 0.9 and rate(mid, multi) < 0.75
+    assert rate(mid, narrow) > 0.9 and rate(mid, multi) < rate(mid, narrow) - 0.15
     assert rate(big, multi) > 0.85
 
 

@@ -8,7 +8,8 @@ emits the plan's next action (the position is the number of assistant turns alre
 The draws, with the rung's parameters (``StandinParams``: capability ``c``, skill_uptake ``u``, redundancy
 ``r``) and the task's reference trajectory (``n`` steps, some marked ``how``):
 
-1. **Difficulty** ``d = D0 + DS * n`` (longer references are harder), margin ``m = c - d``.
+1. **Difficulty** ``d = D0 + DS * n + DT * (k - 1)`` for a reference of ``n`` steps using ``k`` distinct
+   tools (longer, more varied work is harder), margin ``m = c - d``.
 2. **Converge?** with probability ``p_conv = sigmoid(A * m)``. This is the size floor: a rung far below a
    task's difficulty almost never converges.
 3. A non-converging episode fails in one of three ways (weights ``W_GIVE_UP``, ``W_LOOP``, ``W_MALFORMED``):
@@ -41,7 +42,8 @@ from typing import Any
 # ----------------------------------------------------------------------------- constants of the model
 A = 4.0  #: slope of convergence in (capability - difficulty)
 D0 = 0.0  #: difficulty of a task with no reference steps
-DS = 0.3  #: difficulty added per reference step
+DS = 0.25  #: difficulty added per reference step
+DT = 0.2  #: difficulty added per distinct tool beyond the first the reference uses
 W_GIVE_UP, W_LOOP, W_MALFORMED = 0.45, 0.35, 0.20  #: failure modes of a non-converging episode
 P_GUESS = 0.3  #: chance of following a skill's conventions without having read the skill
 A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
@@ -94,9 +96,10 @@ def episode_seed(rung_seed: int, task_id: str, condition: str, request_seed: Any
 
 
 def difficulty(task: Any) -> float:
-    """Task difficulty on the capability scale: grows with the reference trajectory's length."""
+    """Task difficulty on the capability scale: grows with the reference's length and the tools it combines."""
     steps = task.reference.steps if task.reference is not None else []
-    return D0 + DS * len(steps)
+    tools = len({s.tool for s in steps})
+    return D0 + DS * len(steps) + DT * max(tools - 1, 0)
 
 
 def p_converge(capability: float, task: Any) -> float:
