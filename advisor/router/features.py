@@ -30,17 +30,21 @@ CUE_NAMES = ("log_chars", "log_words", "digit_frac", "upper_frac", "punct_frac",
              "code_marks", "math_marks", "choice_marks", "question_marks")
 
 
+CUE_CAP = 2000  #: cues read at most this many characters (lengths use the whole text)
+
+
 def cues(text: str) -> list[float]:
-    """Hand-made cues of one text (see CUE_NAMES)."""
-    n = max(1, len(text))
-    digits = sum(ch.isdigit() for ch in text)
-    upper = sum(ch.isupper() for ch in text)
-    punct = sum((not ch.isalnum()) and not ch.isspace() for ch in text)
-    nonascii = sum(ord(ch) > 127 for ch in text)
-    return [math.log1p(len(text)), math.log1p(len(text.split())), digits / n, upper / n, punct / n,
-            nonascii / n, math.log1p(text.count("\n")), math.log1p(len(_CODE.findall(text))),
-            math.log1p(len(_MATH.findall(text))), math.log1p(len(_CHOICE.findall(text))),
-            math.log1p(text.count("?"))]
+    """Hand-made cues of one text (see CUE_NAMES); fractions and marker counts over the first CUE_CAP chars."""
+    head = text[:CUE_CAP]
+    n = max(1, len(head))
+    digits = sum(map(str.isdigit, head))
+    upper = sum(map(str.isupper, head))
+    alnum_or_space = sum(map(str.isalnum, head)) + sum(map(str.isspace, head))
+    nonascii = 0 if head.isascii() else sum(ord(ch) > 127 for ch in head)
+    return [math.log1p(len(text)), math.log1p(len(text.split())), digits / n, upper / n,
+            (len(head) - alnum_or_space) / n, nonascii / n, math.log1p(text.count("\n")),
+            math.log1p(len(_CODE.findall(head))), math.log1p(len(_MATH.findall(head))),
+            math.log1p(len(_CHOICE.findall(head))), math.log1p(text.count("?"))]
 
 
 @lru_cache(maxsize=4)
@@ -84,7 +88,7 @@ def embed(texts: Sequence[str]) -> np.ndarray:
 class Featurizer:
     """Fitted feature state: idf of the hashed n-grams, cue scaling, known classes, embedding flag."""
 
-    def __init__(self, n_hash: int = 2 ** 16, char_cap: int = 1200, word_cap: int = 6000,
+    def __init__(self, n_hash: int = 2 ** 16, char_cap: int = 1000, word_cap: int = 6000,
                  use_embeddings: bool = False):
         self.n_hash = n_hash
         self.char_cap = char_cap
@@ -158,8 +162,10 @@ class Featurizer:
 
     def transform_one(self, text: str, task_class: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The hot path for one request: (sparse indices, sparse values, dense vector)."""
-        x = self._counts([text])
-        idx, val = x.indices, x.data * self.idf[x.indices]
+        chars, words = _vectorizers(self.n_hash)
+        a, b = chars.transform([text[: self.char_cap]]), words.transform([text[: self.word_cap]])
+        idx = np.concatenate([a.indices, b.indices + self.n_hash])
+        val = np.log1p(np.concatenate([a.data, b.data])) * self.idf[idx]
         norm = float(np.sqrt(val @ val)) or 1.0
         dense = np.zeros(self.n_dense, dtype=np.float32)
         dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std
