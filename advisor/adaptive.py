@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from advisor.errors import DataError
-from advisor.floors import FloorReport, FloorSettings, analyse
+from advisor.floors import FloorReport, FloorSettings, analyse, wilson_interval
 
 #: Runs per cell per wave (and the fewest scored runs a decision rests on).
-DEFAULT_BATCH = 6
+DEFAULT_BATCH = 5
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,23 @@ class AdaptivePlan:
         """Scored runs a cell needs before its interval may decide it."""
         return self.min_runs if self.min_runs is not None else max(self.batch, len(self.cells[key]))
 
+    def interim_confidence(self, key: tuple[str, str], rung: str, runs: int) -> float:
+        """Confidence of a decision taken after `runs` of a cell's budget: the stated confidence at the full
+        budget (the full grid's own decision); before it, Bonferroni over the cell's possible looks
+        (1 - (1 - confidence) / looks), so that stopping early is not an easier way to decide."""
+        budget = len(self.units(key, rung))
+        if runs >= budget:
+            return self.settings.confidence
+        looks = max(1, -(-budget // self.batch))
+        return 1.0 - (1.0 - self.settings.confidence) / looks
+
+    def _interim_status(self, key: tuple[str, str], rung: str, stats) -> str:
+        if not stats.scored:
+            return "undecided"
+        lo, hi = wilson_interval(stats.usable, stats.scored, self.interim_confidence(key, rung, stats.runs))
+        target = self.settings.target
+        return "clears" if lo >= target else "below" if hi < target else "undecided"
+
     # ---------------------------------------------------------------- decisions
     def states(self, rows: Sequence[dict[str, Any]]) -> list[GroupState]:
         """Status of every (class, condition) and the rung it samples next."""
@@ -116,12 +133,14 @@ class AdaptivePlan:
                 v = stats.get(r)
                 if v is None:
                     status[r] = "unsampled"
-                elif v.status == "clears" and v.stats.scored < self.min_runs_for(key):
+                    continue
+                v_status = self._interim_status(key, r, v.stats)
+                if v_status == "clears" and v.stats.scored < self.min_runs_for(key):
                     status[r] = "undecided"
-                elif v.status == "below" and v.stats.scored < (self.min_runs or self.batch):
+                elif v_status == "below" and v.stats.scored < (self.min_runs or self.batch):
                     status[r] = "undecided"
                 else:
-                    status[r] = v.status
+                    status[r] = v_status
             below = [i for i, r in enumerate(self.rungs) if status[r] == "below"]
             top_below = max(below) if below else -1
             floor_i = next((i for i, r in enumerate(self.rungs) if status[r] == "clears" and i > top_below), None)
