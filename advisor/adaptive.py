@@ -18,11 +18,11 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
    budget stays undecided, and probing moves on to the next rung.
 
 Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
-on the whole class rather than on its first tasks. `AdaptivePlan` is pure decision logic; `run_adaptive`
-drives the probe runner's ``execute`` wave by wave. Repeated looks at the data make the stated confidence
-an approximation (a sequential test would widen the interval): near the target, adaptive probing can call
-a rung below that the full grid leaves undecided. The minimum run counts guard against deciding on a
-handful of runs.
+on the whole class rather than on its first tasks. Looking at a cell after every batch would make early
+decisions too easy, so a decision taken before a cell's full budget uses a stricter interval: confidence
+1 - (1 - confidence) / looks, with looks = ceil(budget / batch) (Bonferroni); at the full budget the
+decision is the full grid's own. `AdaptivePlan` is pure decision logic; `run_adaptive` drives the probe
+runner's ``execute`` wave by wave; `replay` replays the rule on a stored full grid.
 """
 
 from __future__ import annotations

@@ -201,3 +201,13 @@ def test_demo_ladder_shape_and_adaptive_savings(tmp_path):
     result = replay(rows, 3)
     assert _floors(result.floors) == _floors(full)
     assert result.runs_spent <= 0.6 * len(rows), result.summary()
+
+
+def test_interim_confidence_is_stricter_before_the_full_budget():
+    plan = AdaptivePlan({("c", "baseline"): [f"t{i}" for i in range(5)]}, RUNGS, 3, batch=5)  # budget 15: 3 looks
+    assert plan.interim_confidence(("c", "baseline"), "small", 15) == pytest.approx(0.9)
+    assert plan.interim_confidence(("c", "baseline"), "small", 10) == pytest.approx(1 - 0.1 / 3)
+    # 12/12 usable clears 0.8 at 90% (lower bound 0.82) but not at 96.7% before the budget is spent
+    rows = [dict(r, replica=i // 5, task_id=f"t{i % 5}") for i, r in enumerate(_rows("small", [90] * 12))]
+    st = plan.states(rows)[0]
+    assert st.statuses["small"] == "undecided"
