@@ -114,6 +114,7 @@ class CellStats:
     near_zero: int = 0
     nonconverged: int = 0
     simulated_runs: int = 0
+    unknown_stop: int = 0  #: runs whose stop reason was not recorded (imported results)
     usable_rate: float | None = None  #: usable / scored
     interval: tuple[float, float] = (0.0, 1.0)
     near_zero_rate: float | None = None  #: near-zero / scored
@@ -143,6 +144,7 @@ def cell_stats(rows: Iterable[dict[str, Any]], settings: FloorSettings) -> list[
         c.near_zero = sum(1 for r in scored if r["overall"] < settings.near_zero)
         c.nonconverged = sum(1 for r in rs if r["stop_reason"] in NONCONVERGED)
         c.simulated_runs = sum(1 for r in rs if r["simulated"])
+        c.unknown_stop = sum(1 for r in rs if r["stop_reason"] == "imported")
         if scored:
             c.usable_rate = c.usable / c.scored
             c.near_zero_rate = c.near_zero / c.scored
@@ -205,6 +207,9 @@ def _status(c: CellStats, s: FloorSettings) -> tuple[str, str, str | None]:
             return ("below", f"does not converge: {c.nonconverged}/{c.runs} runs stop without a final answer; "
                     f"{rate}, {ci} < target", "does_not_converge")
         mean = "n/a" if c.mean_overall is None else f"{c.mean_overall:.1f}"
+        if c.unknown_stop == c.runs:
+            return ("below", f"poor results (imported: whether the loop converged was not recorded): mean overall "
+                    f"{mean}, {rate}, {ci} < target", "poor_results")
         return ("below", f"converges to poor results: mean overall {mean}, {rate}, {ci} < target",
                 "poor_results")
     more = f" ({c.unscored} unscored)" if c.unscored else ""

@@ -166,3 +166,11 @@ def test_cli_floors_json_and_errors(tmp_path, capsys):
     assert err.startswith("error: ") and "no runs for suite 'other'" in err and len(err.strip().splitlines()) == 1
     assert main(["floors", "--store", str(tmp_path / "missing.duckdb")]) != 0
     assert "no store here yet" in capsys.readouterr().err
+
+
+def test_imported_runs_do_not_claim_convergence(tmp_path):
+    runs = [make_run("c", f"t{i}", "small", overall=30.0, stop_reason="imported") for i in range(10)]
+    with _store(tmp_path, runs) as s:
+        v = find_floors(s).get("c", "baseline").verdict("small")
+    assert v.status == "below" and v.why_below == "poor_results"
+    assert "not recorded" in v.reason and "converges" not in v.reason
