@@ -139,7 +139,7 @@ def test_summary_and_gaps(sim_report):
     m = {k: sum(v) / len(v) for k, v in means.items()}
     order = ["small", "mid", "large"]
     want = {(t, c, a, b) for (t, c, a) in m for b in order
-            if order.index(b) > order.index(a) and (t, c, b) in m and m[(t, c, a)] < 25 and m[(t, c, b)] >= 75}
+            if order.index(b) == order.index(a) + 1 and (t, c, b) in m and m[(t, c, a)] < 25 and m[(t, c, b)] >= 75}
     got = {(g["task_id"], g["condition"], g["smaller"], g["larger"]) for g in doc["gaps"]}
     assert got == want and len(got) > 10
     # unscored runs counted apart

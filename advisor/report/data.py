@@ -161,7 +161,8 @@ def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def gap_tasks(store, where: str, params: list, order: Sequence[str], settings: FloorSettings,
               ) -> list[dict[str, Any]]:
-    """Tasks (per condition) whose mean overall on a larger rung passes the bar while a smaller rung's is near zero."""
+    """Tasks (per condition) whose mean overall on a rung passes the bar while on the next smaller rung it is near
+    zero: what stepping one rung down would lose. Largest pair first."""
     rows = store.query(
         f"""WITH t AS (SELECT task_class, task_id, condition, rung, min(rung_position) AS pos, avg(overall) AS mean
                        FROM runs WHERE {where} AND NOT unscored AND overall IS NOT NULL GROUP BY ALL)
@@ -169,9 +170,10 @@ def gap_tasks(store, where: str, params: list, order: Sequence[str], settings: F
                    l.rung AS larger, l.mean AS larger_overall
             FROM t s JOIN t l ON s.task_id = l.task_id AND s.condition = l.condition AND s.pos < l.pos
             WHERE s.mean < ? AND l.mean >= ?
-            ORDER BY s.pos, l.pos, s.task_class, s.task_id, s.condition""",
+            ORDER BY s.pos DESC, s.task_class, s.task_id, s.condition""",
         [*params, settings.near_zero, settings.bar])
-    return rows
+    nxt = {a: b for a, b in zip(order, order[1:])}
+    return [r for r in rows if nxt.get(r["smaller"]) == r["larger"]]
 
 
 def provenance(store, where: str, params: list) -> dict[str, Any]:

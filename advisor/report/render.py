@@ -149,9 +149,13 @@ def gap_table(data, limit: int = 60) -> Table:
     rows = [[g["task_class"], g["task_id"], g["condition"], f"{g['smaller']} {fmt_score(g['smaller_overall'])}",
              f"{g['larger']} {fmt_score(g['larger_overall'])}"] for g in data.gaps[:limit]]
     more = f" Showing {limit} of {len(data.gaps)}." if len(data.gaps) > limit else ""
-    return Table("gaps", f"Tasks a larger rung passes while a smaller one is near zero ({len(data.gaps)})",
+    pairs = {}
+    for g in data.gaps:
+        pairs[(g["smaller"], g["larger"])] = pairs.get((g["smaller"], g["larger"]), 0) + 1
+    counts = "; ".join(f"{b} passes, {a} near zero: {n}" for (a, b), n in pairs.items())
+    return Table("gaps", f"Tasks a rung passes while the next smaller rung is near zero ({len(data.gaps)})",
                  ["class", "task", "condition", "smaller rung (mean overall)", "larger rung (mean overall)"], rows,
-                 f"Per task, mean overall over its replicas.{more}")
+                 f"{counts + '. ' if counts else ''}Per task and condition, mean overall over its replicas.{more}")
 
 
 def unscored_table(data) -> Table:
