@@ -1,7 +1,8 @@
 """Shared test fixtures. Keep this file light: only what many test modules need.
 
 `triton_server` is a real tritonserver (the embedded PyTriton server) hosting the stand-ins of
-`ladders/demo.yaml` on free ports, started once per test session and stopped at its end.
+`ladders/demo.yaml` on free ports, started once per test session and stopped at its end. Its stand-ins know
+the bundled example suite and the probe tests' small suite, so they act as agents on those tasks.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_LADDER = REPO / "ladders" / "demo.yaml"
+KNOWN_SUITES = (REPO / "suites" / "example" / "suite.yaml", REPO / "tests" / "probe_data" / "suite.yaml")
 
 
 @dataclass
@@ -33,7 +35,7 @@ def triton_server():
     from advisor.triton.server import EmbeddedTriton
 
     ladder = load_ladder(DEMO_LADDER)
-    server = EmbeddedTriton(ladder).start()
+    server = EmbeddedTriton(ladder, suite_paths=[p for p in KNOWN_SUITES if p.exists()]).start()
     try:
         yield RunningTriton(server.grpc_url, server.http_url, server.metrics_url, ladder, server)
     finally:

@@ -170,7 +170,7 @@ def test_concurrency_is_bounded_per_rung(tmp_path, ladder, suite):
 
 @pytest.mark.triton
 def test_execute_against_the_real_triton(tmp_path, triton_server, suite):
-    """The session's embedded Triton (stand-ins that do not know this suite: they give up) + a DuckDB file."""
+    """The session's embedded Triton (its stand-ins know this suite and act through the tools) + a DuckDB file."""
     from advisor.triton.client import TritonClient
 
     ladder = triton_server.ladder
@@ -184,8 +184,9 @@ def test_execute_against_the_real_triton(tmp_path, triton_server, suite):
         out = asyncio.run(go(store))
         assert out.count("done") == len(specs)
         rows = store.runs()
-        assert all(r["stop_reason"] == "final" and r["tokens_from_server"] and r["turns"] == 1 for r in rows)
-        assert all(r["overall"] is not None for r in rows)
+        assert all(r["tokens_from_server"] and r["turns"] >= 1 and r["simulated"] for r in rows)
+        assert all(r["overall"] is not None and not r["unscored"] for r in rows)
+        assert any(r["turns"] > 1 for r in rows), "stand-ins that know the suite call tools before answering"
         assert asyncio.run(go(store)).count("skipped") == len(specs) and store.count_runs() == len(specs)
 
 
