@@ -110,3 +110,19 @@ def test_training_data_from_store_aggregates_and_skips_unscored(tmp_path):
     assert [r.name for r in data.rungs] == ["nano-12b", "super-120b"]  # nano-30b has no runs
     assert data.usable.tolist() == [[0.5, 1.0]] and data.runs.tolist() == [[2.0, 1.0]]
     assert data.provenance["simulated_runs"] == 3 and data.texts == ["hello"]
+
+
+@pytest.mark.parametrize("mode", ["single", "escalate"])
+def test_vectorised_batch_routing_matches_explained_decisions(trained, mode):
+    from advisor.router.policy import PolicyConfig, Preferences
+    from advisor.router.routing import route_batch, route_one
+
+    texts, _, _ = synth(30, 5)
+    cfg = PolicyConfig(mode=mode, target=0.8)
+    prefs = Preferences(weights={"large": 1.5})
+    fast = route_batch(trained, texts, ["a"] * 30, cfg, prefs)
+    full = route_batch(trained, texts, ["a"] * 30, cfg, prefs, explain=True)
+    for f, d, t in zip(fast, full, texts):
+        assert f.chain == d.chain and f.expected_cost == pytest.approx(d.expected_cost)
+        assert f.p_usable == pytest.approx(d.p_usable) and f.rule.split(" among")[0] == d.rule.split(" among")[0]
+        assert route_one(trained, t, "a", cfg, prefs).chain == d.chain

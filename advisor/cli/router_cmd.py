@@ -194,7 +194,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
     rows, texts, classes = read_requests(batch)
     if task_class is not None:
         classes = [c or task_class for c in classes]
-    decisions = route_batch(model, texts, classes, config, prefs)
+    decisions = route_batch(model, texts, classes, config, prefs, explain=as_json)
     sink = out.open("w") if out else sys.stdout
     try:
         for d, r in zip(decisions, rows):

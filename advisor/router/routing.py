@@ -7,7 +7,8 @@ from typing import Any, Iterable, Sequence
 
 from advisor.errors import DataError
 from advisor.router.artifact import RouterModel
-from advisor.router.policy import Decision, PolicyConfig, Preferences, RungFacts, decide
+from advisor.router.policy import (Decision, PolicyConfig, Preferences, RungFacts, candidate_table, chosen_chains,
+                                   decide, eligible, select)
 
 
 def rung_facts(model: RouterModel) -> list[RungFacts]:
@@ -25,12 +26,41 @@ def route_one(model: RouterModel, text: str, task_class: str | None, config: Pol
 
 
 def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str | None], config: PolicyConfig,
-                prefs: Preferences | None = None) -> list[Decision]:
-    """Decisions for many requests (probabilities computed in one batch)."""
+                prefs: Preferences | None = None, explain: bool = False) -> list[Decision]:
+    """Decisions for many requests: probabilities in one batch, the choice vectorised (same rule as `decide`).
+
+    With ``explain=True`` every decision is made by `decide` and carries its full candidate table; otherwise
+    the decision keeps the probabilities, attempt costs, exclusions and rule but not the candidate list.
+    """
+    import numpy as np
+
     P = model.predict(texts, classes)
     C = model.attempt_costs(texts)
     facts = rung_facts(model)
-    return [decide(P[i], C[i], facts, config, prefs) for i in range(len(texts))]
+    if explain or not len(texts):
+        return [decide(P[i], C[i], facts, config, prefs) for i in range(len(texts))]
+    prefs = prefs or Preferences()
+    _, excluded = eligible(facts, prefs)
+    table = candidate_table(P, C, facts, config, prefs)
+    pick = select(table, config.target)
+    rows = np.arange(len(texts))
+    chains = chosen_chains(table, pick)
+    cost, p_use = table["expected_cost"][rows, pick], table["p_usable"][rows, pick]
+    met = (table["p_usable"] >= config.target).any(axis=1)
+    head = decide(P[0], C[0], facts, config, prefs).rule  # the rule's wording for this configuration
+    tail = head[head.index(" ("):] if " (" in head else ""
+    names = model.rung_names
+    out = []
+    for i in range(len(texts)):
+        chain = [names[j] for j in chains[i] if j >= 0]
+        rule = (f"lowest {'preference-weighted ' if prefs.weights else ''}expected cost per usable result among "
+                f"candidates with P(usable) >= {config.target:g}" if met[i] else
+                f"no candidate reaches P(usable) >= {config.target:g}: highest P(usable)") + tail
+        out.append(Decision(rung=chain[0], chain=chain, expected_cost=float(cost[i]), p_usable=float(p_use[i]),
+                            cost_per_usable=float(cost[i] / p_use[i]) if p_use[i] > 0 else float("inf"), rule=rule,
+                            probabilities=dict(zip(names, map(float, P[i]))),
+                            attempt_costs=dict(zip(names, map(float, C[i]))), candidates=[], excluded=excluded))
+    return out
 
 
 def read_requests(path: str | Path, prompt_column: str = "prompt",

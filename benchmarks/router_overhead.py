@@ -1,0 +1,117 @@
+"""Benchmark: routing overhead in-process. One decision (features -> calibrated probabilities -> policy) p50 and
+p99, without sentence embeddings and with them (when the embeddings extra is installed), and batch decisions/s.
+
+A router is trained on the recorded table first (3-fold calibration; quality is not measured here), unless
+--router / --router-emb give artifacts. Requests are the table's prompts with their task classes, cycled.
+The machine's load average is printed beside the figures: other processes inflate the tail.
+
+Run:  /work/venv/bin/python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "llmrouter-nim9" / "dev.csv"
+DEFAULT_LADDER = ROOT / "ladders" / "llmrouter-nim9.yaml"
+
+
+def train(path: Path, ladder: Path, embeddings: bool):
+    """A router trained on the whole table (in memory)."""
+    from advisor.importers.recorded import ImportOptions, import_recorded
+    from advisor.ladder import load_ladder
+    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.store import Store
+
+    with Store.open(":memory:") as store:
+        import_recorded(path, load_ladder(ladder), store, ImportOptions(suite_name="bench"))
+        data = training_data_from_store(store, suite_name="bench")
+    return fit_router(data, folds=3, use_embeddings=embeddings), data
+
+
+def one_decision_latency(model, texts, classes, config, n: int) -> dict[str, float]:
+    """p50 / p99 / max milliseconds of `route_one` over n requests (after 50 warm-up calls)."""
+    from advisor.router.routing import route_one, rung_facts
+
+    facts = rung_facts(model)
+    for i in range(50):
+        route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, facts=facts)
+    times = np.empty(n)
+    for i in range(n):
+        j = i % len(texts)
+        t0 = time.perf_counter()
+        route_one(model, texts[j], classes[j], config, facts=facts)
+        times[i] = time.perf_counter() - t0
+    return {"p50_ms": float(np.percentile(times, 50) * 1e3), "p99_ms": float(np.percentile(times, 99) * 1e3),
+            "max_ms": float(times.max() * 1e3), "n": n}
+
+
+def batch_rate(model, texts, classes, config) -> float:
+    """Decisions per second of `route_batch` over all texts."""
+    from advisor.router.routing import route_batch
+
+    t0 = time.perf_counter()
+    route_batch(model, texts, classes, config)
+    return len(texts) / (time.perf_counter() - t0)
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Measure and print; return the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", nargs="?", default=str(DEFAULT_DATA))
+    ap.add_argument("--ladder", default=str(DEFAULT_LADDER))
+    ap.add_argument("--n", type=int, default=3000, help="single decisions to time")
+    ap.add_argument("--router", default=None, help="artifact without embeddings (else trained here)")
+    ap.add_argument("--router-emb", default=None, help="artifact with embeddings (else trained here)")
+    ap.add_argument("--no-embeddings", action="store_true")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from advisor.router.artifact import load_router
+    from advisor.router.features import embeddings_available
+    from advisor.router.policy import PolicyConfig
+
+    path = Path(args.path)
+    model, data = (load_router(args.router), None) if args.router else train(path, Path(args.ladder), False)
+    if data is None:
+        from advisor.importers.recorded import read_table
+
+        rows = read_table(path)
+        texts, classes = [str(r["prompt"]) for r in rows], [r.get("task") for r in rows]
+    else:
+        texts, classes = data.texts, data.classes
+    configs = {"single-shot": PolicyConfig(mode="single"), "escalation": PolicyConfig(mode="escalate")}
+    results = {}
+    print(f"requests: {len(texts)} prompts of {path}; load average {os.getloadavg()[0]:.2f} "
+          f"on {os.cpu_count()} cores")
+    variants = [("no embeddings", model)]
+    if not args.no_embeddings:
+        if embeddings_available():
+            t0 = time.perf_counter()
+            emb = load_router(args.router_emb) if args.router_emb else train(path, Path(args.ladder), True)[0]
+            print(f"(embeddings router ready in {time.perf_counter() - t0:.0f}s)")
+            variants.append(("with MiniLM embeddings", emb))
+        else:
+            print("embeddings extra not installed: skipping the embeddings variant")
+    for label, m in variants:
+        for mode, cfg in configs.items():
+            lat = one_decision_latency(m, texts, classes, cfg, args.n if "no" in label else min(args.n, 1000))
+            rate = batch_rate(m, texts, classes, cfg)
+            results[(label, mode)] = {**lat, "batch_per_s": rate}
+            print(f"{label:<24} {mode:<12} one decision p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms "
+                  f"(max {lat['max_ms']:.2f}, n={lat['n']}); batch {rate:,.0f} decisions/s")
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return results
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
