@@ -50,10 +50,10 @@ def import_file(
                                          "<model>|total_cost); auto: long when 'model' and 'score' exist.")]
     = Shape.auto,
     usable_threshold: Annotated[float, typer.Option(
-        "--usable-threshold", help="The bar on the 0-100 scale. Scores in [0, 1] become IF = TC = overall = "
+        "--usable-threshold", min=0, max=100, help="The bar on the 0-100 scale. Scores in [0, 1] become IF = TC = overall = "
         "score x 100, so the default 75 means a score of at least 0.75 is usable.")] = DEFAULT_BAR,
     output_tokens: Annotated[int, typer.Option(
-        "--output-tokens", help="Stated output-token assumption for estimated costs (when no cost and no "
+        "--output-tokens", min=0, help="Stated output-token assumption for estimated costs (when no cost and no "
         "output tokens are recorded). Input tokens: est_prompt_tokens / input_tokens column, else chars/4. "
         "Estimated runs are flagged cost_estimated.")] = DEFAULT_OUTPUT_TOKENS,
     model_map: Annotated[Optional[list[str]], typer.Option(
