@@ -130,7 +130,8 @@ def test_deterministic_for_the_same_request(ladder, suite_path):
     a = r(prompt, {"seed": 5, "max_tokens": 500})
     assert a == r(prompt, {"seed": 5, "max_tokens": 500})
     assert a.num_input_tokens == count_tokens(prompt)
-    outs = {r(prompt, {"seed": s, "max_tokens": 500}).text for s in range(40)}
+    small = responder_for(ladder.rung("nano-12b"), [suite_path])  # below the floor: its episodes vary most
+    outs = {small(prompt, {"seed": s, "max_tokens": 500}).text for s in range(40)}
     assert len(outs) > 1  # the request seed changes the episode
 
 
@@ -153,14 +154,18 @@ def _plans(params, task, skill, n=400):
     return [B.make_plan(params, task, skill, s, "skill" if skill else "baseline") for s in range(n)]
 
 
-def test_floor_small_rung_rarely_converges(ladder, suite_path):
-    suite = load_suite(suite_path)
-    small, mid, big = (ladder.rung(n).standin for n in ("nano-12b", "nano-30b", "super-120b"))
-    narrow, multi = suite.task("t-narrow"), suite.task("t-multi")
-    rate = lambda p, t: sum(pl.outcome == "converge" for pl in _plans(p, t, False)) / 400  # noqa: E731
+def test_floor_small_rung_rarely_converges(ladder):
+    """The demo ladder's calibrated shape on the bundled example suite (mean convergence per class group)."""
+    from pathlib import Path
+
+    example = load_suite(Path(__file__).resolve().parent.parent / "suites" / "example" / "suite.yaml")
+    small, mid, big = (ladder.rung(n).standin.capability for n in ("nano-12b", "nano-30b", "super-120b"))
+    narrow = [t for t in example.tasks if t.task_class != "multi_step"]
+    multi = [t for t in example.tasks if t.task_class == "multi_step"]
+    rate = lambda c, tasks: sum(B.p_converge(c, t) for t in tasks) / len(tasks)  # noqa: E731
     assert rate(small, narrow) < 0.15 and rate(small, multi) < 0.05
-    assert rate(mid, narrow) > 0.9 and rate(mid, multi) < rate(mid, narrow) - 0.15
-    assert rate(big, multi) > 0.85
+    assert rate(mid, narrow) > 0.95 and rate(mid, multi) < rate(mid, narrow) - 0.3
+    assert rate(big, multi) > 0.95
 
 
 def test_failure_modes_end_the_loop(ladder, suite_path):

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # ----------------------------------------------------------------------------- constants of the model
-A = 4.0  #: slope of convergence in (capability - difficulty)
+A = 7.0  #: slope of convergence in (capability - difficulty)
 D0 = 0.0  #: difficulty of a task with no reference steps
 DS = 0.25  #: difficulty added per reference step
 DT = 0.2  #: difficulty added per distinct tool beyond the first the reference uses
@@ -48,7 +48,7 @@ W_GIVE_UP, W_LOOP, W_MALFORMED = 0.45, 0.35, 0.20  #: failure modes of a non-con
 P_GUESS = 0.3  #: chance of following a skill's conventions without having read the skill
 A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
 P_DROP_HOW = 0.75  #: chance a non-complying episode drops each `how` step
-P_WRONG, P_WRONG_FLOOR = 0.5, 0.03  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
+P_WRONG, P_WRONG_FLOOR = 0.5, 0.01  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
 P_GIVE_UP_WRONG = 0.5  #: a give-up answers final_wrong (else a generic give-up text) with this chance
 SLIP = 0.25  #: scale of isolated malformed calls: SLIP * sigmoid(-capability)
 GIVE_UP_TEXT = "I was not able to complete this task with the tools available."
