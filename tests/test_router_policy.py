@@ -36,29 +36,31 @@ def test_single_shot_target_and_fallback():
 def test_escalation_perfect_verifier():
     d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1))
     full = cand(d, ["small", "large"])
-    # E[cost] = 1 + 0.5 * 4 = 3; P(usable) = 0.5 + 0.5 * 0.9 = 0.95
+    # E[cost] = 1 + 0.5 * 4 = 3; P(usable) = 0.5 + 0.5 * 0.9 = 0.95 -> 3.16 per usable, beats large alone 4.44
     assert full["expected_cost_usd"] == pytest.approx(3.0)
     assert full["p_usable"] == pytest.approx(0.95)
-    # stopping after small alone: 1 / 0.5 = 2 per usable beats 3 / 0.95 = 3.16
-    assert d.chain == ["small"]
-    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.9))
+    assert d.chain == ["small", "large"] and len(d.candidates) == 2
+    # allowed to stop early: small alone, 1 / 0.5 = 2 per usable, wins unless the target needs escalation
+    early = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, stop_early=True))
+    assert early.chain == ["small"] and len(early.candidates) == 3
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.9, stop_early=True))
     assert d.chain == ["small", "large"] and d.expected_cost == pytest.approx(3.0)
 
 
 def test_k_retries():
-    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=2))
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=2, stop_early=True))
     full = cand(d, ["small", "large"])
     # small twice: 1 * (1 - 0.25) / 0.5 = 1.5; reach large 0.25: 0.25 * 4 * (1 - 0.01) / 0.9 = 1.1 ; total 2.6
     assert full["expected_cost_usd"] == pytest.approx(1.5 + 0.25 * 4 * 0.99 / 0.9)
     assert full["p_usable"] == pytest.approx(1 - 0.25 * 0.01)
     assert cand(d, ["small"])["p_usable"] == pytest.approx(0.75)
-    per_rung = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k={"small": 3}))
+    per_rung = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k={"small": 3}, stop_early=True))
     assert cand(per_rung, ["small"])["p_usable"] == pytest.approx(1 - 0.5 ** 3)
 
 
 def test_verifier_errors():
     v = Verifier(false_accept=0.1, false_reject=0.2)
-    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, verifier=v))
+    d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, verifier=v, stop_early=True))
     # accept rate of small: 0.5 * 0.8 + 0.5 * 0.1 = 0.45 -> reach large 0.55
     full = cand(d, ["small", "large"])
     assert full["expected_cost_usd"] == pytest.approx(1 + 0.55 * 4)
@@ -106,6 +108,7 @@ def test_batch_chain_outcome_matches_scores(v):
 
 
 @pytest.mark.parametrize("config", [PolicyConfig(mode="single"), PolicyConfig(mode="escalate", k=2, target=0.7),
+                                    PolicyConfig(mode="escalate", stop_early=True, target=0.8),
                                     PolicyConfig(mode="escalate", verifier=Verifier(0.1, 0.1), order="probability",
                                                  target=0.9)])
 def test_batch_selection_matches_decide(config):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -21,6 +22,17 @@ FrOpt = Annotated[float, typer.Option("--false-reject", min=0, max=1, help="Veri
 ChainOpt = Annotated[int, typer.Option("--max-chain", min=1, help="At most this many rungs in an escalation chain.")]
 
 
+class Order(str, Enum):
+    """Escalation order above the start rung."""
+
+    ladder = "ladder"
+    probability = "probability"
+
+
+OrderOpt = Annotated[Order, typer.Option("--order", help="Escalate up the ladder, or to the remaining rungs by "
+                                         "falling predicted P(usable).")]
+
+
 def register(app: typer.Typer) -> None:
     """Add the `router` group (train, eval) and the `route` command."""
     group = typer.Typer(help="Train and evaluate the learned router.", no_args_is_help=True)
@@ -30,13 +42,14 @@ def register(app: typer.Typer) -> None:
     app.command("route")(route)
 
 
-def _configs(k: int, false_accept: float, false_reject: float, max_chain: int, target: float = 0.0):
+def _configs(k: int, false_accept: float, false_reject: float, max_chain: int, target: float = 0.0,
+             order: str = "ladder"):
     from advisor.router.policy import PolicyConfig
     from advisor.scores import Verifier
 
     verifier = Verifier(false_accept=false_accept, false_reject=false_reject)
     return (PolicyConfig(mode="single", target=target),
-            PolicyConfig(mode="escalate", k=k, verifier=verifier, max_chain=max_chain, target=target))
+            PolicyConfig(mode="escalate", k=k, verifier=verifier, max_chain=max_chain, target=target, order=order))
 
 
 def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
@@ -159,7 +172,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
           k: KOpt = 1, no_verifier: Annotated[bool, typer.Option("--no-verifier", help="Single-shot: no retry, "
                                                                  "no escalation.")] = False,
           false_accept: FaOpt = 0.0, false_reject: FrOpt = 0.0, max_chain: ChainOpt = 3,
-          as_json: JsonOpt = False) -> None:
+          order: OrderOpt = Order.ladder, as_json: JsonOpt = False) -> None:
     """Choose the rung for one prompt or a batch file (one JSON decision per row)."""
     from advisor.router.artifact import load_router
     from advisor.router.policy import Preferences
@@ -167,7 +180,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
 
     if (prompt is None) == (batch is None):
         raise DataError("give exactly one of --prompt TEXT or --batch FILE")
-    single, escalate = _configs(k, false_accept, false_reject, max_chain, target)
+    single, escalate = _configs(k, false_accept, false_reject, max_chain, target, order.value)
     config = single if no_verifier else escalate
     weights = {}
     for item in weight or []:

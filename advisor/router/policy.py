@@ -3,8 +3,8 @@
 Given per-rung usable probabilities p and attempt costs c for one request, every allowed rung r is a candidate
 start. In **escalation** mode (a verifier exists) the candidate chains are r followed by the allowed rungs
 above it in the escalation order (ladder order by default, or by falling probability), at most `max_chain`
-rungs, and every shorter prefix of it (stopping early and delivering the last answer), each rung tried up to k
-times; its expected cost and P(usable) come from `advisor.scores.chain_outcome` with the
+rungs (with ``stop_early``, also every shorter prefix: stopping early and delivering the last answer), each
+rung tried up to k times; its expected cost and P(usable) come from `advisor.scores.chain_outcome` with the
 verifier's error rates. In **single-shot** mode (no verifier) the chain is r alone, tried once: cost c_r,
 quality p_r.
 
@@ -55,6 +55,7 @@ class PolicyConfig:
     target: float = 0.0  #: minimum P(usable) of the delivered answer a candidate must reach
     order: Literal["ladder", "probability"] = "ladder"  #: escalation order above the start rung
     max_chain: int = 3  #: at most this many rungs in one chain
+    stop_early: bool = False  #: also consider stopping before the end of the chain (delivering a rejected answer)
 
     def k_of(self, rung: str) -> int:
         """Attempts allowed on `rung`."""
@@ -117,7 +118,8 @@ def chains(keep: list[int], p: np.ndarray, config: PolicyConfig) -> list[list[in
         if config.order == "probability":
             above = sorted(above, key=lambda j: -p[j])
         full = [i, *above[: max(0, config.max_chain - 1)]]
-        out.extend(full[:length] for length in range(1, len(full) + 1))  # stopping early is a candidate too
+        lengths = range(1, len(full) + 1) if config.stop_early else [len(full)]
+        out.extend(full[:length] for length in lengths)
     return out
 
 
@@ -216,7 +218,8 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         else:
             tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
         chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
-        full.extend(chain[:, :length] for length in range(1, chain.shape[1] + 1))  # as in `chains`
+        lengths = range(1, chain.shape[1] + 1) if config.stop_early else [chain.shape[1]]
+        full.extend(chain[:, :length] for length in lengths)  # as in `chains`
     exp_cost, p_use, obj = (np.zeros((n, len(full))) for _ in range(3))
     chain_idx = -np.ones((n, len(full), L), dtype=int)
     for c, chain in enumerate(full):
