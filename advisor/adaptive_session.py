@@ -74,8 +74,10 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
                for url in set(urls.values())}
 
     def load_rows():
+        # runs stored as backend_error are not samples: the planner schedules them again and execute() retries them
         return store.query(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE kind = 'probe' AND policy = 'fixed' "
-                           "AND suite_hash = ? AND ladder_hash = ?", [suite_hash, ladder_hash])
+                           "AND suite_hash = ? AND ladder_hash = ? AND stop_reason <> 'backend_error'",
+                           [suite_hash, ladder_hash])
 
     async def execute_wave(units: list[Unit]) -> None:
         max_runs = None if config.max_runs is None else config.max_runs - total.count("done")

@@ -198,7 +198,7 @@ def test_advisor_probe_cli_end_to_end(tmp_path, monkeypatch, capsys):
 
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "cli.duckdb"
-    args = ["probe", "--suite", str(SUITE), "--store", str(db), "--replicas", "2", "--json", "--no-report"]
+    args = ["probe", "--suite", str(SUITE), "--store", str(db), "--replicas", "2", "--json", "--no-report", "--full-grid"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert first["outcome"]["done"] == 18 and first["summary"]["simulated"] is True
@@ -229,7 +229,7 @@ def test_probe_on_a_subset_of_the_example_suite(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # defaults resolve from the repository next to the package
     db = tmp_path / "ex.duckdb"
     tasks = ["api-refund-order", "extract-invoice-email", "multi-restock"]
-    args = ["probe", "--store", str(db), "--replicas", "2", "--json", "--no-report", "--rung", "nano-12b",
+    args = ["probe", "--store", str(db), "--replicas", "2", "--json", "--no-report", "--full-grid", "--rung", "nano-12b",
             "--rung", "super-120b", *[a for t in tasks for a in ("--task", t)]]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)

@@ -101,7 +101,7 @@ def test_probe_killed_mid_probe_resumes_without_losing_or_duplicating(tmp_path, 
     replicas = 8
     planned = len(full_grid(load_suite(SUITE), load_ladder(slow_ladder), replicas))
     try:
-        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--url", server.grpc_url, "--ladder", str(slow_ladder),
+        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--full-grid", "--url", server.grpc_url, "--ladder", str(slow_ladder),
                "--suite", str(SUITE), "--store", str(db), "--replicas", str(replicas), "--concurrency", "2"]
         log = open(tmp_path / "probe.log", "wb")
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=log, stderr=log)
@@ -187,7 +187,7 @@ def test_ctrl_c_mid_probe_leaves_the_store_consistent(tmp_path, slow_ladder, mon
     replicas = 8
     planned = len(full_grid(load_suite(SUITE), load_ladder(slow_ladder), replicas))
     try:
-        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--url", server.grpc_url, "--ladder",
+        cmd = [str(Path(sys.executable).parent / "advisor"), "probe", "--full-grid", "--url", server.grpc_url, "--ladder",
                str(slow_ladder), "--suite", str(SUITE), "--store", str(db), "--replicas", str(replicas),
                "--no-report"]
         log = open(tmp_path / "probe.log", "wb")

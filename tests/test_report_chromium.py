@@ -76,7 +76,7 @@ def test_probe_writes_a_report_that_renders(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "suite.yaml").write_text(TINY_SUITE)
     ladder = Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml"
-    assert main(["probe", "--suite", "suite.yaml", "--ladder", str(ladder), "--store", "p.duckdb",
+    assert main(["probe", "--full-grid", "--suite", "suite.yaml", "--ladder", str(ladder), "--store", "p.duckdb",
                  "--replicas", "2", "--json"]) == 0
     assert "report written: reports/" in capsys.readouterr().err.replace("\n", "")
     pages = list((tmp_path / "reports").glob("*/index.html"))

@@ -40,7 +40,7 @@ def probe(
     adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", help="Adaptive: sample each (class, "
                                            "condition, rung) in batches only until its interval decides it "
                                            "against the target, rungs small to large (advisor.adaptive); "
-                                           "--full-grid runs every replica.")] = False,
+                                           "--full-grid runs every replica.")] = True,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Adaptive: runs per cell per wave.")] = 5,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write a sizing report to "
                                          "reports/<suite>-<date>/ after the probe.")] = True,
