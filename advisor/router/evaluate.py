@@ -43,7 +43,6 @@ def _realise(Y: np.ndarray, C: np.ndarray, chains: np.ndarray, config: PolicyCon
     valid = chains >= 0
     idx = np.where(valid, chains, 0)
     rows = np.arange(len(Y))[:, None]
-    ks = [1] * chains.shape[1]
     if config.mode == "single":
         return C[rows[:, 0], idx[:, 0]], Y[rows[:, 0], idx[:, 0]]
     k = config.k if isinstance(config.k, int) else 1  # per-rung k would need per-position k; uniform here

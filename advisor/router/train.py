@@ -83,7 +83,7 @@ def training_data_from_store(store, suite_name: str | None = None, kinds: Sequen
         i, j = keys[r["prompt_hash"] or f"{r['suite_hash']}:{r['task_id']}"], col[r["rung"]]
         usable_sum[i, j] += r["overall"] >= r["bar"]
         count[i, j] += 1
-        cost_sum[i, j] += r["cost_usd"] + r["judge_cost_usd"] * 0  # judge cost is reported apart
+        cost_sum[i, j] += r["cost_usd"]  # a judge's cost is reported apart (design), not routed on
     with np.errstate(invalid="ignore", divide="ignore"):
         usable = np.where(count > 0, usable_sum / count, np.nan)
         cost = np.where(count > 0, cost_sum / count, np.nan)
