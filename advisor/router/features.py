@@ -78,11 +78,25 @@ def embeddings_available() -> bool:
     return find_spec(EMBEDDING_PACKAGE) is not None
 
 
+_EMB_CACHE: dict[str, np.ndarray] = {}
+_EMB_CACHE_MAX = 20000  #: texts whose embeddings are kept (cross-validation embeds the same texts per fold)
+
+
 def embed(texts: Sequence[str]) -> np.ndarray:
-    """Normalised MiniLM sentence embeddings, shape (n, 384)."""
-    model = _embedder()
-    return np.asarray(model.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                   show_progress_bar=False), dtype=np.float32)
+    """Normalised MiniLM sentence embeddings, shape (n, 384) (recent texts are cached in memory)."""
+    todo = list(dict.fromkeys(t for t in texts if t not in _EMB_CACHE))
+    if todo:
+        model = _embedder()
+        vecs = np.asarray(model.encode(todo, batch_size=64, normalize_embeddings=True, show_progress_bar=False),
+                          dtype=np.float32)
+        if len(_EMB_CACHE) + len(todo) > _EMB_CACHE_MAX:
+            _EMB_CACHE.clear()
+        if len(todo) <= _EMB_CACHE_MAX:
+            _EMB_CACHE.update(zip(todo, vecs))
+        else:
+            fresh = dict(zip(todo, vecs))
+            return np.stack([_EMB_CACHE.get(t, fresh.get(t)) for t in texts])
+    return np.stack([_EMB_CACHE[t] for t in texts]) if texts else np.zeros((0, EMBEDDING_DIM), np.float32)
 
 
 class Featurizer:
