@@ -83,6 +83,15 @@ def test_preferences_filter_and_weights():
     assert decide(P, C, RUNGS, cfg, Preferences(weights={"small": 0})).rung == "large"
 
 
+def test_value_of_a_usable_result():
+    # V = 10: small 10 x 0.5 - 1 = 4, large 10 x 0.9 - 4 = 5 -> large; V = 5: small 1.5, large 0.5 -> small
+    assert decide(P, C, RUNGS, PolicyConfig(mode="single", value_usd=10)).rung == "large"
+    d = decide(P, C, RUNGS, PolicyConfig(mode="single", value_usd=5))
+    assert d.rung == "small" and "net value" in d.rule
+    # escalation: small -> large nets 10 x 0.95 - 3 = 6.5, above large alone (5)
+    assert decide(P, C, RUNGS, PolicyConfig(mode="escalate", value_usd=10)).chain == ["small", "large"]
+
+
 def test_preference_errors():
     with pytest.raises(RouterError, match="Did you mean 'large'"):
         decide(P, C, RUNGS, PolicyConfig(), Preferences(allowed=["larg"]))
@@ -109,6 +118,8 @@ def test_batch_chain_outcome_matches_scores(v):
 
 @pytest.mark.parametrize("config", [PolicyConfig(mode="single"), PolicyConfig(mode="escalate", k=2, target=0.7),
                                     PolicyConfig(mode="escalate", stop_early=True, target=0.8),
+                                    PolicyConfig(mode="single", value_usd=2.0, target=0.3),
+                                    PolicyConfig(mode="escalate", value_usd=1.0, stop_early=True),
                                     PolicyConfig(mode="escalate", verifier=Verifier(0.1, 0.1), order="probability",
                                                  target=0.9)])
 def test_batch_selection_matches_decide(config):
@@ -117,7 +128,7 @@ def test_batch_selection_matches_decide(config):
     Pm, Cm = rng.random((40, 5)), rng.random((40, 5)) + 0.1
     prefs = Preferences(weights={"r3": 2.0})
     table = candidate_table(Pm, Cm, rungs, config, prefs)
-    chains = chosen_chains(table, select(table, config.target))
+    chains = chosen_chains(table, select(table, config.target, config.value_usd))
     for i in range(40):
         d = decide(Pm[i], Cm[i], rungs, config, prefs)
         assert [rungs[j].name for j in chains[i] if j >= 0] == d.chain

@@ -112,13 +112,13 @@ def test_training_data_from_store_aggregates_and_skips_unscored(tmp_path):
     assert data.provenance["simulated_runs"] == 3 and data.texts == ["hello"]
 
 
-@pytest.mark.parametrize("mode", ["single", "escalate"])
-def test_vectorised_batch_routing_matches_explained_decisions(trained, mode):
+@pytest.mark.parametrize("mode,value", [("single", None), ("escalate", None), ("single", 0.01)])
+def test_vectorised_batch_routing_matches_explained_decisions(trained, mode, value):
     from advisor.router.policy import PolicyConfig, Preferences
     from advisor.router.routing import route_batch, route_one
 
     texts, _, _ = synth(30, 5)
-    cfg = PolicyConfig(mode=mode, target=0.8)
+    cfg = PolicyConfig(mode=mode, target=0.8 if value is None else 0.0, value_usd=value)
     prefs = Preferences(weights={"large": 1.5})
     fast = route_batch(trained, texts, ["a"] * 30, cfg, prefs)
     full = route_batch(trained, texts, ["a"] * 30, cfg, prefs, explain=True)

@@ -43,13 +43,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _configs(k: int, false_accept: float, false_reject: float, max_chain: int, target: float = 0.0,
-             order: str = "ladder"):
+             order: str = "ladder", value: float | None = None):
     from advisor.router.policy import PolicyConfig
     from advisor.scores import Verifier
 
     verifier = Verifier(false_accept=false_accept, false_reject=false_reject)
-    return (PolicyConfig(mode="single", target=target),
-            PolicyConfig(mode="escalate", k=k, verifier=verifier, max_chain=max_chain, target=target, order=order))
+    return (PolicyConfig(mode="single", target=target, value_usd=value),
+            PolicyConfig(mode="escalate", k=k, verifier=verifier, max_chain=max_chain, target=target, order=order,
+                         value_usd=value))
 
 
 def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
@@ -172,7 +173,11 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
           k: KOpt = 1, no_verifier: Annotated[bool, typer.Option("--no-verifier", help="Single-shot: no retry, "
                                                                  "no escalation.")] = False,
           false_accept: FaOpt = 0.0, false_reject: FrOpt = 0.0, max_chain: ChainOpt = 3,
-          order: OrderOpt = Order.ladder, as_json: JsonOpt = False) -> None:
+          order: OrderOpt = Order.ladder,
+          value: Annotated[Optional[float], typer.Option("--value", min=0, help="What a usable result is worth "
+                                                         "(USD): pick the highest value x P(usable) - expected "
+                                                         "cost instead of the lowest cost per usable result.")]
+          = None, as_json: JsonOpt = False) -> None:
     """Choose the rung for one prompt or a batch file (one JSON decision per row)."""
     from advisor.router.artifact import load_router
     from advisor.router.policy import Preferences
@@ -180,7 +185,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
 
     if (prompt is None) == (batch is None):
         raise DataError("give exactly one of --prompt TEXT or --batch FILE")
-    single, escalate = _configs(k, false_accept, false_reject, max_chain, target, order.value)
+    single, escalate = _configs(k, false_accept, false_reject, max_chain, target, order.value, value)
     config = single if no_verifier else escalate
     weights = {}
     for item in weight or []:

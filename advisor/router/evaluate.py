@@ -8,7 +8,8 @@ computed with `chain_outcome_batch` from those recorded outcomes and the verifie
 recorded answer per prompt x rung, a retry on the same rung repeats that outcome, so k > 1 only matters for
 fractional outcomes).
 
-Policies: the router (sweeping its P(usable) target), every single rung, always-largest, always-smallest,
+Policies: the router (sweeping its P(usable) target; `router_value`: sweeping the stated value of a usable
+result instead), every single rung, always-largest, always-smallest,
 random (uniform over rungs, in expectation), per-class floor (per class the cheapest rung whose training usable
 rate reaches a target, swept), a RouteLLM-style threshold router (weak = cheapest rung, strong = best rung on
 training data; weak when the router's calibrated P(usable | weak) >= threshold, swept), and the per-request
@@ -32,6 +33,8 @@ from advisor.router.policy import (PolicyConfig, RungFacts, candidate_table, cha
 from advisor.router.train import TrainingData, fit_router, grouped_folds
 
 TARGETS = np.round(np.linspace(0.0, 1.0, 41), 3)
+#: values of a usable result (USD) swept for the `router_value` curve
+VALUES = np.concatenate([[0.0], np.logspace(-6, -1, 51)])
 
 
 def _facts(model: RouterModel) -> list[RungFacts]:
@@ -70,6 +73,10 @@ def fold_outcomes(model: RouterModel, test: TrainingData, config: PolicyConfig, 
     for t in TARGETS:
         pick = select(table, float(t))
         out[("router", float(t))] = _realise(Y, C, chosen_chains(table, pick), config, names)
+    table = candidate_table(P, Cp, _facts(model), config)
+    for v in VALUES:  # the same router with a stated value of a usable result instead of a target
+        pick = select(table, 0.0, float(v))
+        out[("router_value", float(v))] = _realise(Y, C, chosen_chains(table, pick), config, names)
     if config.mode == "escalate" and config.order == "ladder":  # the same router, escalating by probability
         alt = replace(config, order="probability")
         table = candidate_table(P, Cp, _facts(model), alt)
@@ -215,7 +222,7 @@ def plot(summary: dict[str, Any], folder: str | Path) -> list[Path]:
     for mode in ("single", "escalate"):
         curves = summary[mode]["curves"]
         fig, ax = plt.subplots(figsize=(7, 5))
-        for name in ("router", "router_prob_order", "threshold", "class_floor"):
+        for name in ("router", "router_value", "router_prob_order", "threshold", "class_floor"):
             if name not in curves:
                 continue
             env = _envelope([(p["cost"], p["quality"]) for p in curves[name]])

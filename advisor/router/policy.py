@@ -9,7 +9,8 @@ verifier's error rates. In **single-shot** mode (no verifier) the chain is r alo
 quality p_r.
 
 Decision rule: among candidates whose P(usable) reaches `target`, pick the lowest preference-weighted cost
-per usable result (E[cost] / P(usable), each rung's spend divided by its preference weight, in the spirit of
+per usable result (or, when the user states what a usable result is worth, ``value_usd``, the highest net value
+value x P(usable) - weighted E[cost], RouterBench's willingness-to-pay trade-off) (E[cost] / P(usable), each rung's spend divided by its preference weight, in the spirit of
 ToolOrchestra's preference reward); when none reaches the target, pick the highest P(usable) (cheapest on a
 tie). Preferences filter first: allowed rungs, self-hosted only, latency limit (rungs with unknown latency are
 kept and the explanation says so), weight 0 = never. The reported expected cost is always the real one.
@@ -56,6 +57,7 @@ class PolicyConfig:
     order: Literal["ladder", "probability"] = "ladder"  #: escalation order above the start rung
     max_chain: int = 3  #: at most this many rungs in one chain
     stop_early: bool = False  #: also consider stopping before the end of the chain (delivering a rejected answer)
+    value_usd: float | None = None  #: when set: maximise value x P(usable) - E[cost] instead (see module doc)
 
     def k_of(self, rung: str) -> int:
         """Attempts allowed on `rung`."""
@@ -139,9 +141,15 @@ def decide(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts]
             [Step(s.p, s.cost / prefs.weights.get(s.name, 1.0), s.k, s.name) for s in steps], verifier)
         cands.append({"chain": [rungs[i].name for i in chain], "expected_cost_usd": real.expected_cost,
                       "p_usable": real.p_usable, "cost_per_usable_usd": real.cost_per_usable,
-                      "objective": weighted.cost_per_usable, "meets_target": real.p_usable >= config.target})
+                      "objective": weighted.cost_per_usable, "meets_target": real.p_usable >= config.target,
+                      "weighted_cost_usd": weighted.expected_cost})
     ok = [c for c in cands if c["meets_target"]]
-    if ok:
+    if ok and config.value_usd is not None:
+        best = max(ok, key=lambda c: (config.value_usd * c["p_usable"] - c["weighted_cost_usd"],
+                                      -c["expected_cost_usd"]))
+        rule = (f"highest net value ({config.value_usd:g} USD x P(usable) - {'preference-weighted ' if prefs.weights else ''}"
+                f"expected cost) among {len(ok)} candidate(s) with P(usable) >= {config.target:g}")
+    elif ok:
         best = min(ok, key=lambda c: (c["objective"], c["expected_cost_usd"]))
         rule = (f"lowest {'preference-weighted ' if prefs.weights else ''}expected cost per usable result among "
                 f"{len(ok)} candidate(s) with P(usable) >= {config.target:g}")
@@ -220,7 +228,7 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
         lengths = range(1, chain.shape[1] + 1) if config.stop_early else [chain.shape[1]]
         full.extend(chain[:, :length] for length in lengths)  # as in `chains`
-    exp_cost, p_use, obj = (np.zeros((n, len(full))) for _ in range(3))
+    exp_cost, p_use, obj, wcost = (np.zeros((n, len(full))) for _ in range(4))
     chain_idx = -np.ones((n, len(full), L), dtype=int)
     for c, chain in enumerate(full):
         chain_idx[:, c, : chain.shape[1]] = chain
@@ -229,9 +237,11 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         pc, cc = P[rows, chain], C[rows, chain]
         exp_cost[:, c], p_use[:, c] = chain_outcome_batch(pc, cc, ks, verifier)
         weighted, _ = chain_outcome_batch(pc, cc / w[chain], ks, verifier)
+        wcost[:, c] = weighted
         with np.errstate(divide="ignore"):
             obj[:, c] = np.where(p_use[:, c] > 0, weighted / np.maximum(p_use[:, c], 1e-300), np.inf)
-    return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx}
+    return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
+            "weighted_cost": wcost}
 
 
 def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:
@@ -239,10 +249,13 @@ def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:
     return table["chains"][np.arange(len(pick)), pick]
 
 
-def select(table: dict[str, np.ndarray], target: float) -> np.ndarray:
-    """Index (into the candidates) chosen per request under `decide`'s rule for a given target."""
+def select(table: dict[str, np.ndarray], target: float, value_usd: float | None = None) -> np.ndarray:
+    """Index (into the candidates) chosen per request under `decide`'s rule for a given target (and value)."""
     meets = table["p_usable"] >= target
-    obj = np.where(meets, table["objective"], np.inf)
+    if value_usd is not None:
+        obj = np.where(meets, -(value_usd * table["p_usable"] - table["weighted_cost"]), np.inf)
+    else:
+        obj = np.where(meets, table["objective"], np.inf)
     # tie-break on expected cost, as `decide` does
     obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0] if obj.shape[1] > 1 else np.zeros(len(obj), int)
     fallback = np.lexsort((table["expected_cost"].T, -table["p_usable"].T), axis=0)[0] \

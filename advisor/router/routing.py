@@ -42,19 +42,21 @@ def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str 
     prefs = prefs or Preferences()
     _, excluded = eligible(facts, prefs)
     table = candidate_table(P, C, facts, config, prefs)
-    pick = select(table, config.target)
+    pick = select(table, config.target, config.value_usd)
     rows = np.arange(len(texts))
     chains = chosen_chains(table, pick)
     cost, p_use = table["expected_cost"][rows, pick], table["p_usable"][rows, pick]
     met = (table["p_usable"] >= config.target).any(axis=1)
     head = decide(P[0], C[0], facts, config, prefs).rule  # the rule's wording for this configuration
     tail = head[head.index(" ("):] if " (" in head else ""
+    weighted = "preference-weighted " if prefs.weights else ""
+    lead = (f"highest net value ({config.value_usd:g} USD x P(usable) - {weighted}expected cost)"
+            if config.value_usd is not None else f"lowest {weighted}expected cost per usable result")
     names = model.rung_names
     out = []
     for i in range(len(texts)):
         chain = [names[j] for j in chains[i] if j >= 0]
-        rule = (f"lowest {'preference-weighted ' if prefs.weights else ''}expected cost per usable result among "
-                f"candidates with P(usable) >= {config.target:g}" if met[i] else
+        rule = (lead + f" among candidates with P(usable) >= {config.target:g}" if met[i] else
                 f"no candidate reaches P(usable) >= {config.target:g}: highest P(usable)") + tail
         out.append(Decision(rung=chain[0], chain=chain, expected_cost=float(cost[i]), p_usable=float(p_use[i]),
                             cost_per_usable=float(cost[i] / p_use[i]) if p_use[i] > 0 else float("inf"), rule=rule,
