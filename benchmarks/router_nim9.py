@@ -131,19 +131,23 @@ def print_mode(summary: dict, mode: str) -> None:
         default = pts[0]  # target / threshold 0
         top = max(pts, key=lambda p: (p["quality"], -p["cost"]))
         par = _point(pts, lambda p: p["quality"] >= best_q - 1e-12)
-        print(f"{name + ' @ ' + str(default['param']):<44}{default['quality']:>9.3f}{default['cost'] * 1e3:>10.4f}"
+        print(f"{name + ' @ ' + format(default['param'], '.3g'):<44}{default['quality']:>9.3f}{default['cost'] * 1e3:>10.4f}"
               f"{s['summary'][name]['aiq']:>8.3f}")
         if par is not None:
-            print(f"{'  at parity with best single (param ' + str(par['param']) + ')':<44}{par['quality']:>9.3f}"
+            print(f"{'  at parity with best single (param ' + format(par['param'], '.3g') + ')':<44}{par['quality']:>9.3f}"
                   f"{par['cost'] * 1e3:>10.4f}")
-        print(f"{'  best quality (param ' + str(top['param']) + ')':<44}{top['quality']:>9.3f}{top['cost'] * 1e3:>10.4f}")
-    for label, p in s["parity"].items():
-        rc = "never reached" if p["router_cost"] is None else \
-            f"{p['router_cost'] * 1e3:.4f}/1k, saving {p['saving'] * 100:.1f}%"
-        print(f"cost at quality parity with {label} ({p['rung']}, quality {p['quality']:.3f}, "
-              f"{p['cost'] * 1e3:.4f}/1k): router {rc}")
+        print(f"{'  best quality (param ' + format(top['param'], '.3g') + ')':<44}{top['quality']:>9.3f}{top['cost'] * 1e3:>10.4f}")
+    for label in ("best_single", "largest"):
+        ref = s["parity"][label]
+        print(f"cost at quality parity with {label} ({ref['rung']}, quality {ref['quality']:.3f}, "
+              f"{ref['cost'] * 1e3:.4f}/1k):")
+        for name, par in s["parity_by_policy"].items():
+            p = par[label]
+            rc = "never reached" if p["router_cost"] is None else \
+                f"{p['router_cost'] * 1e3:.4f}/1k, saving {p['saving'] * 100:.1f}%"
+            print(f"    {name:<20} {rc}")
     o = s["oracle"]
-    print(f"oracle: quality {o['quality']:.3f} at {o['cost'] * 1e3:.4f}/1k; gap to the router's best quality "
+    print(f"oracle: quality {o['quality']:.3f} at {o['cost'] * 1e3:.4f}/1k; gap to the best router quality "
           f"{o['quality_gap_to_router_best']:.3f}")
 
 

@@ -195,15 +195,21 @@ def summarise(cv: dict[str, Any]) -> dict[str, Any]:
             summary[name] = {"aiq": aiq(xy, lo, hi), "max_quality": max(q for _, q in xy),
                              "min_cost": min(c for c, _ in xy)}
         oracle = curves["oracle"][0]
-        router_xy = [(p["cost"], p["quality"]) for p in curves["router"]]
-        parity = {}
-        for label, ref in (("best_single", best_name), ("largest", largest)):
-            q_ref, c_ref = singles[ref]["quality"], singles[ref]["cost"]
-            c = min_cost_at(router_xy, q_ref)
-            parity[label] = {"rung": ref, "quality": q_ref, "cost": c_ref, "router_cost": c,
-                             "saving": None if c is None else 1 - c / c_ref}
-        rq = max(q for _, q in router_xy)
-        out[mode] = {"curves": curves, "summary": summary, "parity": parity,
+        by_policy = {}
+        for name, pts in curves.items():
+            if len(pts) == 1:
+                continue
+            xy = [(p["cost"], p["quality"]) for p in pts]
+            by_policy[name] = {}
+            for label, ref in (("best_single", best_name), ("largest", largest)):
+                q_ref, c_ref = singles[ref]["quality"], singles[ref]["cost"]
+                c = min_cost_at(xy, q_ref)
+                by_policy[name][label] = {"rung": ref, "quality": q_ref, "cost": c_ref, "router_cost": c,
+                                          "saving": None if c is None else 1 - c / c_ref}
+        routers = [n for n in curves if n.startswith("router")]
+        rq = max(p["quality"] for n in routers for p in curves[n])
+        out[mode] = {"curves": curves, "summary": summary, "parity": by_policy["router"],
+                     "parity_by_policy": by_policy,
                      "oracle": {**oracle, "quality_gap_to_router_best": oracle["quality"] - rq},
                      "cost_range": [lo, hi]}
     return out
