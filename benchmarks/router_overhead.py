@@ -38,6 +38,13 @@ def train(path: Path, ladder: Path, embeddings: bool):
     return fit_router(data, folds=3, use_embeddings=embeddings), data
 
 
+def _cold() -> None:
+    """Forget cached sentence embeddings, so that every timed request is embedded afresh."""
+    from advisor.router import features
+
+    features._EMB_CACHE.clear()
+
+
 def one_decision_latency(model, texts, classes, config, n: int) -> dict[str, float]:
     """p50 / p99 / max milliseconds of `route_one` over n requests (after 50 warm-up calls)."""
     from advisor.router.routing import route_one, rung_facts
@@ -45,6 +52,7 @@ def one_decision_latency(model, texts, classes, config, n: int) -> dict[str, flo
     facts = rung_facts(model)
     for i in range(50):
         route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, facts=facts)
+    _cold()
     times, cpu = np.empty(n), np.empty(n)
     for i in range(n):
         j = i % len(texts)
@@ -60,6 +68,7 @@ def batch_rate(model, texts, classes, config) -> float:
     """Decisions per second of `route_batch` over all texts."""
     from advisor.router.routing import route_batch
 
+    _cold()
     t0 = time.perf_counter()
     route_batch(model, texts, classes, config)
     return len(texts) / (time.perf_counter() - t0)
