@@ -9,7 +9,6 @@ as sampled (a rerun resumes); the `max_runs` and `max_cost` guards apply to the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -30,7 +29,7 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
                        on_result: Callable[[Any], None] | None = None,
                        on_wave: Callable[[int, list[Unit]], None] | None = None) -> AdaptiveProbeRun:
     """Run an adaptive probe for a `ProbeConfig`; the store is written run by run as in `run_probe`."""
-    from advisor.probe.session import ProbeRun, load_inputs
+    from advisor.probe.session import ProbeRun, load_inputs, serving
     from advisor.probe.summary import summarize
     from advisor.store import Store
 
@@ -40,21 +39,7 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
         suite = suite.model_copy(update={"tasks": [t for t in suite.tasks if t.id in wanted]})
     plan = plan_for_suite(suite, ladder, config.replicas, settings, batch, rungs=config.rungs)
     plan.cells = {k: v for k, v in plan.cells.items() if k[1] in config.conditions}
-    server = None
-    if config.url:
-        served_by, urls = config.url, {m.name: config.url for m in ladder.rungs}
-    elif ladder.simulated:
-        from advisor.triton.server import EmbeddedTriton
-
-        server = EmbeddedTriton(ladder, suite_paths=(str(suite_path),))
-        served_by = "embedded"
-    else:
-        urls = {m.name: ladder.url_of(m) for m in ladder.rungs}
-        served_by = ", ".join(sorted(set(urls.values())))
-    with Store.open(config.store_path) as store, (server or contextlib.nullcontext()):
-        if server is not None:
-            server.start()
-            urls = {m.name: server.grpc_url for m in ladder.rungs}
+    with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
         if on_start:
             on_start(plan.full_grid_runs, served_by)
         outcome, result = asyncio.run(_drive(plan, ladder, suite, store, urls, config, on_result, on_wave))
@@ -66,12 +51,9 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
 async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_result, on_wave):
     from advisor.probe.plan import RunSpec
     from advisor.probe.runner import ProbeOutcome, execute
-    from advisor.triton.client import TritonClient
-
+    from advisor.probe.session import clients_for
     ladder_hash, suite_hash = ladder.config_hash(), suite.config_hash()
     total = ProbeOutcome()
-    clients = {url: TritonClient(url, timeout_s=config.client_timeout_s, retries=config.client_retries)
-               for url in set(urls.values())}
 
     def load_rows():
         # runs stored as backend_error are not samples: the planner schedules them again and execute() retries them
@@ -87,7 +69,7 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
             raise _Stop
         specs = [RunSpec(u.task_id, u.rung, u.condition, u.replica) for u in units]
         out = await execute(specs, ladder=ladder, suite=suite, store=store,
-                            client_for_rung=lambda model: clients[urls[model.name]],
+                            client_for_rung=client_for_rung,
                             concurrency=config.concurrency, max_cost=max_cost, max_runs=max_runs,
                             workdir=config.workdir, on_result=on_result)
         total.results.extend(out.results)
@@ -96,7 +78,7 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
         total.elapsed_s += out.elapsed_s
         total.stopped = total.stopped or out.stopped
 
-    try:
+    async with clients_for(urls, config) as client_for_rung:
         try:
             result = await run_adaptive(plan, execute_wave, load_rows, suite.name, on_wave=on_wave)
         except _Stop:
@@ -106,10 +88,6 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
             rows = rows_in_plan(plan, load_rows())
             result = AdaptiveResult(total.count("done"), plan.full_grid_runs, plan.waves,
                                     analyse(rows, plan.settings, suite.name), plan.states(rows))
-    finally:
-        for client in clients.values():
-            with contextlib.suppress(Exception):
-                await client.close()
     return total, result
 
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable, Iterator
 
 from advisor.errors import ConfigError
 from advisor.probe.plan import full_grid
@@ -95,21 +95,7 @@ def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None =
 
     ladder, suite, _, suite_path = load_inputs(config)
     specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks)
-    server = None
-    if config.url:
-        served_by, urls = config.url, {m.name: config.url for m in ladder.rungs}
-    elif ladder.simulated:
-        from advisor.triton.server import EmbeddedTriton
-
-        server = EmbeddedTriton(ladder, suite_paths=(str(suite_path),))
-        served_by = "embedded"
-    else:
-        urls = {m.name: ladder.url_of(m) for m in ladder.rungs}
-        served_by = ", ".join(sorted(set(urls.values())))
-    with Store.open(config.store_path) as store, (server or contextlib.nullcontext()):
-        if server is not None:
-            server.start()
-            urls = {m.name: server.grpc_url for m in ladder.rungs}
+    with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
         if on_start:
             on_start(len(specs), served_by)
         outcome = asyncio.run(_execute(specs, ladder, suite, store, urls, config, on_result))
@@ -117,17 +103,42 @@ def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None =
     return ProbeRun(outcome, summary, ladder, suite, len(specs), served_by)
 
 
-async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, on_result):
+@contextlib.contextmanager
+def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
+    """Where each rung is served, as ``(url by rung name, served_by)``.
+
+    With ``--url`` every rung is at that address; a simulated ladder without it gets an embedded Triton whose
+    stand-ins know the suite (started here, stopped on exit); a real ladder uses each rung's own address.
+    """
+    if config.url:
+        yield {m.name: config.url for m in ladder.rungs}, config.url
+    elif ladder.simulated:
+        from advisor.triton.server import EmbeddedTriton
+
+        with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
+            yield {m.name: server.grpc_url for m in ladder.rungs}, "embedded"
+    else:
+        urls = {m.name: ladder.url_of(m) for m in ladder.rungs}
+        yield urls, ", ".join(sorted(set(urls.values())))
+
+
+@contextlib.asynccontextmanager
+async def clients_for(urls: dict[str, str], config: ProbeConfig) -> AsyncIterator[Callable[[Any], Any]]:
+    """One Triton client per address, closed on exit; yields ``client_for_rung(model)`` for `execute`."""
     from advisor.triton.client import TritonClient
 
     clients = {url: TritonClient(url, timeout_s=config.client_timeout_s, retries=config.client_retries)
                for url in set(urls.values())}
     try:
-        return await execute(specs, ladder=ladder, suite=suite, store=store,
-                             client_for_rung=lambda model: clients[urls[model.name]],
-                             concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
-                             workdir=config.workdir, on_result=on_result)
+        yield lambda model: clients[urls[model.name]]
     finally:
         for client in clients.values():
             with contextlib.suppress(Exception):
                 await client.close()
+
+
+async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, on_result):
+    async with clients_for(urls, config) as client_for_rung:
+        return await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=client_for_rung,
+                             concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
+                             workdir=config.workdir, on_result=on_result)
