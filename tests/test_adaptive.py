@@ -141,6 +141,18 @@ def test_adaptive_probe_on_embedded_triton(tmp_path):
     # a rerun resumes: nothing new to run
     again = run_adaptive_probe(cfg, batch=2)
     assert again.adaptive.runs_spent == 0 and again.probe.outcome.count("done") == 0
+    # a run stored as a backend error (server died mid-probe) is not a sample: the next rerun retries it
+    import duckdb
+
+    con = duckdb.connect(str(tmp_path / "a.duckdb"))
+    con.execute("UPDATE runs SET stop_reason = 'backend_error', unscored = true, if_score = NULL, tc_score = NULL, "
+                "overall = NULL WHERE run_key = (SELECT min(run_key) FROM runs)")
+    con.close()
+    retried = run_adaptive_probe(cfg, batch=2)
+    assert retried.probe.outcome.count("done") == 1
+    with Store.open(tmp_path / "a.duckdb", read_only=True) as s:
+        assert s.count_runs() == result.runs_spent
+        assert s.count_runs(stop_reason="backend_error") == 0 and s.count_runs(unscored=True) == 0
 
 
 def test_replay_on_a_stored_full_grid():
