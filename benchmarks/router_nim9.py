@@ -16,7 +16,6 @@ Run:  /work/venv/bin/python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings

@@ -1,182 +1,22 @@
-"""The DuckDB store: the one module that owns the advisor's SQL.
+"""The DuckDB store: the one package that owns the advisor's SQL.
 
 One database file holds ladders, suites, tasks, runs (probe, imported and live), per-turn detail, criterion
-results, routing decisions and live outcomes. Migrations are ordered ``m00N_...`` functions recorded in a
-``_migrations`` table and run forward on open. Writes are transactional per run: a crash loses at most the
-run in flight, and run keys are idempotent, so a rerun resumes without duplicates.
+results, routing decisions and live outcomes. Migrations (`advisor.store.migrations`) run forward on open.
+Writes are transactional per run: a crash loses at most the run in flight, and run keys are idempotent, so a
+rerun resumes without duplicates.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
-from datetime import datetime, timezone
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from advisor.errors import StoreError
-
-DEFAULT_STORE = "advisor.duckdb"
-
-RUN_KINDS = ("probe", "imported", "live")
-CONDITIONS = ("baseline", "skill")
-STOP_REASONS = (
-    "final", "max_turns", "max_tokens", "timeout", "stuck", "backend_error", "invalid_output",
-    "imported", "interrupted",
-)
-
-
-def now() -> datetime:
-    """Current UTC time (naive, as DuckDB TIMESTAMP stores it)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def text_hash(text: str) -> str:
-    """sha256 of lower-cased, whitespace-collapsed text: the key prompts are stored and joined under."""
-    return hashlib.sha256(" ".join(text.lower().split()).encode()).hexdigest()
-
-
-def make_run_key(*parts: Any) -> str:
-    """Idempotent run key from the parts that identify one episode (kind, suite, task, ladder, rung, ...)."""
-    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
-
-
-@dataclass
-class RunRecord:
-    """One episode (a probe run, an imported recorded result, or a live routed request)."""
-
-    run_key: str
-    kind: str  #: probe | imported | live
-    suite_name: str
-    suite_hash: str
-    task_id: str
-    task_class: str
-    ladder_name: str
-    ladder_hash: str
-    rung: str
-    rung_position: int  #: 0 = smallest rung of the ladder
-    condition: str = "baseline"  #: baseline | skill
-    replica: int = 0
-    seed: int = 0
-    policy: str = "fixed"  #: fixed | router | orchestrator (which policy chose the rung)
-    prompt_hash: str | None = None
-    stop_reason: str = "final"
-    turns: int = 0
-    model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tokens_from_server: bool = True  #: False when counts are a fallback estimate (see `error`)
-    cost_usd: float = 0.0
-    cost_estimated: bool = False
-    judge_input_tokens: int = 0
-    judge_output_tokens: int = 0
-    judge_cost_usd: float = 0.0
-    latency_s: float = 0.0
-    if_score: float | None = None
-    tc_score: float | None = None
-    overall: float | None = None
-    unscored: bool = False
-    unscored_reason: str | None = None
-    bar: float = 75.0
-    near_zero: float = 25.0
-    simulated: bool = False
-    advisor_version: str = ""
-    settings_json: str = "{}"
-    error: str | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-@dataclass
-class TurnRecord:
-    """One model call of an episode and what came of it."""
-
-    turn: int
-    action: str  #: tool name, 'final', or 'invalid'
-    arguments_json: str = "{}"
-    observation: str = ""  #: truncated observation text
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    finish_reason: str = ""
-
-
-@dataclass
-class CriterionResult:
-    """The outcome of one checklist criterion in one run."""
-
-    checklist: str  #: if | tc
-    criterion: str
-    weight: float
-    score: float | None  #: fraction 0-1 of the weight earned; None = could not be checked
-    detail: str = ""
-
-
-_RUN_COLUMNS = [f.name for f in fields(RunRecord)]
-_TURN_COLUMNS = ["run_key", "turn", "action", "arguments_json", "observation", "input_tokens", "output_tokens",
-                 "latency_s", "finish_reason"]
-_CRITERION_COLUMNS = ["run_key", "checklist", "criterion", "weight", "score", "detail"]
-
-
-def _m001_initial(con) -> None:
-    con.execute(
-        """
-        CREATE TABLE ladders (
-            ladder_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, simulated BOOLEAN NOT NULL,
-            config_json VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL);
-        CREATE TABLE rungs (
-            ladder_hash VARCHAR NOT NULL, name VARCHAR NOT NULL, position INTEGER NOT NULL, role VARCHAR NOT NULL,
-            hf_id VARCHAR, triton_model VARCHAR, params_total_b DOUBLE, params_active_b DOUBLE,
-            usd_per_m_input DOUBLE, usd_per_m_output DOUBLE, price_basis VARCHAR, simulated BOOLEAN,
-            self_hosted BOOLEAN, data_leaves_org BOOLEAN, PRIMARY KEY (ladder_hash, name));
-        CREATE TABLE suites (
-            suite_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, source VARCHAR, config_json VARCHAR,
-            recorded_at TIMESTAMP NOT NULL);
-        CREATE TABLE tasks (
-            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
-            has_skill BOOLEAN NOT NULL, prompt_hash VARCHAR, PRIMARY KEY (suite_hash, task_id));
-        CREATE TABLE prompts (prompt_hash VARCHAR PRIMARY KEY, prompt_text VARCHAR NOT NULL);
-        CREATE TABLE runs (
-            run_key VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, suite_name VARCHAR NOT NULL,
-            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
-            ladder_name VARCHAR NOT NULL, ladder_hash VARCHAR NOT NULL, rung VARCHAR NOT NULL,
-            rung_position INTEGER NOT NULL, condition VARCHAR NOT NULL, replica INTEGER NOT NULL,
-            seed BIGINT NOT NULL, policy VARCHAR NOT NULL, prompt_hash VARCHAR, stop_reason VARCHAR NOT NULL,
-            turns INTEGER NOT NULL, model_calls INTEGER NOT NULL, input_tokens BIGINT NOT NULL,
-            output_tokens BIGINT NOT NULL, tokens_from_server BOOLEAN NOT NULL, cost_usd DOUBLE NOT NULL,
-            cost_estimated BOOLEAN NOT NULL, judge_input_tokens BIGINT NOT NULL,
-            judge_output_tokens BIGINT NOT NULL, judge_cost_usd DOUBLE NOT NULL, latency_s DOUBLE NOT NULL,
-            if_score DOUBLE, tc_score DOUBLE, overall DOUBLE, unscored BOOLEAN NOT NULL,
-            unscored_reason VARCHAR, bar DOUBLE NOT NULL, near_zero DOUBLE NOT NULL,
-            simulated BOOLEAN NOT NULL, advisor_version VARCHAR NOT NULL, settings_json VARCHAR NOT NULL,
-            error VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP);
-        CREATE INDEX runs_cell ON runs (suite_name, task_class, rung, condition);
-        CREATE TABLE turns (
-            run_key VARCHAR NOT NULL, turn INTEGER NOT NULL, action VARCHAR NOT NULL, arguments_json VARCHAR,
-            observation VARCHAR, input_tokens BIGINT, output_tokens BIGINT, latency_s DOUBLE,
-            finish_reason VARCHAR, PRIMARY KEY (run_key, turn));
-        CREATE TABLE criterion_results (
-            run_key VARCHAR NOT NULL, checklist VARCHAR NOT NULL, criterion VARCHAR NOT NULL, weight DOUBLE,
-            score DOUBLE, detail VARCHAR, PRIMARY KEY (run_key, checklist, criterion));
-        CREATE TABLE routing_decisions (
-            decision_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, request_hash VARCHAR NOT NULL,
-            prompt_text VARCHAR, task_class VARCHAR, policy VARCHAR NOT NULL, mode VARCHAR NOT NULL,
-            chosen_rung VARCHAR NOT NULL, expected_cost DOUBLE, p_usable DOUBLE, router_version VARCHAR,
-            explanation_json VARCHAR);
-        CREATE TABLE live_outcomes (
-            decision_id VARCHAR NOT NULL, attempt INTEGER NOT NULL, rung VARCHAR NOT NULL,
-            input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE,
-            verified BOOLEAN, accepted BOOLEAN, error VARCHAR, created_at TIMESTAMP NOT NULL,
-            PRIMARY KEY (decision_id, attempt));
-        """
-    )
-
-
-#: Ordered forward migrations. Append only; never edit one that has shipped.
-MIGRATIONS: list[tuple[str, Callable]] = [
-    ("m001_initial", _m001_initial),
-]
+from advisor.store.migrations import MIGRATIONS
+from advisor.store.records import (_CRITERION_COLUMNS, _RUN_COLUMNS, _TURN_COLUMNS, DEFAULT_STORE, CriterionResult,
+                                   RunRecord, TurnRecord, now)
 
 
 class Store:

@@ -1,0 +1,67 @@
+"""The store's schema as ordered forward migrations, recorded in a ``_migrations`` table and run on open.
+
+Append a new ``m00N_...`` function to `MIGRATIONS` for every schema change; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+def _m001_initial(con) -> None:
+    con.execute(
+        """
+        CREATE TABLE ladders (
+            ladder_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, simulated BOOLEAN NOT NULL,
+            config_json VARCHAR NOT NULL, recorded_at TIMESTAMP NOT NULL);
+        CREATE TABLE rungs (
+            ladder_hash VARCHAR NOT NULL, name VARCHAR NOT NULL, position INTEGER NOT NULL, role VARCHAR NOT NULL,
+            hf_id VARCHAR, triton_model VARCHAR, params_total_b DOUBLE, params_active_b DOUBLE,
+            usd_per_m_input DOUBLE, usd_per_m_output DOUBLE, price_basis VARCHAR, simulated BOOLEAN,
+            self_hosted BOOLEAN, data_leaves_org BOOLEAN, PRIMARY KEY (ladder_hash, name));
+        CREATE TABLE suites (
+            suite_hash VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, source VARCHAR, config_json VARCHAR,
+            recorded_at TIMESTAMP NOT NULL);
+        CREATE TABLE tasks (
+            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
+            has_skill BOOLEAN NOT NULL, prompt_hash VARCHAR, PRIMARY KEY (suite_hash, task_id));
+        CREATE TABLE prompts (prompt_hash VARCHAR PRIMARY KEY, prompt_text VARCHAR NOT NULL);
+        CREATE TABLE runs (
+            run_key VARCHAR PRIMARY KEY, kind VARCHAR NOT NULL, suite_name VARCHAR NOT NULL,
+            suite_hash VARCHAR NOT NULL, task_id VARCHAR NOT NULL, task_class VARCHAR NOT NULL,
+            ladder_name VARCHAR NOT NULL, ladder_hash VARCHAR NOT NULL, rung VARCHAR NOT NULL,
+            rung_position INTEGER NOT NULL, condition VARCHAR NOT NULL, replica INTEGER NOT NULL,
+            seed BIGINT NOT NULL, policy VARCHAR NOT NULL, prompt_hash VARCHAR, stop_reason VARCHAR NOT NULL,
+            turns INTEGER NOT NULL, model_calls INTEGER NOT NULL, input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL, tokens_from_server BOOLEAN NOT NULL, cost_usd DOUBLE NOT NULL,
+            cost_estimated BOOLEAN NOT NULL, judge_input_tokens BIGINT NOT NULL,
+            judge_output_tokens BIGINT NOT NULL, judge_cost_usd DOUBLE NOT NULL, latency_s DOUBLE NOT NULL,
+            if_score DOUBLE, tc_score DOUBLE, overall DOUBLE, unscored BOOLEAN NOT NULL,
+            unscored_reason VARCHAR, bar DOUBLE NOT NULL, near_zero DOUBLE NOT NULL,
+            simulated BOOLEAN NOT NULL, advisor_version VARCHAR NOT NULL, settings_json VARCHAR NOT NULL,
+            error VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP);
+        CREATE INDEX runs_cell ON runs (suite_name, task_class, rung, condition);
+        CREATE TABLE turns (
+            run_key VARCHAR NOT NULL, turn INTEGER NOT NULL, action VARCHAR NOT NULL, arguments_json VARCHAR,
+            observation VARCHAR, input_tokens BIGINT, output_tokens BIGINT, latency_s DOUBLE,
+            finish_reason VARCHAR, PRIMARY KEY (run_key, turn));
+        CREATE TABLE criterion_results (
+            run_key VARCHAR NOT NULL, checklist VARCHAR NOT NULL, criterion VARCHAR NOT NULL, weight DOUBLE,
+            score DOUBLE, detail VARCHAR, PRIMARY KEY (run_key, checklist, criterion));
+        CREATE TABLE routing_decisions (
+            decision_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, request_hash VARCHAR NOT NULL,
+            prompt_text VARCHAR, task_class VARCHAR, policy VARCHAR NOT NULL, mode VARCHAR NOT NULL,
+            chosen_rung VARCHAR NOT NULL, expected_cost DOUBLE, p_usable DOUBLE, router_version VARCHAR,
+            explanation_json VARCHAR);
+        CREATE TABLE live_outcomes (
+            decision_id VARCHAR NOT NULL, attempt INTEGER NOT NULL, rung VARCHAR NOT NULL,
+            input_tokens BIGINT, output_tokens BIGINT, cost_usd DOUBLE, latency_s DOUBLE,
+            verified BOOLEAN, accepted BOOLEAN, error VARCHAR, created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (decision_id, attempt));
+        """
+    )
+
+
+#: Ordered forward migrations. Append only; never edit one that has shipped.
+MIGRATIONS: list[tuple[str, Callable]] = [
+    ("m001_initial", _m001_initial),
+]
