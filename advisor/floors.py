@@ -320,10 +320,22 @@ def resolve_suite(store, suite: str | None) -> str:
         if len(names) > 1:
             raise DataError(f"{store.path}: the store holds several suites; choose one with --suite. "
                             f"Available: {', '.join(names)}.")
-        return names[0]
+        suite = names[0]
     if suite not in names:
         raise DataError(f"{store.path}: no runs for suite {suite!r}.{did_you_mean(suite, names)}")
+    _check_one_ladder(store, suite)
     return suite
+
+
+def _check_one_ladder(store, suite: str) -> None:
+    """Floors compare rungs of one ladder: a suite probed on two ladders (whose rung names may coincide, as the
+    demo and the real Nemotron ladder's do) would mix their runs, so that is an error, not a silent blend."""
+    ladders = [r["ladder_name"] for r in store.query(
+        "SELECT DISTINCT ladder_name FROM runs WHERE suite_name = ? AND policy = 'fixed' "
+        "AND kind IN ('probe', 'imported') ORDER BY 1", [suite])]
+    if len(ladders) > 1:
+        raise DataError(f"{store.path}: suite {suite!r} has runs on several ladders ({', '.join(ladders)}); their "
+                        "rungs would mix in one floor. Keep one ladder per store file (advisor probe --store ...).")
 
 
 def load_rows(store, suite: str, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:

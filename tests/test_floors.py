@@ -174,3 +174,17 @@ def test_imported_runs_do_not_claim_convergence(tmp_path):
         v = find_floors(s).get("c", "baseline").verdict("small")
     assert v.status == "below" and v.why_below == "poor_results"
     assert "not recorded" in v.reason and "converges" not in v.reason
+
+
+def test_a_suite_probed_on_two_ladders_is_refused_not_mixed(tmp_path):
+    from dataclasses import replace
+
+    from advisor.store import make_run_key
+
+    with Store.open(tmp_path / "two.duckdb") as store:
+        store.add_runs_bulk([make_run("narrow", "t1", "small"), make_run("narrow", "t1", "mid")])
+        other = replace(make_run("narrow", "t1", "small"), run_key=make_run_key("other ladder"),
+                        ladder_name="nemotron", ladder_hash="otherhash")
+        store.add_runs_bulk([other])
+        with pytest.raises(DataError, match=r"several ladders \(nemotron, synthladder\)"):
+            find_floors(store)
