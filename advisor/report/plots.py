@@ -58,6 +58,7 @@ def score_distributions(data) -> bytes:
 def frontier(data) -> bytes:
     """Cost per attempt vs usable rate per class: one panel per class, a line per condition, rungs labelled."""
     plt = _plt()
+    from matplotlib.ticker import MaxNLocator
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))
     nrows = -(-len(classes) // ncols)
@@ -80,6 +81,7 @@ def frontier(data) -> bytes:
         ax.axhline(data.settings.target, color="green", linestyle="--", linewidth=1)
         ax.set_title(cls)
         ax.set_xlabel("$ per attempt")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # small dollar amounts have long tick labels
         ax.set_ylim(-0.02, 1.05)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower right")
