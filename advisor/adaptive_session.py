@@ -29,7 +29,7 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
                        on_result: Callable[[Any], None] | None = None,
                        on_wave: Callable[[int, list[Unit]], None] | None = None) -> AdaptiveProbeRun:
     """Run an adaptive probe for a `ProbeConfig`; the store is written run by run as in `run_probe`."""
-    from advisor.probe.session import ProbeRun, load_inputs, serving
+    from advisor.probe.session import ProbeRun, judge_note, load_inputs, serving
     from advisor.probe.summary import summarize
     from advisor.store import Store
 
@@ -44,14 +44,15 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
             on_start(plan.full_grid_runs, served_by)
         outcome, result = asyncio.run(_drive(plan, ladder, suite, store, urls, config, on_result, on_wave))
         summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
-    run = ProbeRun(outcome, summary, ladder, suite, result.runs_spent, served_by, notes=[result.summary()])
+    notes = [result.summary()] + [n for n in (judge_note(ladder, suite),) if n]
+    run = ProbeRun(outcome, summary, ladder, suite, result.runs_spent, served_by, notes=notes)
     return AdaptiveProbeRun(run, result)
 
 
 async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_result, on_wave):
     from advisor.probe.plan import RunSpec
     from advisor.probe.runner import ProbeOutcome, execute
-    from advisor.probe.session import clients_for
+    from advisor.probe.session import clients_for, judge_for
     ladder_hash, suite_hash = ladder.config_hash(), suite.config_hash()
     total = ProbeOutcome()
 
@@ -69,7 +70,7 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
             raise _Stop
         specs = [RunSpec(u.task_id, u.rung, u.condition, u.replica) for u in units]
         out = await execute(specs, ladder=ladder, suite=suite, store=store,
-                            client_for_rung=client_for_rung,
+                            client_for_rung=client_for_rung, judge=judge_for(ladder, suite, client_for_rung),
                             concurrency=config.concurrency, max_cost=max_cost, max_runs=max_runs,
                             workdir=config.workdir, on_result=on_result)
         total.results.extend(out.results)

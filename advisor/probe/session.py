@@ -100,26 +100,27 @@ def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None =
             on_start(len(specs), served_by)
         outcome = asyncio.run(_execute(specs, ladder, suite, store, urls, config, on_result))
         summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
-    return ProbeRun(outcome, summary, ladder, suite, len(specs), served_by)
+    notes = [n for n in (judge_note(ladder, suite),) if n]
+    return ProbeRun(outcome, summary, ladder, suite, len(specs), served_by, notes=notes)
 
 
 @contextlib.contextmanager
 def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
-    """Where each rung is served, as ``(url by rung name, served_by)``.
+    """Where each model (rungs and roles) is served, as ``(url by model name, served_by)``.
 
     With ``--url`` every rung is at that address; a simulated ladder without it gets an embedded Triton whose
     stand-ins know the suite (started here, stopped on exit); a real ladder uses each rung's own address.
     """
     if config.url:
-        yield {m.name: config.url for m in ladder.rungs}, config.url
+        yield {m.name: config.url for m in ladder.models()}, config.url
     elif ladder.simulated:
         from advisor.triton.server import EmbeddedTriton
 
         with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
-            yield {m.name: server.grpc_url for m in ladder.rungs}, "embedded"
+            yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:
-        urls = {m.name: ladder.url_of(m) for m in ladder.rungs}
-        yield urls, ", ".join(sorted(set(urls.values())))
+        urls = {m.name: ladder.url_of(m) for m in ladder.models()}
+        yield urls, ", ".join(sorted({urls[m.name] for m in ladder.rungs}))
 
 
 @contextlib.asynccontextmanager
@@ -137,8 +138,35 @@ async def clients_for(urls: dict[str, str], config: ProbeConfig) -> AsyncIterato
                 await client.close()
 
 
+def judge_for(ladder, suite, client_for_rung: Callable[[Any], Any]):
+    """The ladder's judge role as a `TritonJudge`, when the suite has judge-graded criteria and the ladder a judge.
+
+    Without a judge role such criteria leave their runs unscored (never 0), which `judge_note` says up front.
+    """
+    if ladder.roles.judge is None or not suite_needs_judge(suite):
+        return None
+    from advisor.checks.judge import TritonJudge
+
+    return TritonJudge(client_for_rung(ladder.roles.judge), ladder.roles.judge)
+
+
+def suite_needs_judge(suite) -> bool:
+    """True when some criterion of the suite is graded by a judge model."""
+    return any(c.check.type == "judge" for t in suite.tasks
+               for c in (*t.instruction_following, *t.task_completion))
+
+
+def judge_note(ladder, suite) -> str | None:
+    """A warning line when the suite needs a judge the ladder does not have."""
+    if suite_needs_judge(suite) and ladder.roles.judge is None:
+        return (f"note: suite {suite.name!r} has judge-graded criteria but ladder {ladder.name!r} has no judge "
+                "role: those runs are stored unscored (add roles.judge to the ladder)")
+    return None
+
+
 async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, on_result):
     async with clients_for(urls, config) as client_for_rung:
         return await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=client_for_rung,
                              concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
-                             workdir=config.workdir, on_result=on_result)
+                             judge=judge_for(ladder, suite, client_for_rung), workdir=config.workdir,
+                             on_result=on_result)
