@@ -6,17 +6,7 @@ import re
 from typing import Any
 
 from advisor.checks.base import CheckOutcome, dig, values_equal
-
-
-def _header_matches(expected: str, actual: str | None) -> bool:
-    if actual is None:
-        return False
-    if actual == expected:
-        return True
-    try:
-        return re.fullmatch(expected, actual) is not None
-    except re.error:
-        return False
+from advisor.tools.fixture_api import header_matches
 
 
 def request_matches(check, request: dict[str, Any]) -> bool:
@@ -27,7 +17,7 @@ def request_matches(check, request: dict[str, Any]) -> bool:
         return False
     headers = request.get("headers") or {}
     for name, value in check.header.items():
-        if not _header_matches(value, headers.get(name.lower())):
+        if not header_matches(value, headers.get(name.lower())):
             return False
     if check.body:
         body = request.get("json")

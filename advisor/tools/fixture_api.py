@@ -20,7 +20,9 @@ _API_HOST = urlsplit(API_BASE).netloc
 MAX_BODY_CHARS = 100_000
 
 
-def _header_ok(expected: str, actual: str | None) -> bool:
+def header_matches(expected: str, actual: str | None) -> bool:
+    """A header value matches when it equals `expected` or fully matches it as a regex (used by the fixture
+    API's required headers and by the state checks alike)."""
     if actual is None:
         return False
     if actual == expected:
@@ -61,7 +63,7 @@ class FixtureApi:
             status, response = 404, {"error": f"no route {method} {path}"}
         else:
             missing = [name for name, value in route.require_headers.items()
-                       if not _header_ok(value, headers.get(name.lower()))]
+                       if not header_matches(value, headers.get(name.lower()))]
             if missing:
                 status, response = 401, {"error": f"missing or invalid header(s): {', '.join(missing)}"}
             else:
