@@ -6,17 +6,16 @@ end-to-end tests go through a real tritonserver (the embedded one) and a real Du
 
 import asyncio
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from advisor.errors import BackendError, ConfigError
+from advisor.errors import ConfigError
 from advisor.ladder import load_ladder
 from advisor.probe import ProbeConfig, RunSpec, execute, full_grid, run_probe, summarize
-from advisor.standin import responder_for
 from advisor.store import Store
 from advisor.suite import load_suite
+from inprocess import InProcess
 
 DATA = Path(__file__).parent / "probe_data"
 SUITE = DATA / "suite.yaml"
@@ -31,33 +30,6 @@ def ladder():
 @pytest.fixture(scope="module")
 def suite():
     return load_suite(SUITE)
-
-
-@dataclass
-class Gen:
-    text: str
-    finish_reason: str
-    input_tokens: int
-    output_tokens: int
-    tokens_from_server: bool = True
-    note: str | None = None
-
-
-class InProcess:
-    """Calls the stand-in responders directly; `fail_rungs` raise BackendError (a dead server)."""
-
-    def __init__(self, ladder, fail=()):
-        self.responders = {m.triton_model: responder_for(m, [SUITE]) for m in ladder.rungs}
-        self.fail = set(fail)
-        self.calls = 0
-
-    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
-        self.calls += 1
-        if model in self.fail:
-            raise BackendError(f"cannot reach Triton for {model}")
-        await asyncio.sleep(0)
-        g = self.responders[model](prompt, {**(sampling or {}), "max_tokens": max_tokens})
-        return Gen(g.text, g.finish_reason, g.num_input_tokens, g.num_output_tokens)
 
 
 def run(specs, ladder, suite, store, client, **kw):
@@ -86,7 +58,7 @@ def test_run_keys_and_seeds_are_stable():
 
 def test_execute_stores_every_run_and_a_rerun_skips_them(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=2)
-    client = InProcess(ladder)
+    client = InProcess(ladder, [SUITE])
     with Store.open(tmp_path / "p.duckdb") as store:
         out = run(specs, ladder, suite, store, client, concurrency=4)
         assert out.count("done") == 18 and out.count("skipped") == 0
@@ -111,8 +83,8 @@ def test_same_spec_gives_the_same_episode(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=1)
     a, b = (Store.open(tmp_path / f"{n}.duckdb") for n in "ab")
     with a, b:
-        run(specs, ladder, suite, a, InProcess(ladder))
-        run(list(reversed(specs)), ladder, suite, b, InProcess(ladder), concurrency=1)
+        run(specs, ladder, suite, a, InProcess(ladder, [SUITE]))
+        run(list(reversed(specs)), ladder, suite, b, InProcess(ladder, [SUITE]), concurrency=1)
         cols = ("run_key", "stop_reason", "overall", "turns", "input_tokens")
         assert [tuple(r[c] for c in cols) for r in a.runs()] == [tuple(r[c] for c in cols) for r in b.runs()]
 
@@ -120,7 +92,7 @@ def test_same_spec_gives_the_same_episode(tmp_path, ladder, suite):
 def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=1)
     with Store.open(tmp_path / "p.duckdb") as store:
-        out = run(specs, ladder, suite, store, InProcess(ladder, fail={"standin_super_120b"}))
+        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE], fail={"standin_super_120b"}))
         assert out.backend_errors == 3
         bad = store.runs(stop_reason="backend_error")
         assert len(bad) == 3 and {r["rung"] for r in bad} == {"super-120b"}
@@ -130,7 +102,7 @@ def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
         assert summary["unscored"] == 3
         assert [r["all_baseline"]["overall"] for r in summary["rungs"]][2] is None
         # The next probe retries exactly those runs and keeps the rest.
-        again = run(specs, ladder, suite, store, InProcess(ladder))
+        again = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]))
         assert again.count("done") == 3 and all(r.retried for r in again.results if r.status == "done")
         assert again.count("skipped") == len(specs) - 3
         assert store.count_runs() == len(specs) and store.count_runs(stop_reason="backend_error") == 0
@@ -139,11 +111,11 @@ def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
 def test_max_runs_and_max_cost_guards(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=3)
     with Store.open(tmp_path / "p.duckdb") as store:
-        out = run(specs, ladder, suite, store, InProcess(ladder), max_runs=5)
+        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_runs=5)
         assert out.count("done") == 5 and out.stopped == "max_runs" and store.count_runs() == 5
-        out = run(specs, ladder, suite, store, InProcess(ladder), max_cost=0.0, concurrency=1)
+        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_cost=0.0, concurrency=1)
         assert out.count("done") == 0 and out.stopped == "max_cost"
-        out = run(specs, ladder, suite, store, InProcess(ladder), max_cost=1e-9, concurrency=1)
+        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_cost=1e-9, concurrency=1)
         # one run per rung may start before the first finishes and is counted
         assert 1 <= out.count("done") <= 3 and out.stopped == "max_cost"
         assert store.count_runs() == 5 + out.count("done")
@@ -164,7 +136,7 @@ def test_concurrency_is_bounded_per_rung(tmp_path, ladder, suite):
                 inflight[model] -= 1
 
     with Store.open(tmp_path / "p.duckdb") as store:
-        run(full_grid(suite, ladder, replicas=4), ladder, suite, store, Slow(ladder), concurrency=2)
+        run(full_grid(suite, ladder, replicas=4), ladder, suite, store, Slow(ladder, [SUITE]), concurrency=2)
     assert set(peak) == {m.triton_model for m in ladder.rungs} and max(peak.values()) == 2
 
 

@@ -1,8 +1,7 @@
 """Stand-in agents: reading the rendered prompt, replaying the reference, and the stated parametric model."""
 
 import asyncio
-import textwrap
-from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,50 +14,13 @@ from advisor.ladder import load_ladder
 from advisor.standin import count_tokens, responder_for, truncate_tokens
 from advisor.standin import behaviour as B
 from advisor.suite import Limits, load_suite
-
-SUITE = textwrap.dedent("""\
-    version: 1
-    name: tiny
-    classes: [{name: narrow}, {name: multi}]
-    tasks:
-      - id: t-narrow
-        class: narrow
-        instructions: Read notes.txt and report the code word.
-        skill: skill.md
-        tools: [read_file, list_files]
-        fixtures: {files: {notes.txt: "code word: heron"}}
-        instruction_following:
-          - {name: listed, weight: 100, check: {type: tool_call, tool: list_files}}
-        task_completion:
-          - {name: word, weight: 100, check: {type: regex, pattern: heron}}
-        reference:
-          steps:
-            - {tool: list_files, arguments: {}, how: true}
-            - {tool: read_file, arguments: {path: notes.txt}}
-          final: "The code word is heron."
-          final_sloppy: "heron"
-          final_wrong: "The code word is crane."
-      - id: t-multi
-        class: multi
-        instructions: Do the six step workflow on the files.
-        tools: [read_file, write_file]
-        instruction_following:
-          - {name: wrote, weight: 100, check: {type: file, path: out.txt}}
-        task_completion:
-          - {name: done, weight: 100, check: {type: regex, pattern: done}}
-        reference:
-          steps:
-    """) + "".join(f"        - {{tool: read_file, arguments: {{path: f{i}.txt}}}}\n" for i in range(5)) + \
-    "        - {tool: write_file, arguments: {path: out.txt, content: x}, how: true}\n" \
-    "      final: \"done\"\n      final_wrong: \"failed\"\n"
+from inprocess import InProcess
 
 
 @pytest.fixture(scope="module")
-def suite_path(tmp_path_factory):
-    d = tmp_path_factory.mktemp("suite")
-    (d / "skill.md").write_text("List the files before reading any of them.\n")
-    (d / "suite.yaml").write_text(SUITE)
-    return d / "suite.yaml"
+def suite_path():
+    """The probe tests' small suite: a narrow task with a skill and a six-step one."""
+    return Path(__file__).resolve().parent / "probe_data" / "suite.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -78,31 +40,10 @@ class FakeEnv:
         return ToolCall(name, args, f"ok {name}")
 
 
-@dataclass
-class Gen:
-    text: str
-    finish_reason: str
-    input_tokens: int
-    output_tokens: int
-    tokens_from_server: bool = True
-    note: str | None = None
-
-
-class InProcess:
-    """A client that calls stand-in responders directly (no server), for unit tests."""
-
-    def __init__(self, ladder, suite_path):
-        self.responders = {m.triton_model: responder_for(m, [suite_path]) for m in ladder.rungs}
-
-    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
-        g = self.responders[model](prompt, {**(sampling or {}), "max_tokens": max_tokens})
-        return Gen(g.text, g.finish_reason, g.num_input_tokens, g.num_output_tokens)
-
-
 def episode(ladder, suite_path, rung, task_id, condition="baseline", seed=1):
     suite = load_suite(suite_path)
     task = suite.task(task_id)
-    return asyncio.run(run_episode(task, ladder.rung(rung), InProcess(ladder, suite_path), FakeEnv(),
+    return asyncio.run(run_episode(task, ladder.rung(rung), InProcess(ladder, [suite_path]), FakeEnv(),
                                    Limits(max_turns=30), condition=condition, sampling={"seed": seed}))
 
 
