@@ -15,6 +15,16 @@ def _short(value, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _json_target(check, episode):
+    """The check's target parsed as JSON (leniently), or the failed `CheckOutcome` saying why it is not."""
+    try:
+        return parse_json_lenient(read_target(check.target, episode))
+    except TargetMissing as exc:
+        return CheckOutcome.failed(str(exc))
+    except ValueError:
+        return CheckOutcome.failed(f"{check.target} is not JSON")
+
+
 async def regex(check, task, episode) -> CheckOutcome:
     """The pattern is found (``re.search``) in the target, or absent when ``must_match`` is false."""
     try:
@@ -34,12 +44,9 @@ async def json_schema(check, task, episode) -> CheckOutcome:
     """The target parses as JSON (leniently) and validates against the JSON schema."""
     from jsonschema import Draft202012Validator
 
-    try:
-        value = parse_json_lenient(read_target(check.target, episode))
-    except TargetMissing as exc:
-        return CheckOutcome.failed(str(exc))
-    except ValueError:
-        return CheckOutcome.failed(f"{check.target} is not JSON")
+    value = _json_target(check, episode)
+    if isinstance(value, CheckOutcome):
+        return value
     errors = sorted(Draft202012Validator(check.schema_).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         err = errors[0]
@@ -50,12 +57,9 @@ async def json_schema(check, task, episode) -> CheckOutcome:
 
 async def json_equals(check, task, episode) -> CheckOutcome:
     """The JSON value at ``path`` equals ``value`` (numbers to 1e-6)."""
-    try:
-        value = parse_json_lenient(read_target(check.target, episode))
-    except TargetMissing as exc:
-        return CheckOutcome.failed(str(exc))
-    except ValueError:
-        return CheckOutcome.failed(f"{check.target} is not JSON")
+    value = _json_target(check, episode)
+    if isinstance(value, CheckOutcome):
+        return value
     try:
         actual = dig(value, check.path)
     except KeyError as exc:
