@@ -134,6 +134,9 @@ class Criterion(_Strict):
     description: str = ""
     weight: float = Field(gt=0, description="Points of 100 this criterion carries.")
     check: Check
+    original_weight: float | None = Field(default=None, gt=0, description=(
+        "The criterion's weight in its source (an imported scenario's max_score); when every criterion of a "
+        "task has one, the scenario's own weighted score is reported beside IF/TC."))
 
 
 # ----------------------------------------------------------------------------- fixtures and reference
@@ -154,6 +157,7 @@ class Fixtures(_Strict):
     files: dict[str, str] = Field(default_factory=dict)  #: path in workspace -> content
     docs: dict[str, str] = Field(default_factory=dict)  #: doc id -> text, for search_docs / read_doc
     api: list[ApiRoute] = Field(default_factory=list)
+    skill_docs: dict[str, str] = Field(default_factory=dict)  #: doc id -> text, added to docs with the skill only
 
 
 class ReferenceStep(_Strict):
@@ -209,6 +213,19 @@ class Task(_Strict):
     def conditions(self) -> list[str]:
         """The conditions the task runs under: baseline, plus skill when it has one."""
         return ["baseline", "skill"] if self.has_skill else ["baseline"]
+
+    def for_condition(self, condition: str) -> "Task":
+        """The task as the agent sees it in `condition`: with the skill, the skill's documents join the docs
+        (and the doc tools join the tools); the baseline never sees them."""
+        if condition != "skill" or not self.fixtures.skill_docs:
+            return self
+        docs = {**self.fixtures.docs, **self.fixtures.skill_docs}
+        tools = [*self.tools, *(t for t in ("search_docs", "read_doc") if t not in self.tools)]
+        return self.model_copy(update={"fixtures": self.fixtures.model_copy(update={"docs": docs}), "tools": tools})
+
+    def scenario_weighted(self) -> bool:
+        """True when every criterion carries its source weight (then a scenario score is computed)."""
+        return all(c.original_weight is not None for c in [*self.instruction_following, *self.task_completion])
 
     def prompt_hash(self) -> str:
         """Hash of the instructions (the request text a router sees)."""

@@ -27,6 +27,7 @@ class Scorecard:
     tc_score: float | None
     overall: float | None
     unscored_reason: str | None
+    scenario_score: float | None = None  #: the source's own weighted score, 0-100 (imported scenarios)
     criteria: list[CriterionResult] = field(default_factory=list)
     judge_input_tokens: int = 0
     judge_output_tokens: int = 0
@@ -87,4 +88,18 @@ async def score_episode(task, episode, judge: Judge | None = None) -> Scorecard:
         return card
     card.if_score, card.tc_score = totals["if"], totals["tc"]
     card.overall = overall_score(card.if_score, card.tc_score)
+    card.scenario_score = scenario_score(task, card.criteria)
     return card
+
+
+def scenario_score(task, results) -> float | None:
+    """100 x sum(original weight x earned fraction) / sum(original weights) over the criteria that carry a
+    source weight; None when the task has none (criteria the importer added carry none and are left out)."""
+    weights = {(side, c.name): c.original_weight for side, crits in (("if", task.instruction_following),
+                                                                     ("tc", task.task_completion))
+               for c in crits if c.original_weight is not None}
+    if not weights:
+        return None
+    earned = sum(weights[(r.checklist, r.criterion)] * r.score for r in results
+                 if (r.checklist, r.criterion) in weights and r.score is not None)
+    return 100.0 * earned / sum(weights.values())

@@ -104,17 +104,20 @@ def show(suite: SuiteArg,
 
 
 def import_tessl_cmd(
-    src: Annotated[Path, typer.Argument(help="A Tessl scenario folder, a tile folder (tile.json + evals/), or a "
-                                         "folder of them.", exists=True, file_okay=False)],
-    out: Annotated[Path, typer.Option("--out", help="Suite YAML to write (skills are copied to skills/ beside it).")],
+    src: Annotated[Path, typer.Argument(help="A Tessl scenario folder, a tile folder, or any folder tree holding "
+                                         "tiles and scenarios (walked at any depth).", exists=True, file_okay=False)],
+    out: Annotated[Path, typer.Option("--out", help="Suite YAML to write (skills are copied to skills/ beside it; "
+                                      "the IF/TC assignment to <out>.assign.yaml).")],
     name: Annotated[Optional[str], typer.Option("--name", help="Suite name (default: the folder name).")] = None,
+    class_by: Annotated[str, typer.Option("--class-by", help="Task classes by: skill (the skill a scenario runs "
+                                          "with, else its tile), tile, or capability (capability.txt).")] = "skill",
+    assign: Annotated[Optional[Path], typer.Option("--assign", exists=True, dir_okay=False, help="IF/TC mapping "
+                                                   "file (YAML {task id or '*': {criterion: if|tc}}), e.g. an "
+                                                   "edited <out>.assign.yaml.")] = None,
 ) -> None:
-    """Import Tessl-style scenarios into a suite; prose criteria become judge checks, split into IF and TC."""
+    """Import Tessl scenarios into a suite: readable ids, classes, fixtures, skill documents, original weights."""
     from advisor.importers.tessl import import_tessl
 
-    summary = import_tessl(src, out, name)
-    typer.echo(f"imported {summary.tasks} scenario(s) into {summary.out} ({summary.with_skill} with a skill; "
-               f"classes: {', '.join(summary.classes)}); criteria: {summary.if_criteria} instruction following, "
-               f"{summary.tc_criteria} task completion" +
-               (f"; {summary.synthesized} empty checklist(s) got the stated default criterion" if summary.synthesized else ""))
-    typer.echo("note: imported criteria are prose and are graded by the ladder's judge role.")
+    summary = import_tessl(src, out, name, class_by=class_by, assign_file=assign)
+    for line in summary.lines():
+        typer.echo(line)

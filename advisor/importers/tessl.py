@@ -1,34 +1,29 @@
-"""Import Tessl-style eval scenarios (single scenario folders or whole tiles) into an advisor suite YAML.
+"""Import Tessl eval scenarios (a scenario, a tile, or any tree of tiles) into an advisor suite YAML.
 
-Inputs
-- A **scenario folder**: ``task.md`` (the instructions), ``criteria.json`` (``{"type": "weighted_checklist",
-  "checklist": [{"name", "description", "max_score"}]}``), ``capability.txt`` (what the scenario exercises:
-  it becomes the task class) and optionally a skill file (``SKILL.md`` or ``skill.md``). Any other small text
-  files in the folder become workspace fixture files.
-- A **tile folder**: ``tile.json`` naming each skill and its ``SKILL.md`` (``"skills": {name: {"path": ...}}``,
-  or a list of ``{"name", "path"}`` objects or of paths), with scenarios under ``evals/scenario-N/``.
-- A folder of scenario folders (or of tiles) is imported as a whole.
+The layout, found at any depth under the folder given:
+- a **tile** is a folder with ``tile.json`` (``"name"``, and ``"skills"``: ``{name: {"path": ...}}``, a list of
+  ``{"name", "path"}`` objects, or a list of paths, each to a ``SKILL.md`` or its folder);
+- a **scenario** is a folder with ``task.md`` and ``criteria.json`` (a ``weighted_checklist`` with optional
+  ``context``), optionally ``capability.txt`` and its own ``SKILL.md``; it belongs to the nearest tile above it.
 
-Which skill a scenario gets: its own skill file; else, in a tile with one skill, that skill; else the tile
-skill whose name appears in the scenario's capability or task text; else none (the task then runs only
-without a skill). Skill files are copied to ``skills/`` next to the output suite so it is self-contained.
+What becomes of each part:
+- ids are ``<tile>-<scenario path inside the tile>`` (``payments-scenario-1``), readable and unique;
+- the class is chosen by ``class_by``: ``skill`` (default: the skill the scenario is run with, else its tile),
+  ``tile``, or ``capability`` (the first line of ``capability.txt``, never truncated);
+- ``=== FILE: inputs/x ===`` blocks in ``task.md`` become workspace fixtures and leave the instructions (a
+  line says the file is in the workspace); other small text files of the scenario folder are fixtures too;
+- the skill's ``SKILL.md`` is copied to ``skills/`` beside the suite; the skill folder's other files
+  (``references/``, ``scripts/``, ...) become documents of the with-skill condition only (``skill_docs``);
+- criteria, weights, the IF/TC assignment and derived deterministic checks: `advisor.importers.tessl_criteria`.
 
-Criteria are prose, so each becomes a ``judge`` check (graded by the ladder's judge role with the
-criterion's description as the rubric).
-
-**The IF/TC split rule.** A criterion goes to *instruction following* when its name or description speaks
-of how the work is done (using a named tool, API, library, header, pattern or convention; format, naming,
-style, structure; ordering; citing; "instead of", "avoids", "does not", "must") and to *task completion*
-when it speaks of what is achieved (works, correct, returns, produces, creates, passes, handles, result,
-output). Each keyword found counts one point for its side; ties go to instruction following, because Tessl
-criteria mostly test whether the skill's guidance was followed. Weights (``max_score``) are rescaled to sum
-to 100 within each checklist. When one side would be empty, it gets a single judge criterion of weight 100
-(TC: "the task's goal is reached"; IF: "the task's explicit instructions are followed"), stated as such.
+Besides the suite, the import writes ``<suite>.assign.yaml`` (the IF/TC assignment used, in the mapping-file
+format, to edit and pass back with ``--assign``) and returns an `ImportSummary` that states every choice.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -38,55 +33,51 @@ from typing import Any
 import yaml
 
 from advisor.errors import DataError
+from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check,
+                                              read_checklist, read_mapping, rescale, slug, split_inline_files)
 
 DEFAULT_TOOLS = ["list_files", "read_file", "write_file", "run_python"]
+CLASS_BY = ("skill", "tile", "capability")
 _KNOWN = {"task.md", "criteria.json", "capability.txt", "skill.md", "SKILL.md"}
-_MAX_FIXTURE_BYTES = 200_000
-
-_IF_WORDS = ["use", "uses", "using", "follow", "follows", "convention", "format", "formatted", "naming", "named",
-             "style", "structure", "header", "headers", "pattern", "idiom", "instead", "avoid", "avoids", "not",
-             "never", "must", "should", "cite", "cites", "order", "documented", "approach", "api", "library",
-             "guideline", "consistent", "explicit", "prefer", "prefers", "via", "rather"]
-_TC_WORDS = ["works", "working", "correct", "correctly", "returns", "produce", "produces", "creates", "created",
-             "passes", "pass", "handles", "result", "results", "output", "complete", "completes", "implemented",
-             "implements", "succeeds", "functional", "accurate", "valid", "builds", "runs", "answer", "fixed", "goal"]
+_MAX_FILE_BYTES = 200_000
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv"}
 
 
 @dataclass
 class ImportSummary:
-    """What an import produced."""
+    """What an import produced, and every choice it made."""
 
     out: Path
+    class_by: str = "skill"
     tasks: int = 0
     with_skill: int = 0
     if_criteria: int = 0
     tc_criteria: int = 0
-    synthesized: int = 0  #: checklists that got the single stated default criterion
-    classes: list[str] = field(default_factory=list)
+    derived: int = 0  #: criteria given a deterministic check (the forms in FILE_FORMS_TEXT)
+    inline_files: int = 0
+    skill_docs: int = 0
+    rules: dict[str, int] = field(default_factory=dict)  #: IF/TC assignment rule -> criteria
+    added: list[str] = field(default_factory=list)  #: "task/checklist" that got an importer-added criterion
+    classes: dict[str, int] = field(default_factory=dict)  #: class -> tasks
+    assignment_file: Path | None = None
 
-
-def slug(text: str, sep: str = "-") -> str:
-    """Lower-case id made of letters, digits and `sep`."""
-    out = re.sub(r"[^a-z0-9]+", sep, text.lower()).strip(sep)
-    return out or "x"
-
-
-def classify(name: str, description: str) -> str:
-    """``if`` or ``tc`` for one prose criterion, by the rule in the module docstring."""
-    words = re.findall(r"[a-z]+", f"{name} {description}".lower().replace("_", " "))
-    if_points = sum(1 for w in words if w in _IF_WORDS)
-    tc_points = sum(1 for w in words if w in _TC_WORDS)
-    return "tc" if tc_points > if_points else "if"
-
-
-def rescale(weights: list[float]) -> list[float]:
-    """Weights scaled to sum to exactly 100 (the last absorbs rounding)."""
-    total = sum(weights)
-    if total <= 0:
-        weights, total = [1.0] * len(weights), float(len(weights))
-    scaled = [round(100.0 * w / total, 4) for w in weights]
-    scaled[-1] = round(100.0 - sum(scaled[:-1]), 4)
-    return scaled
+    def lines(self) -> list[str]:
+        """The summary as lines for the CLI."""
+        out = [f"imported {self.tasks} scenario(s) into {self.out} ({self.with_skill} with a skill)",
+               f"classes by {self.class_by}: " + ", ".join(f"{c} ({n})" for c, n in self.classes.items()),
+               f"criteria: {self.if_criteria} instruction following, {self.tc_criteria} task completion; "
+               "assigned by " + ", ".join(f"{r} {n}" for r, n in sorted(self.rules.items())) +
+               f"; the assignment is in {self.assignment_file} (edit it and re-import with --assign)",
+               f"deterministic checks derived: {self.derived} (forms: {FILE_FORMS_TEXT}); the other criteria "
+               "are graded by the ladder's judge role",
+               f"inline FILE blocks -> workspace fixtures: {self.inline_files}; skill files -> documents of the "
+               f"with-skill condition: {self.skill_docs}",
+               "weights: each criterion keeps its scenario max_score (original_weight); the scenario's own "
+               "weighted score is stored beside IF/TC"]
+        if self.added:
+            out.append(f"added by the importer (one side was empty; no source weight): {len(self.added)}: "
+                       + ", ".join(self.added))
+        return out
 
 
 def _read_json(path: Path) -> Any:
@@ -98,93 +89,70 @@ def _read_json(path: Path) -> Any:
         raise DataError(f"{path}: invalid JSON: {exc}") from None
 
 
-def _criteria(path: Path) -> list[dict[str, Any]]:
-    data = _read_json(path)
-    if not isinstance(data, dict) or data.get("type") != "weighted_checklist":
-        raise DataError(f"{path}: expected {{\"type\": \"weighted_checklist\", \"checklist\": [...]}}")
-    items = data.get("checklist")
-    if not isinstance(items, list) or not items:
-        raise DataError(f"{path}: checklist: expected a non-empty list")
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or "name" not in item:
-            raise DataError(f"{path}: checklist[{i}]: each item needs name, description and max_score")
-        score = item.get("max_score", 1)
-        if not isinstance(score, (int, float)) or isinstance(score, bool) or score <= 0:
-            raise DataError(f"{path}: checklist[{i}].max_score: expected a positive number, got {score!r}")
-        out.append({"name": str(item["name"]), "description": str(item.get("description", "")), "max_score": float(score)})
-    return out
+@dataclass
+class Tile:
+    """A tile folder: its name and its skills (name -> SKILL.md)."""
+
+    root: Path
+    name: str
+    skills: dict[str, Path]
 
 
-def _checklists(items: list[dict[str, Any]], summary: ImportSummary) -> tuple[list[dict], list[dict]]:
-    sides: dict[str, list[dict]] = {"if": [], "tc": []}
-    for item in items:
-        sides[classify(item["name"], item["description"])].append(item)
-    out = {}
-    for side, default in (("if", ("instructions_followed", "The task's explicit instructions are followed.")),
-                          ("tc", ("goal_reached", "The task's goal is reached: what it asks for exists and works."))):
-        chosen = sides[side]
-        if not chosen:
-            summary.synthesized += 1
-            chosen = [{"name": default[0], "description": default[1], "max_score": 1.0}]
-        names: set[str] = set()
-        crits = []
-        for item, weight in zip(chosen, rescale([c["max_score"] for c in chosen])):
-            name = slug(item["name"], "_")
-            while name in names:
-                name += "_2"
-            names.add(name)
-            crits.append({"name": name, "description": item["description"] or item["name"], "weight": weight,
-                          "check": {"type": "judge", "rubric": f"Criterion from the scenario: {item['name']}."}})
-        out[side] = crits
-    summary.if_criteria += len(out["if"])
-    summary.tc_criteria += len(out["tc"])
-    return out["if"], out["tc"]
-
-
-def _tile_skills(tile_dir: Path) -> dict[str, Path]:
-    data = _read_json(tile_dir / "tile.json")
-    skills = data.get("skills", {}) if isinstance(data, dict) else {}
-    found: dict[str, Path] = {}
-    entries: list[tuple[str, Any]]
+def read_tile(tile_dir: Path) -> Tile:
+    """The tile at `tile_dir`; `DataError` naming tile.json when a skill path is wrong."""
+    where = tile_dir / "tile.json"
+    data = _read_json(where)
+    if not isinstance(data, dict):
+        raise DataError(f"{where}: expected a JSON object")
+    skills = data.get("skills", {})
     if isinstance(skills, dict):
         entries = list(skills.items())
     elif isinstance(skills, list):
         entries = [(s.get("name", ""), s) if isinstance(s, dict) else ("", s) for s in skills]
     else:
-        raise DataError(f"{tile_dir / 'tile.json'}: skills: expected a mapping or a list")
+        raise DataError(f"{where}: skills: expected a mapping or a list")
+    found: dict[str, Path] = {}
     for name, entry in entries:
         rel = entry.get("path") if isinstance(entry, dict) else entry
         if not isinstance(rel, str):
-            raise DataError(f"{tile_dir / 'tile.json'}: skills.{name or '?'}: no path to its SKILL.md")
+            raise DataError(f"{where}: skills.{name or '?'}: no path to its SKILL.md")
         path = tile_dir / rel
         if path.is_dir():
             path = path / "SKILL.md"
         if not path.is_file():
-            raise DataError(f"{tile_dir / 'tile.json'}: skills.{name or rel}: skill file not found: {path}")
+            raise DataError(f"{where}: skills.{name or rel}: skill file not found: {path}")
         found[name or path.parent.name] = path
-    return found
+    return Tile(tile_dir, slug(str(data.get("name") or tile_dir.name).split("/")[-1]), found)
 
 
-def _scenario_dirs(root: Path) -> list[Path]:
-    if (root / "task.md").is_file():
-        return [root]
-    evals = root / "evals"
-    base = evals if evals.is_dir() else root
-    dirs = [d for d in base.iterdir() if d.is_dir() and (d / "task.md").is_file()]
-
-    def key(d: Path):
-        m = re.search(r"(\d+)$", d.name)
-        return (int(m.group(1)) if m else 10**9, d.name)
-
-    return sorted(dirs, key=key)
+def _natural(path: Path) -> list:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.as_posix())]
 
 
-def _fixtures(scenario: Path) -> dict[str, str]:
+def walk(root: Path) -> list[tuple[Path, Tile | None]]:
+    """Every scenario folder under `root` (any depth, natural order) with the nearest tile above it."""
+    tiles: dict[Path, Tile] = {}
+    scenarios: list[Path] = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        path = Path(here)
+        if "tile.json" in files:
+            tiles[path] = read_tile(path)
+        if "task.md" in files and "criteria.json" in files:
+            scenarios.append(path)
+    out = []
+    for scenario in sorted(scenarios, key=lambda p: _natural(p.relative_to(root))):
+        tile = next((tiles[p] for p in [scenario, *scenario.parents] if p in tiles), None)
+        out.append((scenario, tile))
+    return out
+
+
+def _text_files(folder: Path, skip: set[str]) -> dict[str, str]:
     files = {}
-    for path in sorted(scenario.rglob("*")):
-        rel = path.relative_to(scenario).as_posix()
-        if not path.is_file() or rel in _KNOWN or path.stat().st_size > _MAX_FIXTURE_BYTES:
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder).as_posix()
+        if (not path.is_file() or rel in skip or any(p.startswith(".") or p in _SKIP_DIRS for p in Path(rel).parts)
+                or path.stat().st_size > _MAX_FILE_BYTES):
             continue
         try:
             files[rel] = path.read_text(encoding="utf-8")
@@ -193,37 +161,82 @@ def _fixtures(scenario: Path) -> dict[str, str]:
     return files
 
 
-def _pick_skill(scenario: Path, tile_skills: dict[str, Path], capability: str, text: str) -> tuple[str, Path] | None:
+def _pick_skill(scenario: Path, tile: Tile | None, capability: str, text: str) -> tuple[str, Path] | None:
     for name in ("SKILL.md", "skill.md"):
         if (scenario / name).is_file():
             return slug(scenario.name), scenario / name
-    if len(tile_skills) == 1:
-        return next(iter(tile_skills.items()))
+    skills = tile.skills if tile else {}
+    if len(skills) == 1:
+        return next(iter(skills.items()))
     haystack = f"{capability}\n{text}".lower()
-    for name, path in tile_skills.items():
+    for name, path in skills.items():
         if name and name.lower() in haystack:
             return name, path
     return None
 
 
-def _units(root: Path) -> list[tuple[str, Path, dict[str, Path]]]:
-    """(prefix, scenario dir, tile skills) for every scenario under root."""
-    if (root / "tile.json").is_file():
-        data = _read_json(root / "tile.json")
-        prefix = slug(str(data.get("name", root.name)).split("/")[-1]) if isinstance(data, dict) else slug(root.name)
-        skills = _tile_skills(root)
-        return [(prefix, d, skills) for d in _scenario_dirs(root)]
-    if (root / "task.md").is_file():
-        return [("", root, {})]
-    units = []
-    for child in sorted(d for d in root.iterdir() if d.is_dir()):
-        if (child / "tile.json").is_file() or (child / "task.md").is_file() or (child / "evals").is_dir():
-            units.extend(_units(child))
-    return units
+def _scenario_name(scenario: Path, tile: Tile | None, root: Path) -> str:
+    base = tile.root if tile else root
+    rel = scenario.relative_to(base) if scenario != base else Path(scenario.name)
+    parts = [p for p in rel.parts if p != "evals"] or [scenario.name]
+    return "-".join(parts)
 
 
-def import_tessl(src: str | Path, out: str | Path, name: str | None = None) -> ImportSummary:
-    """Import Tessl scenarios or tiles under `src` into the suite file `out` (skills copied beside it).
+def _criteria(items: list[Item], context: str, task_id: str, mapping: dict, summary: ImportSummary):
+    sides: dict[str, list[Item]] = {"if": [], "tc": []}
+    rules: dict[str, str] = {}
+    for item in items:
+        side, rule = assign(item, task_id, mapping)
+        sides[side].append(item)
+        rules[item.name] = side
+        summary.rules[rule] = summary.rules.get(rule, 0) + 1
+    out = {}
+    for side, default in (("if", ("instructions_followed", "The task's explicit instructions are followed.")),
+                          ("tc", ("goal_reached", "The task's goal is reached: what it asks for exists and works."))):
+        chosen = sides[side]
+        crits = []
+        names: set[str] = set()
+        for item, weight in zip(chosen, rescale([c.max_score for c in chosen]) if chosen else []):
+            name = slug(item.name, "_")
+            while name in names:
+                name += "_2"
+            names.add(name)
+            check = derived_check(item)
+            summary.derived += check is not None
+            crits.append({"name": name, "description": item.description or item.name, "weight": weight,
+                          "original_weight": item.max_score, "check": check or judge_check(item, context)})
+        if not crits:
+            summary.added.append(f"{task_id}/{side}")
+            rubric = ("Added by the advisor importer, NOT part of the scenario (its checklist had no criterion "
+                      "on this side); it carries no scenario weight.")
+            crits = [{"name": default[0], "description": default[1], "weight": 100.0,
+                      "check": {"type": "judge", "rubric": rubric}}]
+        out[side] = crits
+    summary.if_criteria += len(out["if"])
+    summary.tc_criteria += len(out["tc"])
+    return out["if"], out["tc"], rules
+
+
+def _class_of(class_by: str, tile: Tile | None, skill: tuple[str, Path] | None, capability: str,
+              scenario: Path) -> tuple[str, str]:
+    """(class name, description) of a scenario under `class_by`."""
+    first = capability.splitlines()[0].strip() if capability.strip() else ""
+    if class_by == "capability":
+        if not first:
+            raise DataError(f"{scenario / 'capability.txt'}: missing or empty (--class-by capability needs it)")
+        return slug(first, "_"), first
+    if class_by == "skill" and skill is not None:
+        return slug(skill[0], "_"), f"scenarios run with the skill {skill[0]}"
+    if tile is not None:
+        return slug(tile.name, "_"), f"scenarios of the tile {tile.name}"
+    if first:
+        return slug(first, "_"), first
+    return slug(scenario.name, "_"), f"scenario folder {scenario.name}"
+
+
+def import_tessl(src: str | Path, out: str | Path, name: str | None = None, class_by: str = "skill",
+                 assign_file: str | Path | None = None) -> ImportSummary:
+    """Import every Tessl scenario under `src` into the suite file `out` (skills copied beside it).
 
     Raises `DataError` naming the file when an input is malformed or nothing is found; the written suite is
     validated with `load_suite` before this returns.
@@ -231,59 +244,77 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None) -> I
     from advisor.suite import load_suite
 
     src, out = Path(src), Path(out)
+    if class_by not in CLASS_BY:
+        raise DataError(f"--class-by {class_by!r}: use one of {', '.join(CLASS_BY)}")
     if not src.is_dir():
         raise DataError(f"{src}: not a folder (expected a Tessl scenario, tile, or a folder of them)")
-    units = _units(src)
+    units = walk(src)
     if not units:
-        raise DataError(f"{src}: no Tessl scenarios found (folders with task.md, criteria.json, capability.txt)")
-    summary = ImportSummary(out)
+        raise DataError(f"{src}: no Tessl scenarios found (folders with task.md and criteria.json, at any depth)")
+    mapping = read_mapping(Path(assign_file) if assign_file else None)
+    summary = ImportSummary(out, class_by)
     classes: dict[str, str] = {}
-    tasks, copied, ids = [], {}, set()
-    skill_dir = out.parent / "skills"
-    for prefix, scenario, tile_skills in units:
+    tasks, copied, ids, assignment = [], {}, set(), {}
+    for scenario, tile in units:
         task_md = scenario / "task.md"
-        instructions = task_md.read_text(encoding="utf-8").strip()
-        if not instructions:
+        instructions, inline = split_inline_files(task_md.read_text(encoding="utf-8"), task_md)
+        if not instructions.strip():
             raise DataError(f"{task_md}: empty task")
         cap_path = scenario / "capability.txt"
         capability = cap_path.read_text(encoding="utf-8").strip() if cap_path.is_file() else ""
-        if not capability:
-            raise DataError(f"{cap_path}: missing or empty (it names the task class)")
-        cls = slug(capability.splitlines()[0], "_")[:60]
-        classes.setdefault(cls, capability.splitlines()[0])
-        IF, TC = _checklists(_criteria(scenario / "criteria.json"), summary)
-        task_id = slug(f"{prefix}-{scenario.name}" if prefix else scenario.name)
+        base = slug(f"{tile.name}-{_scenario_name(scenario, tile, src)}" if tile else
+                    _scenario_name(scenario, None, src))
+        task_id, n = base, 2
         while task_id in ids:
-            task_id += "-2"
+            task_id, n = f"{base}-{n}", n + 1
         ids.add(task_id)
-        task: dict[str, Any] = {"id": task_id, "class": cls, "instructions": instructions + "\n"}
-        picked = _pick_skill(scenario, tile_skills, capability, instructions)
+        picked = _pick_skill(scenario, tile, capability, instructions)
+        cls, description = _class_of(class_by, tile, picked, capability, scenario)
+        classes.setdefault(cls, description)
+        summary.classes[cls] = summary.classes.get(cls, 0) + 1
+        items, context = read_checklist(scenario / "criteria.json", _read_json(scenario / "criteria.json"))
+        IF, TC, assignment[task_id] = _criteria(items, context, task_id, mapping, summary)
+        task: dict[str, Any] = {"id": task_id, "class": cls, "instructions": instructions}
+        fixtures: dict[str, Any] = {}
+        files = {**_text_files(scenario, _KNOWN), **inline}
+        summary.inline_files += len(inline)
+        if files:
+            fixtures["files"] = files
         if picked:
             skill_name, skill_path = picked
             key = str(skill_path.resolve())
             if key not in copied:
-                target = skill_dir / f"{slug(skill_name)}.md"
-                while target.exists() and str(target) in copied.values():
+                target = out.parent / "skills" / f"{slug(skill_name)}.md"
+                while str(target) in copied.values():
                     target = target.with_name(target.stem + "-2.md")
                 copied[key] = str(target)
-                skill_dir.mkdir(parents=True, exist_ok=True)
+                target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(skill_path, target)
             task["skill"] = Path(copied[key]).relative_to(out.parent).as_posix()
             summary.with_skill += 1
+            if skill_path.parent != scenario:
+                docs = _text_files(skill_path.parent, {skill_path.name})
+                if docs:
+                    fixtures["skill_docs"] = docs
+                    summary.skill_docs += len(docs)
         task["tools"] = list(DEFAULT_TOOLS)
-        files = _fixtures(scenario)
-        if files:
-            task["fixtures"] = {"files": files}
+        if fixtures:
+            task["fixtures"] = fixtures
         task["instruction_following"] = IF
         task["task_completion"] = TC
         tasks.append(task)
     summary.tasks = len(tasks)
-    summary.classes = sorted(classes)
     suite = {"version": 1, "name": slug(name or src.resolve().name),
-             "description": f"Imported from Tessl scenarios in {src}; criteria are graded by the judge role.",
+             "description": f"Imported from the Tessl scenarios in {src} (classes by {class_by}); prose criteria "
+                            "are graded by the judge role.",
              "classes": [{"name": c, "description": d} for c, d in classes.items()], "tasks": tasks}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(_dump(suite), encoding="utf-8")
+    summary.assignment_file = out.with_suffix(".assign.yaml")
+    summary.assignment_file.write_text(
+        "# IF/TC assignment used by the import: task id -> {criterion name: if|tc}. Edit and pass back with\n"
+        "# `advisor suite import tessl ... --assign THIS_FILE`; a \"*\" key applies to every task.\n"
+        + _dump(assignment), encoding="utf-8")
     load_suite(out)
     return summary
 

@@ -184,7 +184,7 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
 
     limits = suite.limits_for(task)
     started_at = now()
-    env = Environment.create(task, root)
+    env = Environment.create(task.for_condition(spec.condition), root)
     try:
         res = await run_episode(task, model, client, env, limits, condition=spec.condition, sampling=sampling,
                                 request_id=run_key[:12])
@@ -213,7 +213,8 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
         judge_output_tokens=card.judge_output_tokens if card else 0,
         judge_cost_usd=card.judge_cost_usd if card else 0.0, latency_s=res.latency_s,
         if_score=card.if_score if scored else None, tc_score=card.tc_score if scored else None,
-        overall=card.overall if scored else None, unscored=not scored, unscored_reason=unscored_reason,
+        overall=card.overall if scored else None, scenario_score=card.scenario_score if scored else None,
+        unscored=not scored, unscored_reason=unscored_reason,
         bar=thresholds.bar, near_zero=thresholds.near_zero, simulated=model.simulated, advisor_version=version,
         settings_json=json.dumps({**settings, "limits": limits.model_dump()}, sort_keys=True, default=str),
         error="; ".join(errors) or None, started_at=started_at, finished_at=now())

@@ -61,7 +61,22 @@ def _m001_initial(con) -> None:
     )
 
 
+def _m002_scenario_score_and_judge_agreement(con) -> None:
+    """runs.scenario_score (an imported scenario's own weighted score) and the judge's measured agreement."""
+    con.execute(
+        """
+        ALTER TABLE runs ADD COLUMN scenario_score DOUBLE;
+        CREATE TABLE judge_agreement (
+            measured_at TIMESTAMP NOT NULL, judge VARCHAR NOT NULL, judge_hash VARCHAR NOT NULL,
+            suite_name VARCHAR, runs INTEGER NOT NULL, criteria INTEGER NOT NULL, positives INTEGER NOT NULL,
+            negatives INTEGER NOT NULL, false_accept DOUBLE, false_reject DOUBLE, unparsed INTEGER NOT NULL,
+            simulated BOOLEAN NOT NULL, detail_json VARCHAR NOT NULL, PRIMARY KEY (measured_at, judge));
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
+    ("m002_scenario_score_and_judge_agreement", _m002_scenario_score_and_judge_agreement),
 ]

@@ -66,6 +66,7 @@ class RunRecord:
     if_score: float | None = None
     tc_score: float | None = None
     overall: float | None = None
+    scenario_score: float | None = None  #: an imported scenario's own weighted score (original weights)
     unscored: bool = False
     unscored_reason: str | None = None
     bar: float = 75.0
