@@ -1,7 +1,18 @@
 """The check protocol, the registry by check `type`, and what checks look at (targets).
 
-A check grades one criterion of one episode and returns a `CheckOutcome`: the fraction of the weight earned
-(0-1), or None when the criterion could not be checked (then the run is unscored, never a silent 0).
+A check type is declared once, where it is implemented: a pydantic model of its YAML fields (a `CheckSpec`)
+and an async function that grades one criterion, registered together under the type name::
+
+    class RegexCheck(CheckSpec):
+        pattern: str
+
+    @check("regex", RegexCheck)
+    async def regex(spec: RegexCheck, task, episode, ctx: CheckContext) -> CheckOutcome: ...
+
+The suite's ``check:`` mappings are validated by `validate_check`, which picks the model by ``type`` from
+`CHECKS` (so a new check type is one module plus this registration; see docs/extending.md). A check returns
+a `CheckOutcome`: the fraction of the weight earned (0-1), or None when the criterion could not be checked
+(then the run is unscored, never a silent 0), plus what grading cost (a judge model's tokens).
 
 Targets: ``final`` (the final answer text), ``file:<path>`` (a workspace file after the run), ``calls``
 (the JSON list of tool calls, name and arguments) and ``api_log`` (the JSON list of fixture API requests).
@@ -14,7 +25,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from advisor.errors import AdvisorError, did_you_mean
+from pydantic import BaseModel, ConfigDict
+
+from advisor.errors import AdvisorError
+from advisor.registry import Registry, UnknownNameError
 
 
 class CheckError(AdvisorError):
@@ -23,10 +37,14 @@ class CheckError(AdvisorError):
 
 @dataclass
 class CheckOutcome:
-    """The result of one check: earned fraction 0-1 (None = could not be checked) and a short explanation."""
+    """The result of one check: earned fraction 0-1 (None = could not be checked), a short explanation, and
+    what grading cost (tokens and USD of a judge model; 0 for deterministic checks)."""
 
     score: float | None
     detail: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
 
     @classmethod
     def passed(cls, detail: str = "") -> "CheckOutcome":
@@ -39,32 +57,83 @@ class CheckOutcome:
         return cls(0.0, detail)
 
 
-CheckFn = Callable[[Any, Any, Any], Awaitable[CheckOutcome]]  #: (check spec, task, episode) -> outcome
+class CheckSpec(BaseModel):
+    """Base of every check type's YAML fields: ``type`` names the check, unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
 
 
-def _builtin() -> dict[str, CheckFn]:
-    from advisor.checks import text, trajectory, workspace
+@dataclass
+class CheckContext:
+    """What a check may need besides its spec, the task and the episode."""
 
-    return {**text.CHECKS, **workspace.CHECKS, **trajectory.CHECKS}
-
-
-_REGISTRY: dict[str, CheckFn] | None = None
-
-
-def check_registry() -> dict[str, CheckFn]:
-    """Every deterministic check function by type (``judge`` is handled by the scorer with a `Judge`)."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = _builtin()
-    return _REGISTRY
+    criterion: Any = None  #: the `advisor.suite.Criterion` being graded (name, description, weight, check)
+    judge: Any = None  #: an `advisor.checks.judge.Judge`, or None when the run has no judge
 
 
-def get_check(kind: str) -> CheckFn:
-    """The check function for a type; unknown types raise `CheckError` with "did you mean / available"."""
-    checks = check_registry()
-    if kind not in checks:
-        raise CheckError(f"unknown check type {kind!r}.{did_you_mean(kind, checks)}")
-    return checks[kind]
+CheckFn = Callable[[Any, Any, Any, CheckContext], Awaitable[CheckOutcome]]  #: (spec, task, episode, ctx)
+
+
+@dataclass(frozen=True)
+class CheckType:
+    """One registered check type: its name, its spec model and its grading function."""
+
+    name: str
+    spec: type[CheckSpec]
+    fn: CheckFn
+    needs_judge: bool = False  #: graded by a judge model (the probe passes the ladder's judge role)
+
+    async def __call__(self, spec: Any, task: Any, episode: Any, ctx: CheckContext | None = None) -> CheckOutcome:
+        """Grade one criterion (`ctx` defaults to an empty context: no judge)."""
+        return await self.fn(spec, task, episode, ctx if ctx is not None else CheckContext())
+
+
+#: Every check type by name; the builtin families register themselves when first looked up.
+CHECKS: Registry[CheckType] = Registry("check type", builtins=(
+    "advisor.checks.text", "advisor.checks.workspace", "advisor.checks.trajectory", "advisor.checks.judge"))
+
+
+def check(name: str, spec: type[CheckSpec], *, needs_judge: bool = False) -> Callable[[CheckFn], CheckFn]:
+    """Register the decorated async function as check type `name`, with `spec` as the model of its fields."""
+    if not (isinstance(spec, type) and issubclass(spec, CheckSpec)):
+        raise TypeError(f"check {name!r}: the spec must be a CheckSpec subclass, got {spec!r}")
+
+    def decorate(fn: CheckFn) -> CheckFn:
+        CHECKS.add(name, CheckType(name, spec, fn, needs_judge))
+        return fn
+
+    return decorate
+
+
+def get_check(kind: str) -> CheckType:
+    """The check type called `kind`; unknown types raise `CheckError` with "did you mean / available"."""
+    try:
+        return CHECKS.get(kind)
+    except UnknownNameError as exc:
+        raise CheckError(str(exc)) from None
+
+
+def check_registry() -> dict[str, CheckType]:
+    """Every check type by name (a copy of `CHECKS`)."""
+    return CHECKS.items()
+
+
+def validate_check(value: Any) -> CheckSpec:
+    """A suite's ``check:`` mapping as the spec model its ``type`` names (pydantic errors keep their place)."""
+    if isinstance(value, CheckSpec):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError("a check is a mapping with a 'type' (regex, file, judge, ...)")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        raise ValueError(f"a check needs a 'type'; available: {', '.join(CHECKS.names())}")
+    try:
+        spec = CHECKS.get(kind).spec
+    except UnknownNameError as exc:
+        raise ValueError(str(exc)) from None
+    return spec.model_validate(value)
 
 
 class TargetMissing(Exception):

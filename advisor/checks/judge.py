@@ -1,6 +1,8 @@
-"""Judge-graded criteria: the `Judge` protocol and `TritonJudge`, which asks the ladder's judge role on Triton.
+"""Judge-graded criteria: the ``judge`` check type, the `Judge` protocol and `TritonJudge`, which asks the
+ladder's judge role on Triton.
 
-The judge sees the task, the criterion (name, description, rubric) and a transcript of the episode (tool
+The ``judge`` check is registered like every other check; it grades with the `Judge` of its `CheckContext`
+(none configured: the criterion is not graded, so the run is unscored). The judge sees the task, the criterion (name, description, rubric) and a transcript of the episode (tool
 calls with observations, fixture API requests, workspace files, final answer) and must answer with a JSON
 verdict ``{"score": <0..1>, "reason": "..."}``. A reply that does not parse is a `JudgeError`: the scorer
 then marks the run unscored, never 0.
@@ -8,20 +10,25 @@ then marks the run unscored, never 0.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from advisor.checks.base import CheckContext, CheckOutcome, CheckSpec, check
 from advisor.errors import AdvisorError
 
 MAX_TRANSCRIPT_CHARS = 12_000
 
 
 class JudgeError(AdvisorError):
-    """The judge could not grade (unreachable, or a reply without a valid verdict)."""
+    """The judge could not grade (unreachable, or a reply without a valid verdict), and what it cost anyway."""
+
+    def __init__(self, message: str, *, input_tokens: int = 0, output_tokens: int = 0, cost_usd: float = 0.0):
+        super().__init__(message)
+        self.input_tokens = input_tokens  #: judge tokens spent before it failed
+        self.output_tokens = output_tokens
+        self.cost_usd = cost_usd
 
 
 @dataclass
@@ -117,6 +124,9 @@ class TritonJudge:
         return cls(TritonClient(url or judge.url or ladder.url), judge, max_tokens)
 
     async def _generate(self, prompt: str):
+        import asyncio
+        import inspect
+
         generate = self.client.generate
         name = self.model.triton_model
         if inspect.iscoroutinefunction(generate):
@@ -134,7 +144,27 @@ class TritonJudge:
         cost = self.model.attempt_cost(tokens_in, tokens_out)
         try:
             score, reason = parse_verdict(result.text)
-        except JudgeError as exc:
-            exc.grade_cost = (tokens_in, tokens_out, cost)  # spent even though it failed
-            raise
+        except JudgeError as exc:  # spent even though it failed
+            raise JudgeError(str(exc), input_tokens=tokens_in, output_tokens=tokens_out, cost_usd=cost) from None
         return JudgeGrade(score, tokens_in, tokens_out, cost, reason)
+
+
+class JudgeCheck(CheckSpec):
+    """Graded by the ladder's judge role with a rubric (the criterion's description plus `rubric`)."""
+
+    rubric: str = ""
+
+
+@check("judge", JudgeCheck, needs_judge=True)
+async def judge(check: JudgeCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
+    """Ask the context's judge; no judge, or a judge that fails, leaves the criterion ungraded (never 0)."""
+    if ctx.judge is None:
+        return CheckOutcome(None, "needs a judge and none is configured")
+    try:
+        grade = await ctx.judge.grade(ctx.criterion, task, episode)
+    except JudgeError as exc:
+        return CheckOutcome(None, f"judge failed: {exc}", exc.input_tokens, exc.output_tokens, exc.cost_usd)
+    except Exception as exc:  # any judge failure leaves the criterion ungraded, never 0
+        return CheckOutcome(None, f"judge failed: {type(exc).__name__}: {exc}")
+    return CheckOutcome(max(0.0, min(1.0, float(grade.score))), grade.reason or "judged", grade.input_tokens,
+                        grade.output_tokens, grade.cost_usd)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from advisor.checks.base import CheckError, CheckOutcome, get_check
-from advisor.checks.judge import Judge, JudgeError
+from advisor.checks.base import CheckContext, CheckError, CheckOutcome, get_check
+from advisor.checks.judge import Judge
 from advisor.scores import overall_score
 from advisor.store import CriterionResult
 
@@ -21,7 +21,7 @@ UNSCORABLE_STOPS = ("backend_error",)
 
 @dataclass
 class Scorecard:
-    """The scores of one episode, per criterion and in total, plus what the judge cost."""
+    """The scores of one episode, per criterion and in total, plus what grading cost (the judge's tokens)."""
 
     if_score: float | None
     tc_score: float | None
@@ -39,27 +39,10 @@ class Scorecard:
         return self.unscored_reason is None
 
 
-async def _grade(criterion, task, episode, judge: Judge | None, card: Scorecard) -> CheckOutcome:
+async def _grade(criterion, task, episode, judge: Judge | None) -> CheckOutcome:
     check = criterion.check
-    if check.type == "judge":
-        if judge is None:
-            return CheckOutcome(None, "needs a judge and none is configured")
-        try:
-            grade = await judge.grade(criterion, task, episode)
-        except Exception as exc:  # any judge failure leaves the criterion ungraded, never 0
-            spent = getattr(exc, "grade_cost", None)
-            if spent:
-                card.judge_input_tokens += spent[0]
-                card.judge_output_tokens += spent[1]
-                card.judge_cost_usd += spent[2]
-            return CheckOutcome(None, f"judge failed: {exc}" if isinstance(exc, JudgeError) else
-                                f"judge failed: {type(exc).__name__}: {exc}")
-        card.judge_input_tokens += grade.input_tokens
-        card.judge_output_tokens += grade.output_tokens
-        card.judge_cost_usd += grade.cost_usd
-        return CheckOutcome(max(0.0, min(1.0, float(grade.score))), grade.reason or "judged")
     try:
-        return await get_check(check.type)(check, task, episode)
+        return await get_check(check.type)(check, task, episode, CheckContext(criterion, judge))
     except CheckError as exc:
         return CheckOutcome(None, str(exc))
 
@@ -75,7 +58,10 @@ async def score_episode(task, episode, judge: Judge | None = None) -> Scorecard:
     for checklist, criteria in (("if", task.instruction_following), ("tc", task.task_completion)):
         total = 0.0
         for criterion in criteria:
-            outcome = await _grade(criterion, task, episode, judge, card)
+            outcome = await _grade(criterion, task, episode, judge)
+            card.judge_input_tokens += outcome.input_tokens
+            card.judge_output_tokens += outcome.output_tokens
+            card.judge_cost_usd += outcome.cost_usd
             card.criteria.append(CriterionResult(checklist, criterion.name, criterion.weight, outcome.score,
                                                  outcome.detail))
             if outcome.score is None:

@@ -1,11 +1,15 @@
-"""Checks over text targets: regex, json_schema, json_equals."""
+"""Checks over text targets: regex, json_schema, json_equals (each its spec model and its function)."""
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
-from advisor.checks.base import CheckOutcome, TargetMissing, dig, parse_json_lenient, read_target, values_equal
+from pydantic import ConfigDict, Field
+
+from advisor.checks.base import (CheckContext, CheckOutcome, CheckSpec, TargetMissing, check, dig, parse_json_lenient,
+                                 read_target, values_equal)
 
 _FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
@@ -25,7 +29,34 @@ def _json_target(check, episode):
         return CheckOutcome.failed(f"{check.target} is not JSON")
 
 
-async def regex(check, task, episode) -> CheckOutcome:
+class RegexCheck(CheckSpec):
+    """The pattern is found in the target (or absent, with ``must_match: false``)."""
+
+    target: str = "final"
+    pattern: str
+    must_match: bool = True  #: False: the criterion passes when the pattern is absent
+    flags: str = ""  #: any of "i" (ignore case), "m" (multiline), "s" (dot matches newline)
+
+
+class JsonSchemaCheck(CheckSpec):
+    """The target parses as JSON and validates against `schema`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    target: str = "final"
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class JsonEqualsCheck(CheckSpec):
+    """The target parses as JSON and the value at `path` (dotted; empty = whole document) equals `value`."""
+
+    target: str = "final"
+    path: str = ""
+    value: Any
+
+
+@check("regex", RegexCheck)
+async def regex(check: RegexCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """The pattern is found (``re.search``) in the target, or absent when ``must_match`` is false."""
     try:
         text = read_target(check.target, episode)
@@ -40,7 +71,8 @@ async def regex(check, task, episode) -> CheckOutcome:
     return CheckOutcome.failed(f"pattern {check.pattern!r} " + ("not found" if check.must_match else "found but must be absent"))
 
 
-async def json_schema(check, task, episode) -> CheckOutcome:
+@check("json_schema", JsonSchemaCheck)
+async def json_schema(check: JsonSchemaCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """The target parses as JSON (leniently) and validates against the JSON schema."""
     from jsonschema import Draft202012Validator
 
@@ -55,7 +87,8 @@ async def json_schema(check, task, episode) -> CheckOutcome:
     return CheckOutcome.passed("valid")
 
 
-async def json_equals(check, task, episode) -> CheckOutcome:
+@check("json_equals", JsonEqualsCheck)
+async def json_equals(check: JsonEqualsCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """The JSON value at ``path`` equals ``value`` (numbers to 1e-6)."""
     value = _json_target(check, episode)
     if isinstance(value, CheckOutcome):
@@ -68,5 +101,3 @@ async def json_equals(check, task, episode) -> CheckOutcome:
         return CheckOutcome.passed(f"{check.path or 'value'} = {_short(actual)}")
     return CheckOutcome.failed(f"{check.path or 'value'} = {_short(actual)}, expected {_short(check.value)}")
 
-
-CHECKS = {"regex": regex, "json_schema": json_schema, "json_equals": json_equals}

@@ -5,8 +5,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from advisor.checks.base import CheckOutcome, dig, values_equal
+from pydantic import Field
+
+from advisor.checks.base import CheckContext, CheckOutcome, CheckSpec, check, dig, values_equal
 from advisor.tools.fixture_api import header_matches
+
+
+class StateCheck(CheckSpec):
+    """An assertion over the fixture API's state after the run: a request was (not) made, or a record holds a value."""
+
+    method: str | None = None
+    path: str | None = None  #: regex on the request path
+    header: dict[str, str] = Field(default_factory=dict)  #: headers the request must carry (value regex)
+    body: dict[str, Any] = Field(default_factory=dict)  #: JSON body keys that must equal these values
+    count: int | None = None  #: exact number of matching requests; default: at least one
+    must_happen: bool = True
+
+
+class ToolCallCheck(CheckSpec):
+    """The agent called (or never called) a tool, optionally with arguments containing these values."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    must_happen: bool = True
+    max_calls: int | None = None  #: at most this many calls of the tool
 
 
 def request_matches(check, request: dict[str, Any]) -> bool:
@@ -39,7 +61,8 @@ def _describe(check) -> str:
     return " ".join(parts)
 
 
-async def state(check, task, episode) -> CheckOutcome:
+@check("state", StateCheck)
+async def state(check: StateCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """Count matching fixture-API requests: at least one (or exactly ``count``); none when must_happen is false."""
     n = sum(1 for request in episode.api_log if request_matches(check, request))
     what = _describe(check)
@@ -65,7 +88,8 @@ def _args_match(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
     return True
 
 
-async def tool_call(check, task, episode) -> CheckOutcome:
+@check("tool_call", ToolCallCheck)
+async def tool_call(check: ToolCallCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """The agent called the tool (with these argument values); or never did; or at most max_calls times."""
     n = sum(1 for call in episode.calls if call.name == check.tool and _args_match(check.arguments, call.arguments))
     what = check.tool + (f" with {check.arguments}" if check.arguments else "")
@@ -77,5 +101,3 @@ async def tool_call(check, task, episode) -> CheckOutcome:
         return CheckOutcome.failed(f"{what} called {n} times, at most {check.max_calls} allowed")
     return CheckOutcome.passed(f"{what} called {n} time(s)")
 
-
-CHECKS = {"state": state, "tool_call": tool_call}

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from advisor.checks.base import CheckError, CheckOutcome
+from pydantic import Field
+
+from advisor.checks.base import CheckContext, CheckError, CheckOutcome, CheckSpec, check
 from advisor.tools.base import ToolError
 from advisor.tools.files import resolve_in_workspace
 from advisor.tools.sandbox import SandboxLimits, run_sandboxed
+
+
+class FileCheck(CheckSpec):
+    """A workspace file exists / does not exist / contains text / equals text."""
+
+    path: str
+    exists: bool = True
+    contains: str | None = None
+    equals: str | None = None
+
+
+class PythonCheck(CheckSpec):
+    """Run a workspace Python file (sandboxed) with `args`; passes when stdout contains `expect`."""
+
+    path: str
+    args: list[str] = Field(default_factory=list)
+    expect: str
 
 
 def _path(episode, rel: str):
@@ -17,7 +36,8 @@ def _path(episode, rel: str):
         raise CheckError(f"check path {rel!r}: {exc}") from None
 
 
-async def file(check, task, episode) -> CheckOutcome:
+@check("file", FileCheck)
+async def file(check: FileCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """A workspace file exists (or not), contains a text, or equals a text (trailing newlines ignored)."""
     path = _path(episode, check.path)
     if not check.exists:
@@ -32,7 +52,8 @@ async def file(check, task, episode) -> CheckOutcome:
     return CheckOutcome.passed(f"{check.path} ok")
 
 
-async def python(check, task, episode) -> CheckOutcome:
+@check("python", PythonCheck)
+async def python(check: PythonCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """Run a workspace Python file in the sandbox; passes when its stdout contains ``expect``."""
     path = _path(episode, check.path)
     if not path.is_file():
@@ -45,5 +66,3 @@ async def python(check, task, episode) -> CheckOutcome:
     last = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or [""])[-1]
     return CheckOutcome.failed(f"{check.path} exit {result.returncode}, no {check.expect!r} in stdout; last line: {last[:160]}")
 
-
-CHECKS = {"file": file, "python": python}
