@@ -1,7 +1,8 @@
-"""The tool protocol, tool specs and the name registry.
+"""The tool protocol, tool specs and the `TOOLS` name registry.
 
 A tool is a small object with a `spec` (name, description, JSON schema of its arguments) and an async
-`run(env, arguments)` that returns the observation text. Tool-level problems (bad arguments, sandbox
+`run(env, arguments)` that returns the observation text; its class is registered where it is defined with
+``@register_tool`` (see docs/extending.md). Tool-level problems (bad arguments, sandbox
 violations, limits) are raised as `ToolError`; the `Environment` turns them into an observation with
 ``ok=False`` so the agent sees them and the episode goes on.
 """
@@ -9,9 +10,10 @@ violations, limits) are raised as `ToolError`; the `Environment` turns them into
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from advisor.errors import AdvisorError, did_you_mean
+from advisor.errors import AdvisorError
+from advisor.registry import Registry, UnknownNameError
 
 if TYPE_CHECKING:  # pragma: no cover
     from advisor.tools.environment import Environment
@@ -44,40 +46,35 @@ class Tool(Protocol):
         ...
 
 
-def _builtin_tools() -> dict[str, Tool]:
-    from advisor.tools.docs import DOC_TOOLS
-    from advisor.tools.files import FILE_TOOLS
-    from advisor.tools.fixture_api import HTTP_TOOLS
-    from advisor.tools.python_tool import PYTHON_TOOLS
+#: Every tool by name; the builtin tool modules register themselves when the registry is first used.
+TOOLS: Registry[Tool] = Registry("tool", builtins=(
+    "advisor.tools.files", "advisor.tools.docs", "advisor.tools.fixture_api", "advisor.tools.python_tool"))
 
-    tools: dict[str, Tool] = {}
-    for tool in (*FILE_TOOLS, *DOC_TOOLS, *HTTP_TOOLS, *PYTHON_TOOLS):
-        tools[tool.spec.name] = tool
-    return tools
+T = TypeVar("T", bound=type)
 
 
-_REGISTRY: dict[str, Tool] | None = None
+def register_tool(cls: T) -> T:
+    """Class decorator: register one instance of the tool class under its ``spec.name``."""
+    TOOLS.add(cls.spec.name, cls())
+    return cls
 
 
 def registry() -> dict[str, Tool]:
-    """Every tool by name (built on first use; importing this module registers nothing)."""
-    global _REGISTRY
-    if _REGISTRY is None:
-        _REGISTRY = _builtin_tools()
-    return _REGISTRY
+    """Every tool by name (a copy of `TOOLS`; importing this module registers nothing)."""
+    return TOOLS.items()
 
 
 def get_tool(name: str) -> Tool:
     """The tool called `name`; an unknown name raises `UnknownToolError` with "did you mean / available"."""
-    tools = registry()
-    if name not in tools:
-        raise UnknownToolError(f"unknown tool {name!r}.{did_you_mean(name, tools)}")
-    return tools[name]
+    try:
+        return TOOLS.get(name)
+    except UnknownNameError as exc:
+        raise UnknownToolError(str(exc)) from None
 
 
 def available_tools() -> dict[str, ToolSpec]:
     """The spec of every registered tool, by name."""
-    return {name: tool.spec for name, tool in registry().items()}
+    return {name: tool.spec for name, tool in TOOLS.items().items()}
 
 
 def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from advisor.errors import did_you_mean
-from advisor.tools.base import ToolError, ToolSpec, object_schema
+from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
 
 _WORD = re.compile(r"[a-z0-9]+")
 MAX_DOC_CHARS = 20_000
@@ -52,6 +52,7 @@ def _snippet(text: str, query: str, width: int = 160) -> str:
     return best if len(best) <= width else best[: width - 3] + "..."
 
 
+@register_tool
 class SearchDocs:
     """Keyword search over the task's documentation."""
 
@@ -80,6 +81,7 @@ class SearchDocs:
         return "\n".join(lines)
 
 
+@register_tool
 class ReadDoc:
     """Read one document by id."""
 
@@ -97,5 +99,3 @@ class ReadDoc:
             raise ToolError(f"no document {arguments['doc_id']!r}.{did_you_mean(doc_id, list(docs))}")
         return docs[doc_id][:MAX_DOC_CHARS]
 
-
-DOC_TOOLS = (SearchDocs(), ReadDoc())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from advisor.tools.base import ToolError, ToolSpec, object_schema
+from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
 
 MAX_READ_CHARS = 20_000  #: read_file returns at most this many characters (the rest is cut, with a note)
 MAX_WRITE_CHARS = 1_000_000  #: write_file refuses larger contents
@@ -32,6 +32,7 @@ def resolve_in_workspace(workspace: Path, rel: str) -> Path:
     return target
 
 
+@register_tool
 class ListFiles:
     """List the files of the workspace (or of a folder inside it)."""
 
@@ -58,6 +59,7 @@ class ListFiles:
         return "\n".join(rows)
 
 
+@register_tool
 class ReadFile:
     """Read a text file of the workspace."""
 
@@ -78,6 +80,7 @@ class ReadFile:
         return text
 
 
+@register_tool
 class WriteFile:
     """Write (create or replace) a text file in the workspace."""
 
@@ -102,5 +105,3 @@ class WriteFile:
         path.write_text(content, encoding="utf-8")
         return f"wrote {len(content.encode('utf-8'))} bytes to {arguments['path']}"
 
-
-FILE_TOOLS = (ListFiles(), ReadFile(), WriteFile())

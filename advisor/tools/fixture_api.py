@@ -13,7 +13,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from advisor.tools.base import ToolError, ToolSpec, object_schema
+from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
 
 API_BASE = "https://api.example.test"  #: the only host the http_request tool reaches
 _API_HOST = urlsplit(API_BASE).netloc
@@ -73,6 +73,7 @@ class FixtureApi:
         return status, response
 
 
+@register_tool
 class HttpRequest:
     """Send an HTTP request to the task's fixture API."""
 
@@ -107,5 +108,3 @@ class HttpRequest:
         status, response = env.api.handle(arguments["method"].upper(), parts.path or "/", query, headers, body)
         return json.dumps({"status": status, "body": response}, ensure_ascii=False)
 
-
-HTTP_TOOLS = (HttpRequest(),)

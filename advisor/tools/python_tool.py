@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.tools.base import ToolError, ToolSpec, object_schema
+from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
 from advisor.tools.sandbox import run_sandboxed
 
 MAX_CODE_CHARS = 100_000
@@ -20,6 +20,7 @@ def format_run(returncode: int | None, stdout: str, stderr: str) -> str:
     return "\n".join(parts)
 
 
+@register_tool
 class RunPython:
     """Run Python code in the workspace, without network, with bounded time, memory and output."""
 
@@ -45,5 +46,3 @@ class RunPython:
             raise ToolError(f"{result.problem}\n{text}")
         return text
 
-
-PYTHON_TOOLS = (RunPython(),)
