@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from advisor.errors import ConfigError, did_you_mean
 from advisor.yamlio import line_of, read_yaml, validate
@@ -22,15 +21,6 @@ LADDER_VERSION = 1
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ToolCallFormat(str, Enum):
-    """How a model writes tool calls (the vLLM tool-call parser it is served with)."""
-
-    hermes = "hermes"  # <tool_call>{"name": ..., "arguments": {...}}</tool_call> (Qwen3, Orchestrator-8B)
-    qwen3_coder = "qwen3_coder"  # <tool_call><function=name><parameter=k>v</parameter></function></tool_call>
-    qwen3_xml = "qwen3_xml"  # same XML family as qwen3_coder (Super 120B's parser)
-    nemotron_json = "nemotron_json"  # <TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>
 
 
 class TokenPrice(_Strict):
@@ -86,12 +76,22 @@ class Model(_Strict):
     price: TokenPrice | GpuHourPrice = Field(discriminator="basis", description="How attempts are priced.")
     context_length: int = Field(gt=0, description="Maximum context in tokens.")
     max_output_tokens: int = Field(default=2048, gt=0, description="max_tokens sent with every generation.")
-    tool_call_format: ToolCallFormat = Field(description="How the model writes tool calls.")
+    tool_call_format: str = Field(description="How the model writes tool calls: a name registered in "
+                                  "advisor.agent.formats.FORMATS (hermes, qwen3_coder, qwen3_xml, nemotron_json).")
     tokenizer_path: str | None = Field(default=None, description="Folder with tokenizer_config.json holding the chat template.")
     vllm: dict[str, Any] = Field(default_factory=dict, description="vLLM engine arguments rendered into model.json.")
     self_hosted: bool = Field(default=True, description="Served on the organization's own hardware.")
     data_leaves_org: bool = Field(default=False, description="Requests leave the organization (a hosted API).")
     standin: StandinParams | None = Field(default=None, description="Set for simulated stand-in rungs only.")
+
+    @field_validator("tool_call_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from advisor.agent.formats import FORMATS
+
+        if value not in FORMATS:
+            raise ValueError(f"unknown tool-call format {value!r}.{did_you_mean(value, FORMATS.names())}")
+        return value
 
     @property
     def simulated(self) -> bool:

@@ -1,6 +1,7 @@
 """Tool-call formats: how a rung is told about its tools and how its replies are parsed.
 
-Each rung declares the `tool_call_format` its vLLM tool-call parser understands (``ladder-facts.md``):
+Each rung declares the `tool_call_format` its vLLM tool-call parser understands (``ladder-facts.md``); the
+names are those registered in `FORMATS` (``register_format``; see docs/extending.md):
 
 - ``hermes``: ``<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>``
 - ``qwen3_coder`` / ``qwen3_xml``:
@@ -24,7 +25,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+from advisor.errors import ConfigError, did_you_mean
+from advisor.registry import Registry
+
 FINAL_MARKER = "FINAL ANSWER:"
+
+#: Every tool-call format by name: the names a ladder's ``tool_call_format`` may use.
+FORMATS: Registry["ToolFormat"] = Registry("tool-call format")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,11 @@ class ToolFormat(Protocol):
 
     def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
         """Parse one model reply."""
+
+
+def register_format(fmt: ToolFormat) -> ToolFormat:
+    """Register a format instance under its ``name`` (the ladder's ``tool_call_format`` value)."""
+    return FORMATS.add(fmt.name, fmt)
 
 
 def _spec_dict(spec: Any) -> dict[str, Any]:
@@ -255,20 +267,15 @@ class QwenXmlFormat:
         return Parsed("call", name=name, arguments=args, extra_calls=len(blocks) - 1)
 
 
-FORMATS: dict[str, ToolFormat] = {
-    "hermes": HermesFormat(),
-    "qwen3_coder": QwenXmlFormat("qwen3_coder"),
-    "qwen3_xml": QwenXmlFormat("qwen3_xml"),
-    "nemotron_json": NemotronJsonFormat(),
-}
+register_format(HermesFormat())
+register_format(QwenXmlFormat("qwen3_coder"))
+register_format(QwenXmlFormat("qwen3_xml"))
+register_format(NemotronJsonFormat())
 
 
 def format_for(name: Any) -> ToolFormat:
-    """The format called `name` (a string or a `ToolCallFormat` enum); ConfigError when unknown."""
-    key = getattr(name, "value", name)
-    try:
-        return FORMATS[key]
-    except KeyError:
-        from advisor.errors import ConfigError, did_you_mean
-
-        raise ConfigError(f"unknown tool_call_format {key!r}.{did_you_mean(str(key), list(FORMATS))}") from None
+    """The format called `name` (a ladder's ``tool_call_format``); ConfigError when unknown."""
+    key = str(getattr(name, "value", name))
+    if key not in FORMATS:
+        raise ConfigError(f"unknown tool_call_format {key!r}.{did_you_mean(key, FORMATS.names())}")
+    return FORMATS.get(key)

@@ -56,7 +56,7 @@ def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help
         pin, pout = m.price.per_token()
         params = f"{m.params_total_b:g}" + (f" / {m.params_active_b:g} active" if m.params_active_b else "")
         table.add_row(role, m.name, m.hf_id, params, m.triton_model, f"{pin * 1e6:.3f}", f"{pout * 1e6:.3f}",
-                      m.price.basis, m.tool_call_format.value)
+                      m.price.basis, m.tool_call_format)
     Console().print(table)
 
 
