@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.errors import DataError, did_you_mean
+from advisor.importers import register_importer
 from advisor.ladder import Ladder
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
 from advisor.store import RunRecord, Store, make_run_key, now, text_hash
@@ -286,6 +287,7 @@ def token_assumption(output_tokens: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- import
+@register_importer("recorded", produces="runs")
 def import_recorded(path: str | Path, ladder: Ladder, store: Store, opts: ImportOptions) -> ImportReport:
     """Read, validate and store a recorded-results table; nothing is written unless all of it is valid."""
     path = Path(path)

@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from advisor.errors import DataError
+from advisor.importers import register_importer
 from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check,
                                               read_checklist, read_mapping, rescale, slug, split_inline_files)
 
@@ -234,6 +235,7 @@ def _class_of(class_by: str, tile: Tile | None, skill: tuple[str, Path] | None, 
     return slug(scenario.name, "_"), f"scenario folder {scenario.name}"
 
 
+@register_importer("tessl", produces="suite")
 def import_tessl(src: str | Path, out: str | Path, name: str | None = None, class_by: str = "skill",
                  assign_file: str | Path | None = None) -> ImportSummary:
     """Import every Tessl scenario under `src` into the suite file `out` (skills copied beside it).
