@@ -247,4 +247,4 @@ def test_parse_verdict():
     with pytest.raises(JudgeError, match="outside 0-1"):
         parse_verdict('{"score": 7}')
     with pytest.raises(JudgeError):
-        parse_verdict('{"verdict": "pass"}')
+        parse_verdict('{"verdict": "unclear"}')  # tolerated shapes: tests/test_judge.py

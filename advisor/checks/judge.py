@@ -2,10 +2,13 @@
 ladder's judge role on Triton.
 
 The ``judge`` check is registered like every other check; it grades with the `Judge` of its `CheckContext`
-(none configured: the criterion is not graded, so the run is unscored). The judge sees the task, the criterion (name, description, rubric) and a transcript of the episode (tool
-calls with observations, fixture API requests, workspace files, final answer) and must answer with a JSON
-verdict ``{"score": <0..1>, "reason": "..."}``. A reply that does not parse is a `JudgeError`: the scorer
-then marks the run unscored, never 0.
+(none configured: the criterion is not graded, so the run is unscored). The judge sees the task, the
+criterion (name, description, rubric, its weight) and the record of the episode built by
+`advisor.checks.judge_transcript`: whole workspace files, tool calls with observations, fixture API requests
+and the final answer, fitted to a budget computed from the judge model's context length and saying what was
+cut. It answers with a verdict such as ``{"score": <0..1>, "reason": "..."}``; `parse_verdict` tolerates the
+usual shapes models write. A reply without a verdict is a `JudgeError`: the scorer then marks the run
+unscored, never 0.
 """
 
 from __future__ import annotations
@@ -16,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from advisor.checks.base import CheckContext, CheckOutcome, CheckSpec, check
+from advisor.checks.judge_transcript import DEFAULT_BUDGET_CHARS, budget_chars, build
 from advisor.errors import AdvisorError
-
-MAX_TRANSCRIPT_CHARS = 12_000
 
 
 class JudgeError(AdvisorError):
@@ -50,54 +52,121 @@ class Judge(Protocol):
         ...
 
 
-def transcript(task, episode, limit: int = MAX_TRANSCRIPT_CHARS) -> str:
-    """A compact text record of the episode for a judge."""
-    lines = [f"Stop reason: {episode.stop_reason}"]
-    for i, call in enumerate(episode.calls, 1):
-        obs = call.observation if len(call.observation) <= 600 else call.observation[:600] + " [...]"
-        lines.append(f"[{i}] {call.name}({json.dumps(call.arguments, ensure_ascii=False)[:800]}) "
-                     f"-> {'ok' if call.ok else 'ERROR'}: {obs}")
-    for req in episode.api_log:
-        lines.append(f"API {req.get('method')} {req.get('path')} headers={json.dumps(req.get('headers'))} "
-                     f"json={json.dumps(req.get('json'))[:400]} -> {req.get('status')}")
-    if episode.workspace is not None and episode.workspace.is_dir():
-        for path in sorted(episode.workspace.rglob("*"))[:20]:
-            if path.is_file():
-                text = path.read_text(encoding="utf-8", errors="replace")
-                lines.append(f"--- file {path.relative_to(episode.workspace).as_posix()} ---\n{text[:1500]}")
-    lines.append("--- final answer ---\n" + (episode.final if episode.final is not None else "(none)"))
-    body = "\n".join(lines)
-    return body if len(body) <= limit else body[: limit // 3] + "\n[... transcript cut ...]\n" + body[-2 * limit // 3:]
+def transcript(task, episode, limit: int = DEFAULT_BUDGET_CHARS) -> str:
+    """The judge's record of the episode within `limit` characters (whole files first; cuts are stated)."""
+    return build(episode, limit).text
 
 
-def rubric_prompt(criterion, task, episode) -> str:
-    """The prompt a judge model gets for one criterion."""
-    return (
-        "You are grading one criterion of an AI agent's work. Read the task, the criterion and the record of "
-        "what the agent did, then answer ONLY with a JSON object: {\"score\": <number from 0 to 1>, "
-        "\"reason\": \"<one sentence>\"}. 1 means fully met, 0 means not met; use fractions for partial credit.\n\n"
+def _weight_line(criterion, task) -> str:
+    side = next((name for name, crits in (("instruction following", task.instruction_following),
+                                          ("task completion", task.task_completion))
+                 if any(c is criterion or c.name == criterion.name for c in crits)), None)
+    line = f"Weight: {criterion.weight:g} of the 100 points of the {side or 'checklist'} checklist"
+    original = getattr(criterion, "original_weight", None)
+    return line + (f" ({original:g} points in the source scenario)." if original is not None else ".")
+
+
+def rubric_prompt(criterion, task, episode, context_length: int | None = None, reply_tokens: int = 512) -> str:
+    """The prompt a judge model gets for one criterion; the record fills what the judge's context leaves."""
+    rubric = getattr(criterion.check, "rubric", "") or ""
+    head = (
+        "You are grading ONE criterion of an AI agent's work. Read the task, the criterion and the record of "
+        "what the agent did (its tool calls, the workspace files after the run, its final answer), then answer "
+        "ONLY with a JSON object: {\"score\": <number from 0 to 1>, \"reason\": \"<one sentence>\"}. 1 means "
+        "fully met, 0 means not met; use fractions for partial credit. Judge from the record only; if a part "
+        "of the record was cut, do not assume what it contained.\n\n"
         f"## Task\n{task.instructions}\n\n"
-        f"## Criterion: {criterion.name}\n{criterion.description}\n{getattr(criterion.check, 'rubric', '')}\n\n"
-        f"## What the agent did\n{transcript(task, episode)}\n\n## Your verdict (JSON only)\n"
-    )
+        f"## Criterion: {criterion.name}\n{criterion.description}\n{rubric}\n{_weight_line(criterion, task)}\n\n"
+        "## What the agent did\n")
+    tail = "\n\n## Your verdict (JSON only)\n"
+    budget = budget_chars(context_length, reply_tokens, len(head) + len(tail)) if context_length else DEFAULT_BUDGET_CHARS
+    return head + transcript(task, episode, budget) + tail
 
 
-_OBJ = re.compile(r"\{.*?\}", re.S)
+_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_OBJ = re.compile(r"\{[^{}]*\}", re.S)
+_KEYS = ("score", "grade", "rating", "verdict", "result", "pass", "passed", "met")
+_WORDS = {"pass": 1.0, "passed": 1.0, "yes": 1.0, "met": 1.0, "true": 1.0, "fully met": 1.0, "correct": 1.0,
+          "fail": 0.0, "failed": 0.0, "no": 0.0, "not met": 0.0, "false": 0.0, "unmet": 0.0, "incorrect": 0.0,
+          "partial": 0.5, "partially met": 0.5}
+_LINE = re.compile(r"\b(?:score|grade|rating|verdict)\b\s*[:=]\s*\**\s*([0-9.]+\s*(?:/\s*[0-9.]+|%)?|[a-z ]+)", re.I)
+
+
+def _value(raw: Any, scale: Any = None) -> float | None:
+    """A 0-1 score from a verdict value: a number (with an optional out_of scale), "3/4", "80%", or a word."""
+    if isinstance(raw, bool):
+        return 1.0 if raw else 0.0
+    if isinstance(raw, (int, float)):
+        value = float(raw)
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0:
+            value /= float(scale)
+        return value
+    if isinstance(raw, str):
+        text = raw.strip().lower().rstrip(".")
+        m = re.fullmatch(r"([0-9.]+)\s*/\s*([0-9.]+)", text)
+        if m and float(m.group(2)) > 0:
+            return float(m.group(1)) / float(m.group(2))
+        m = re.fullmatch(r"([0-9.]+)\s*%", text)
+        if m:
+            return float(m.group(1)) / 100.0
+        try:
+            return _value(float(text), scale)
+        except ValueError:
+            return _WORDS.get(text)
+    return None
+
+
+def _from_mapping(data: dict) -> tuple[float, str] | None:
+    lowered = {str(k).lower(): v for k, v in data.items()}
+    for key in _KEYS:
+        if key in lowered:
+            value = _value(lowered[key], lowered.get("out_of", lowered.get("max", lowered.get("scale"))))
+            if value is not None:
+                reason = lowered.get("reason", lowered.get("reasoning", lowered.get("explanation", "")))
+                return value, str(reason)
+    return None
+
+
+def _candidates(text: str) -> list[Any]:
+    import ast
+
+    found = []
+    for chunk in [text.strip(), *(m.group(1) for m in re.finditer(r"```(?:json)?\s*\n?(.*?)```", text, re.S)),
+                  *_OBJ.findall(text)]:
+        for loader in (json.loads, ast.literal_eval):
+            try:
+                found.append(loader(chunk))
+                break
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+    return found
 
 
 def parse_verdict(text: str) -> tuple[float, str]:
-    """(score 0-1, reason) from a judge reply; raise `JudgeError` when there is no valid verdict."""
-    for candidate in [text.strip(), *_OBJ.findall(text)]:
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("score"), (int, float)) and not isinstance(data["score"], bool):
-            score = float(data["score"])
-            if 0.0 <= score <= 1.0:
-                return score, str(data.get("reason", ""))
-            raise JudgeError(f"judge score {score} is outside 0-1")
+    """(score 0-1, reason) from a judge reply; raise `JudgeError` when there is no valid verdict.
+
+    Tolerated shapes: a JSON (or Python-literal) object alone, in a ```json fence or inside prose, after a
+    ``<think>`` block; keys score/grade/rating/verdict/result/pass/passed/met; values a 0-1 number, a number
+    with ``out_of``/``max``/``scale``, ``"3/4"``, ``"80%"``, true/false, pass/fail/yes/no/met/not met/partial;
+    else a ``Score: 0.8`` line. The last verdict in the reply wins (models restate and correct themselves).
+    """
+    body = _THINK.sub("", text)
+    for data in reversed(_candidates(body)):
+        got = _from_mapping(data) if isinstance(data, dict) else None
+        if got is not None:
+            return _checked(*got)
+    lines = _LINE.findall(body)
+    if lines:
+        value = _value(lines[-1])
+        if value is not None:
+            return _checked(value, "")
     raise JudgeError(f"judge reply has no JSON verdict with a score: {text[:120]!r}")
+
+
+def _checked(score: float, reason: str) -> tuple[float, str]:
+    if not 0.0 <= score <= 1.0:
+        raise JudgeError(f"judge score {score:g} is outside 0-1 (and no out_of scale was given)")
+    return score, reason
 
 
 class TritonJudge:
@@ -108,13 +177,13 @@ class TritonJudge:
     (its Triton model name and its price).
     """
 
-    def __init__(self, client: Any, model: Any, max_tokens: int = 256):
+    def __init__(self, client: Any, model: Any, max_tokens: int = 512):
         self.client = client
         self.model = model
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_ladder(cls, ladder, url: str | None = None, max_tokens: int = 256) -> "TritonJudge":
+    def from_ladder(cls, ladder, url: str | None = None, max_tokens: int = 512) -> "TritonJudge":
         """A judge for the ladder's judge role; `AdvisorError` when the ladder has none."""
         if ladder.roles.judge is None:
             raise AdvisorError(f"ladder {ladder.name!r} has no judge role; add roles.judge or use deterministic checks")
@@ -137,7 +206,9 @@ class TritonJudge:
     async def grade(self, criterion, task, episode) -> JudgeGrade:
         """Ask the judge model; raise `JudgeError` when it fails or its verdict does not parse."""
         try:
-            result = await self._generate(rubric_prompt(criterion, task, episode))
+            prompt = rubric_prompt(criterion, task, episode, getattr(self.model, "context_length", None),
+                                   self.max_tokens)
+            result = await self._generate(prompt)
         except AdvisorError as exc:
             raise JudgeError(f"judge {self.model.name} failed: {exc}") from None
         tokens_in, tokens_out = int(result.input_tokens or 0), int(result.output_tokens or 0)

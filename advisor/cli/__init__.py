@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "advisor.cli.import_cmd",
     "advisor.cli.router_cmd",
     "advisor.cli.store_cmd",
+    "advisor.cli.judge_cmd",
 ]
 
 

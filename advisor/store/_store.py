@@ -310,6 +310,20 @@ class Store:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
+    # ----------------------------------------------------------------- judge agreement
+    def add_judge_agreement(self, judge: str, judge_hash: str, suite_name: str, runs: int, positives: int,
+                            negatives: int, false_accept: float | None, false_reject: float | None, unparsed: int,
+                            simulated: bool, detail: dict[str, Any]) -> None:
+        """Append one measurement of a judge against deterministic checks (`advisor.checks.agreement`)."""
+        self._con.execute("INSERT INTO judge_agreement VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          [now(), judge, judge_hash, suite_name, runs, positives + negatives, positives, negatives,
+                           false_accept, false_reject, unparsed, simulated, json.dumps(detail, default=str)])
+
+    def judge_agreements(self, judge: str | None = None) -> list[dict[str, Any]]:
+        """Stored judge measurements, newest first (optionally of one judge)."""
+        where, params = (" WHERE judge = ?", [judge]) if judge else ("", [])
+        return self.query(f"SELECT * FROM judge_agreement{where} ORDER BY measured_at DESC", params)
+
     # ----------------------------------------------------------------- routing
     def add_decision(self, decision_id: str, request_hash: str, policy: str, mode: str, chosen_rung: str,
                      expected_cost: float | None, p_usable: float | None, router_version: str | None,
