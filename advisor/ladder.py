@@ -1,7 +1,9 @@
 """Ladders: an ordered list of rungs (small to large) plus optional roles (orchestrator, judge).
 
-A ladder file is YAML with a `version:`; it is validated on load, and any unknown key, wrong type, missing
-price or duplicate rung name is a `ConfigError` naming the file, the key and the line.
+A ladder file is YAML with a `version:`; it is validated on load, and any unknown key, wrong type (strict:
+``context_length: true`` is an error), missing, infinite or negative price, or a name used twice (rungs and
+roles share one namespace, and no two of them may share a ``triton_model``) is a `ConfigError` naming the
+file, the key and the line.
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ LADDER_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: strict types: no bool for an int, no "3" for 3
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _finite(ge: float | None = None, gt: float | None = None, description: str = "") -> Any:
+    """A float field that refuses inf and NaN (prices and throughputs must be real numbers)."""
+    return Field(ge=ge, gt=gt, allow_inf_nan=False, description=description)
 
 
 class TokenPrice(_Strict):
     """List price in USD per million tokens."""
 
     basis: Literal["tokens"] = "tokens"
-    usd_per_m_input: float = Field(ge=0, description="USD per million input (prompt) tokens.")
-    usd_per_m_output: float = Field(ge=0, description="USD per million output (generated) tokens.")
+    usd_per_m_input: float = _finite(ge=0, description="USD per million input (prompt) tokens.")
+    usd_per_m_output: float = _finite(ge=0, description="USD per million output (generated) tokens.")
     source: str = Field(description="Where the price comes from (provider or 'measured').")
     as_of: str = Field(description="Date the price was read, YYYY-MM or YYYY-MM-DD.")
 
@@ -41,10 +49,10 @@ class GpuHourPrice(_Strict):
     """Self-hosted cost: GPU-hour price divided by measured throughput."""
 
     basis: Literal["gpu_hour"] = "gpu_hour"
-    usd_per_gpu_hour: float = Field(gt=0, description="USD per GPU-hour.")
+    usd_per_gpu_hour: float = _finite(gt=0, description="USD per GPU-hour.")
     gpus: int = Field(ge=1, description="GPUs one replica of the model occupies.")
-    input_tokens_per_hour: float = Field(gt=0, description="Measured prompt tokens processed per hour per replica.")
-    output_tokens_per_hour: float = Field(gt=0, description="Measured tokens generated per hour per replica.")
+    input_tokens_per_hour: float = _finite(gt=0, description="Measured prompt tokens processed per hour per replica.")
+    output_tokens_per_hour: float = _finite(gt=0, description="Measured tokens generated per hour per replica.")
     source: str = Field(description="Where the GPU price and the throughput come from.")
     as_of: str = Field(description="Date of the measurement, YYYY-MM or YYYY-MM-DD.")
 
@@ -169,14 +177,26 @@ def load_ladder(path: str | Path) -> Ladder:
 
 
 def _check_unique_names(path: str | Path, data: dict) -> None:
+    """Rung and role names are unique together, and so are their `triton_model` names."""
+    entries: list[tuple[str, Any]] = []
     rungs = data.get("rungs")
-    if not isinstance(rungs, list):
-        return
-    seen: dict[str, int] = {}
-    for i, rung in enumerate(rungs):
-        if isinstance(rung, dict) and isinstance(rung.get("name"), str):
-            name = rung["name"]
-            line = line_of(data, ("rungs", i, "name"))
-            if name in seen:
-                raise ConfigError(f"{path}:{line}: rungs.{i}.name: duplicate rung name {name!r} (also rungs.{seen[name]})")
-            seen[name] = i
+    if isinstance(rungs, list):
+        entries += [(f"rungs.{i}", ("rungs", i), r) for i, r in enumerate(rungs)]
+    roles = data.get("roles")
+    if isinstance(roles, dict):
+        entries += [(f"roles.{k}", ("roles", k), r) for k, r in roles.items()]
+    for field in ("name", "triton_model"):
+        seen: dict[str, str] = {}
+        for key, loc, entry in entries:
+            value = entry.get(field) if isinstance(entry, dict) else None
+            if not isinstance(value, str):
+                continue
+            if value in seen:
+                line = line_of(data, (*loc, field))
+                where = f"{path}:{line}" if line else str(path)
+                hint = ("give each model its own name" if field == "name" else
+                        "each rung and role needs its own model in the Triton repository")
+                what = f"{key.split('.')[0][:-1]} name" if field == "name" else field
+                raise ConfigError(f"{where}: {key}.{field}: duplicate {what} {value!r} (also {seen[value]}); "
+                                  f"{hint}")
+            seen[value] = key

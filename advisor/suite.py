@@ -24,7 +24,8 @@ SUITE_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: strict: `max_turns: true` or `verifier: "yes"` is an error, not 1 or True
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Limits(_Strict):
@@ -220,6 +221,10 @@ def _resolve(suite: Suite, data: dict, path: Path, known_tools: set[str] | None)
         line = line_of(data, loc)
         return f"{path}:{line}" if line else str(path)
 
+    from advisor.suite_validation import check_classes, check_task, skill_path
+    from advisor.yamlio import read_text
+
+    check_classes(suite, where)
     class_names = {c.name for c in suite.classes}
     seen: set[str] = set()
     tasks = []
@@ -239,13 +244,15 @@ def _resolve(suite: Suite, data: dict, path: Path, known_tools: set[str] | None)
 
                     raise ConfigError(f"{where('tasks', i, 'tools', j)}: tasks.{i}.tools.{j}: unknown tool "
                                       f"{tool!r}.{did_you_mean(tool, known_tools)}")
+        check_task(task, i, where, known_tools)
         skill_text = task.skill_text
         if task.skill is not None:
-            skill_path = (path.parent / task.skill)
-            try:
-                skill_text = skill_path.read_text(encoding="utf-8")
-            except OSError:
+            skill_file, problem = skill_path(path, task.skill)
+            if problem:
+                raise ConfigError(f"{where('tasks', i, 'skill')}: tasks.{i}.skill: {problem}")
+            if not skill_file.is_file():
                 raise ConfigError(f"{where('tasks', i, 'skill')}: tasks.{i}.skill: skill file not found: "
-                                  f"{skill_path}") from None
+                                  f"{skill_file}") from None
+            skill_text = read_text(skill_file, "skill document")
         tasks.append(task.model_copy(update={"skill_text": skill_text}))
     return suite.model_copy(update={"tasks": tasks, "source": str(path)})

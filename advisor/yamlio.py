@@ -1,11 +1,17 @@
 """Loading YAML files into pydantic models with errors that name the file, the key and the line.
 
-Every config file the advisor reads (ladders, suites) goes through `load_model`, so a malformed file always
-yields one `ConfigError` of the form ``file:line: key.path: what is wrong``.
+Every config file the advisor reads (ladders, suites, skills) goes through `read_text`, and every YAML file
+through `read_yaml`, so a malformed file always yields one `ConfigError` of the form
+``file:line: key.path: what is wrong``. Input is bounded: text must be UTF-8 (a UTF-8 byte-order mark is
+accepted; any other encoding is refused with the byte offset of the first bad byte), a file may be at most
+`max_input_bytes` (10 MB unless ``ADVISOR_MAX_INPUT_MB`` says otherwise), and YAML aliases may be used at most
+`MAX_ALIASES` times and expand to at most `MAX_ALIAS_EXPANSION` extra nodes (a billion-laughs file fails fast).
 """
 
 from __future__ import annotations
 
+import codecs
+import os
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,9 +22,141 @@ from advisor.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
 
+DEFAULT_MAX_INPUT_MB = 10  #: size limit of one suite, ladder or skill file unless ADVISOR_MAX_INPUT_MB is set
+MAX_INPUT_ENV = "ADVISOR_MAX_INPUT_MB"
+MAX_ALIASES = 100  #: YAML alias uses per file
+MAX_ALIAS_EXPANSION = 10_000  #: extra nodes all aliases of a file may expand to
+
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+         (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def max_input_bytes() -> int:
+    """The size limit of one input file in bytes (``ADVISOR_MAX_INPUT_MB``, default 10 MB)."""
+    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_MB * 1024 * 1024
+    try:
+        mb = float(raw)
+    except ValueError:
+        raise ConfigError(f"{MAX_INPUT_ENV}={raw!r}: expected a number of megabytes") from None
+    if not mb > 0:
+        raise ConfigError(f"{MAX_INPUT_ENV}={raw!r}: expected a positive number of megabytes")
+    return int(mb * 1024 * 1024)
+
+
+def utf8_error(path: str | Path, exc: UnicodeDecodeError, offset: int = 0, line: int | None = None) -> str:
+    """The one-line message for bytes that are not UTF-8: file, byte offset (and line), and what to do.
+
+    `offset` is the file position of the start of ``exc.object``.
+    """
+    bad = exc.object[exc.start]
+    where = f", line {line}" if line else ""
+    return (f"{path}: not UTF-8 text (byte 0x{bad:02x} at byte {offset + exc.start}{where}); save the file as "
+            "UTF-8 (with or without a byte-order mark)")
+
+
+def _refuse_other_bom(path: str | Path, head: bytes, error: type[Exception]) -> None:
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            raise error(f"{path}: {name} text (byte-order mark at byte 0); save the file as UTF-8")
+
+
+def decode_utf8(path: str | Path, data: bytes) -> str:
+    """Bytes of a text file as str: UTF-8, a leading UTF-8 byte-order mark dropped; `ConfigError` otherwise."""
+    _refuse_other_bom(path, data[:4], ConfigError)
+    skip = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return data[skip:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:skip + exc.start].count(b"\n") + 1
+        raise ConfigError(utf8_error(path, exc, skip, line)) from None
+
+
+def check_utf8(path: str | Path, error: type[Exception] = ConfigError) -> None:
+    """Stream a (possibly large) file; raise `error` naming the byte offset of the first non-UTF-8 byte."""
+    with open(path, "rb") as fh:
+        _refuse_other_bom(path, fh.read(4), error)
+        fh.seek(0)
+        offset, carry, lines = 0, b"", 0
+        while True:
+            chunk = fh.read(1 << 20)
+            data = carry + chunk
+            try:
+                data.decode("utf-8")
+                carry = b""
+            except UnicodeDecodeError as exc:
+                if chunk and exc.end == len(data) and exc.reason == "unexpected end of data":
+                    carry = data[exc.start:]  # a character cut by the chunk boundary: decode it with the next
+                    data = data[:exc.start]
+                else:
+                    raise error(utf8_error(path, exc, offset, lines + data[:exc.start].count(b"\n") + 1)) from None
+            if not chunk:
+                return
+            offset += len(data)
+            lines += data.count(b"\n")
+
+
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A UTF-8 input file as text, within the size limit; every problem is one `ConfigError` naming the file."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise ConfigError(f"{path}: is a folder, not a {what}")
+        limit = max_input_bytes()
+        if size > limit:
+            raise ConfigError(f"{path}: {size / 1048576:.1f} MB is over the {limit / 1048576:g} MB limit on input "
+                              f"files; set {MAX_INPUT_ENV} to raise it")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return decode_utf8(path, data)
+
 
 class _LineLoader(yaml.SafeLoader):
-    """A SafeLoader that remembers the line of every mapping key (1-based) in ``_lines``."""
+    """A SafeLoader that remembers the line of every mapping key and bounds alias use (billion laughs)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._aliases = 0
+        self._expansion = 0
+        self._weights: dict[int, int] = {}
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            anchor = event.anchor
+            if anchor in self.anchors:
+                where = f"{self.name}:{event.start_mark.line + 1}"
+                self._aliases += 1
+                if self._aliases > MAX_ALIASES:
+                    raise ConfigError(f"{where}: more than {MAX_ALIASES} YAML aliases (*{anchor}) in one file; "
+                                      "write the values out instead of aliasing them")
+                self._expansion += self._weight(self.anchors[anchor], where)
+                if self._expansion > MAX_ALIAS_EXPANSION:
+                    raise ConfigError(f"{where}: YAML aliases (*{anchor}) expand to more than "
+                                      f"{MAX_ALIAS_EXPANSION} nodes (a billion-laughs file?); write the values out "
+                                      "instead of nesting aliases")
+        return super().compose_node(parent, index)
+
+    def _weight(self, node, where: str, depth: int = 0) -> int:
+        """Nodes `node` expands to (aliases counted in full), memoized; a recursive alias is refused."""
+        key = id(node)
+        if key in self._weights:
+            if self._weights[key] < 0:
+                raise ConfigError(f"{where}: recursive YAML alias; write the value out")
+            return self._weights[key]
+        self._weights[key] = -1
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(self._weight(child, where) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(self._weight(k, where) + self._weight(v, where) for k, v in node.value)
+        self._weights[key] = total
+        return total
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -63,12 +201,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _co
 def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file, keeping line numbers; syntax errors become a `ConfigError` naming file and line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    text = read_text(path, "YAML file")
     loader = _LineLoader(text)
     loader.name = str(path)
     try:

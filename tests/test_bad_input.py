@@ -283,9 +283,9 @@ CASES: list[Case] = [
     Case("shared-triton-model", ladder_case(replace("triton_model: large", "triton_model: small", LADDER)),
          ["ladder.yaml:14", "rungs.1.triton_model", "'small'", "rungs.0"]),
     Case("rung-role-same-name", ladder_case(LADDER + JUDGE.replace("JUDGE_NAME", "small")),
-         ["ladder.yaml:19", "roles.judge.name", "'small'"]),
+         ["ladder.yaml:20", "roles.judge.name", "'small'"]),
     Case("role-shares-triton-model", ladder_case(LADDER + JUDGE.replace("JUDGE_NAME", "judge").replace(
-        "triton_model: judge", "triton_model: large")), ["ladder.yaml:22", "roles.judge.triton_model", "'large'"]),
+        "triton_model: judge", "triton_model: large")), ["ladder.yaml:23", "roles.judge.triton_model", "'large'"]),
     Case("duplicate-rung", ladder_case(replace("name: large", "name: small", LADDER)),
          ["ladder.yaml:11", "rungs.1.name", "duplicate"]),
     Case("inf-price", ladder_case(replace("usd_per_m_input: 1.0", "usd_per_m_input: .inf", LADDER)),
@@ -326,8 +326,8 @@ CASES: list[Case] = [
     Case("corrupt-parquet", import_case("r.parquet", b"PAR1 this is not parquet"), ["r.parquet", "Parquet"]),
     Case("unsupported-suffix", import_case("r.xlsx", "x"), ["r.xlsx", ".csv"]),
     Case("import-bad-ladder", lambda t: import_case("r.csv", LONG_CSV)(t)[:3] + [
-        str(_write(t, "ladder.yaml", replace("usd_per_m_input: 1.0", "usd_per_m_input: .inf", LADDER)))]
-        + import_case("r.csv", LONG_CSV)(t)[4:], ["ladder.yaml:8", "usd_per_m_input"]),
+        str(_write(t, "bad.yaml", replace("usd_per_m_input: 1.0", "usd_per_m_input: .inf", LADDER)))]
+        + import_case("r.csv", LONG_CSV)(t)[4:], ["bad.yaml:8", "usd_per_m_input"]),
     # ------------------------------------------------------------------ stores
     Case("corrupt-store", _corrupt_store, ["store.duckdb", "not a DuckDB", "another advisor"]),
     Case("sqlite-store", _sqlite_store, ["store.duckdb", "SQLite"]),
