@@ -116,6 +116,10 @@ def test_cli_errors(tmp_path, capsys):
     code, _, err = run(["import", empty, "--ladder", ROOT / "ladders/demo.yaml", "--suite-name", "x",
                         "--store", tmp_path / "s.duckdb"], capsys)
     assert code == 2 and "empty file" in err
+    assert not (tmp_path / "s.duckdb").exists()  # a failed import creates no store
+    from advisor.store import Store
+
+    Store.open(tmp_path / "s.duckdb").close()  # an empty store
     code, _, err = run(["router", "train", "--store", tmp_path / "s.duckdb", "--out", art], capsys)
     assert code != 0 and "no scored runs" in err
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from advisor import jsonout
 from advisor.store import DEFAULT_STORE
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
@@ -54,7 +54,7 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     with Store.open(store, read_only=True) as s:
         result = find_floors(s, suite, settings, classes=task_class)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        typer.echo(jsonout.dumps(result.to_dict(), indent=2, default=str))
         return
     typer.echo(render_text(result))
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from advisor import jsonout
 from advisor.errors import DataError
-from advisor.importers.recorded import DEFAULT_OUTPUT_TOKENS, ImportOptions, import_recorded
+from advisor.importers.recorded import DEFAULT_OUTPUT_TOKENS, ImportOptions, prepare_import, write_import
 from advisor.scores import DEFAULT_BAR
 from advisor.store import DEFAULT_STORE
 
@@ -79,10 +79,11 @@ def import_file(
                          model_map=parse_map(model_map or []), task_column=task_column, prompt_column=prompt_column,
                          ignore=ignore or [])
     lad = load_ladder(ladder)
+    prepared = prepare_import(file, lad, opts)  # every input problem is found before the store is touched
     with Store.open(store) as s:
-        report = import_recorded(file, lad, s, opts)
+        report = write_import(prepared, s)
     if as_json:
-        typer.echo(json.dumps(report.to_dict(), indent=2))
+        typer.echo(jsonout.dumps(report.to_dict(), indent=2))
         return
     typer.echo(f"{report.file}: {report.shape} table, {report.rows} rows, {report.prompts} prompts, "
                f"{len(report.classes)} classes -> suite {report.suite_name!r} in {store}")

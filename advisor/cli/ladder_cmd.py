@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from advisor import jsonout
 from advisor.ladder import load_ladder
 
 
@@ -44,7 +44,7 @@ def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help
     """Show a ladder's rungs and roles: sizes, Triton models, prices, formats."""
     lad = load_ladder(ladder)
     if as_json:
-        typer.echo(json.dumps(lad.model_dump(mode="json"), indent=2))
+        typer.echo(jsonout.dumps(lad.model_dump(mode="json"), indent=2))
         return
     title = f"ladder {lad.name} ({lad.config_hash()})" + ("  [SIMULATED stand-ins]" if lad.simulated else "")
     table = Table(title=title)
@@ -79,7 +79,7 @@ def check(
     lad = load_ladder(ladder)
     rows = asyncio.run(check_ladder(lad, url, protocol=getattr(protocol, "value", protocol), timeout_s=timeout))
     if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        typer.echo(jsonout.dumps([r.to_dict() for r in rows], indent=2))
     else:
         _check_table(lad, rows)
     if not all(r.ok for r in rows):

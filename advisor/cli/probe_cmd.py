@@ -7,12 +7,13 @@ skipped, backend errors are retried.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from advisor import jsonout
 
 
 def register(app: typer.Typer) -> None:
@@ -87,7 +88,7 @@ def probe(
     if report:
         _report_hook(store, result, err)
     if as_json:
-        typer.echo(json.dumps({"outcome": {"done": out.count("done"), "skipped": out.count("skipped"),
+        typer.echo(jsonout.dumps({"outcome": {"done": out.count("done"), "skipped": out.count("skipped"),
                                            "not_run": out.count("not_run"), "stopped": out.stopped,
                                            "backend_errors": out.backend_errors, "cost_usd": out.cost_usd,
                                            "elapsed_s": out.elapsed_s, "served_by": result.served_by},

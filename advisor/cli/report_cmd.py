@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from advisor import jsonout
 from advisor.cli.floors_cmd import (BarOpt, ConfidenceOpt, FalseAcceptOpt, FalseRejectOpt, KOpt, NearZeroOpt,
                                     TargetOpt, settings_options)
 from advisor.store import DEFAULT_STORE
@@ -41,7 +42,7 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
     with open_store(store) as s:
         files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes)
     if as_json:
-        typer.echo(json.dumps({k: str(v) for k, v in vars(files).items()}))
+        typer.echo(jsonout.dumps({k: str(v) for k, v in vars(files).items()}))
         return
     if files.simulated:
         typer.echo("SIMULATED: this report includes runs from stand-in rungs, not real models")

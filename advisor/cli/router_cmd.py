@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from advisor import jsonout
 from advisor.errors import DataError
 from advisor.store import DEFAULT_STORE
 
@@ -70,7 +70,7 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
     model = fit_router(data, C=c, folds=folds, seed=seed, use_embeddings=embeddings)
     model.save(out)
     if as_json:
-        typer.echo(json.dumps({"artifact": str(out), "provenance": model.provenance, "metrics": model.metrics},
+        typer.echo(jsonout.dumps({"artifact": str(out), "provenance": model.provenance, "metrics": model.metrics},
                               indent=2, default=str))
         return
     prov = model.provenance
@@ -125,7 +125,7 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
     path = ev.write_summary(summary, out_dir / "summary.json")
     plots = ev.plot(summary, out_dir)
     if as_json:
-        typer.echo(json.dumps({m: {"summary": summary[m]["summary"], "parity": summary[m]["parity"],
+        typer.echo(jsonout.dumps({m: {"summary": summary[m]["summary"], "parity": summary[m]["parity"],
                                    "oracle": summary[m]["oracle"]} for m in ("single", "escalate")},
                               indent=2, default=str))
         return
@@ -200,7 +200,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
     if prompt is not None:
         d = route_one(model, prompt, task_class, config, prefs)
         if as_json:
-            typer.echo(json.dumps(decision_row(d, verbose=True), indent=2))
+            typer.echo(jsonout.dumps(decision_row(d, verbose=True), indent=2))
             return
         typer.echo(f"{d.rung}  (chain {' -> '.join(d.chain)}; expected cost ${d.expected_cost:.6f}, "
                    f"P(usable) {d.p_usable:.3f}, ${d.cost_per_usable:.6f} per usable result)")
@@ -216,7 +216,7 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
     sink = out.open("w") if out else sys.stdout
     try:
         for d, r in zip(decisions, rows):
-            sink.write(json.dumps(decision_row(d, r, verbose=as_json)) + "\n")
+            sink.write(jsonout.dumps(decision_row(d, r, verbose=as_json)) + "\n")
     finally:
         if out:
             sink.close()

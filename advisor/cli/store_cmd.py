@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from advisor import jsonout
 from advisor.store import DEFAULT_STORE, Store
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
@@ -30,7 +30,7 @@ def info(store: StoreOpt = Path(DEFAULT_STORE),
                        "GROUP BY ALL ORDER BY kind, suite_name, rung")
         out = {"store": str(store), "migrations": s.applied_migrations(), "runs": rows}
     if as_json:
-        typer.echo(json.dumps(out, indent=2, default=str))
+        typer.echo(jsonout.dumps(out, indent=2, default=str))
         return
     typer.echo(f"{store}: migrations {', '.join(out['migrations'])}")
     if not rows:

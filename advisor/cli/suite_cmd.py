@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Optional
@@ -11,6 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from advisor import jsonout
 
 SuiteArg = Annotated[Path, typer.Argument(help="Suite YAML file.", exists=True, dir_okay=False)]
 
@@ -82,7 +83,7 @@ def show(suite: SuiteArg,
     if as_json:
         body = loaded.model_dump(mode="json", by_alias=True)
         body["summary"] = suite_summary(loaded)
-        typer.echo(json.dumps(body, indent=2))
+        typer.echo(jsonout.dumps(body, indent=2))
         return
     info = suite_summary(loaded)
     console = Console()

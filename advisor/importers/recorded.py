@@ -32,12 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.errors import DataError, did_you_mean
 from advisor.importers import register_importer
+from advisor.yamlio import check_utf8
 from advisor.ladder import Ladder
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
 from advisor.store import RunRecord, Store, make_run_key, now, text_hash
 
 DEFAULT_OUTPUT_TOKENS = 256  #: stated output-token assumption when a table records no cost or output tokens
 CHARS_PER_TOKEN = 4  #: input-token assumption when a table records none: characters / 4
+MAX_TOKENS = 1e9  #: more tokens than this in one recorded answer is a unit mistake, refused
+MAX_COST_USD = 1e6  #: more USD than this for one recorded answer is a unit mistake, refused
 
 PROMPT_COLUMNS = ("prompt", "question", "query", "input")
 TASK_COLUMNS = ("task", "task_class", "class", "eval_name", "category")
@@ -93,50 +96,109 @@ class ImportReport:
 
 # --------------------------------------------------------------------------------------------- reading
 def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a CSV, JSONL or Parquet file as dicts (empty CSV cells become None)."""
+    """Rows of a CSV, JSONL or Parquet file as dicts, read by DuckDB (empty CSV cells become None).
+
+    Text files must be UTF-8 (a byte-order mark, as Excel writes, is accepted); anything else is one
+    `DataError` naming the file and the byte offset. CSV cells are read as text; JSONL and Parquet keep
+    their types.
+    """
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: no such file")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; name a .csv, .jsonl or .parquet file")
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        import csv
+    readers = {".csv": _read_csv, ".jsonl": _read_jsonl, ".ndjson": _read_jsonl, ".parquet": _read_parquet,
+               ".pq": _read_parquet}
+    if suffix not in readers:
+        raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
+    if suffix in (".csv", ".jsonl", ".ndjson"):
+        check_utf8(path, DataError)
+    import duckdb
 
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            if not reader.fieldnames:
-                raise DataError(f"{path}: empty file (no header, no rows)")
-            rows = [{k: (None if v == "" else v) for k, v in r.items()} for r in reader]
-            if not rows:
-                raise DataError(f"{path}: no data rows (header only)")
-            return rows
-    if suffix in (".jsonl", ".ndjson"):
-        rows = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{n}: each line must be a JSON object")
-            rows.append(obj)
-        if not rows:
+    con = duckdb.connect()
+    try:
+        rows = readers[suffix](con, path)
+    except duckdb.Error as exc:
+        raise DataError(_duckdb_read_error(path, suffix, exc)) from None
+    finally:
+        con.close()
+    return rows
+
+
+def _fetch_dicts(result, decode_json: bool = False) -> list[dict[str, Any]]:
+    names = [d[0] for d in result.description]
+    json_cols = {i for i, d in enumerate(result.description) if decode_json and str(d[1]) == "JSON"}
+    rows = []
+    for values in result.fetchall():
+        if json_cols:
+            values = [json.loads(v) if i in json_cols and v is not None else v for i, v in enumerate(values)]
+        rows.append(dict(zip(names, values)))
+    return rows
+
+
+def _read_csv(con, path: Path) -> list[dict[str, Any]]:
+    import csv
+
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        header = next(csv.reader(fh), None)
+    if not header or not any(h.strip() for h in header):
+        raise DataError(f"{path}: empty file (no header, no rows)")
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise DataError(f"{path}: line 1: column(s) {', '.join(map(repr, dup))} appear twice in the header; "
+                        "give every column its own name")
+    columns = {h: "VARCHAR" for h in header}
+    result = con.execute("SELECT * FROM read_csv(?, header = true, auto_detect = false, columns = ?, delim = ',', "
+                         "quote = '\"', escape = '\"', strict_mode = true)", [str(path), columns])
+    rows = _fetch_dicts(result)
+    if not rows:
+        raise DataError(f"{path}: no data rows (header only)")
+    return [{k: (None if v == "" else v) for k, v in r.items()} for r in rows]
+
+
+def _read_jsonl(con, path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as fh:
+        if not any(line.strip() for line in fh):
             raise DataError(f"{path}: empty file (no JSON lines)")
-        return rows
-    if suffix in (".parquet", ".pq"):
-        try:
-            import pyarrow.parquet as pq
-        except ImportError:  # pragma: no cover
-            raise DataError("reading Parquet needs pyarrow: pip install 'advisor[parquet]'") from None
-        try:
-            rows = pq.read_table(path).to_pylist()
-        except Exception as exc:  # pyarrow raises several types for a corrupt file
-            raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
-        if not rows:
-            raise DataError(f"{path}: empty file (no rows)")
-        return rows
-    raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
+    result = con.execute("SELECT * FROM read_json(?, format = 'newline_delimited', records = true, "
+                         "sample_size = -1)", [str(path)])
+    return _fetch_dicts(result, decode_json=True)
+
+
+def _read_parquet(con, path: Path) -> list[dict[str, Any]]:
+    rows = _fetch_dicts(con.execute("SELECT * FROM read_parquet(?)", [str(path)]))
+    if not rows:
+        raise DataError(f"{path}: empty file (no rows)")
+    return rows
+
+
+def _duckdb_read_error(path: Path, suffix: str, exc: Exception) -> str:
+    """DuckDB's multi-line reader error as one line naming the file and the line or byte."""
+    import re
+
+    text = str(exc)
+    if suffix == ".csv":
+        line = re.search(r"CSV Error on Line: (\d+)", text)
+        cols = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
+        if line and cols:
+            return (f"{path}: line {line.group(1)}: {cols.group(2)} fields where the header has {cols.group(1)}; "
+                    "quote cells that contain commas")
+        where = f": line {line.group(1)}" if line else ""
+        return f"{path}{where}: not a readable CSV file ({_first_line(text)})"
+    if suffix in (".jsonl", ".ndjson"):
+        byte = re.search(r"at byte (\d+)", text)
+        if "non-record" in text:
+            return f"{path}: each line must be a JSON object"
+        reason = re.search(r"line \d+: ([^\n]*)", text)
+        detail = reason.group(1).strip().rstrip(".") if reason else _first_line(text)
+        return f"{path}: not valid JSON lines{f' at byte {byte.group(1)}' if byte else ''} ({detail})"
+    return f"{path}: not a readable Parquet file ({_first_line(text)})"
+
+
+def _first_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return first.split("Error: ", 1)[-1]
 
 
 def _pick(columns: list[str], explicit: str | None, candidates: tuple[str, ...], what: str, path,
@@ -175,16 +237,33 @@ def _score(value: Any, where: str) -> float | None:
     return value
 
 
-def _number(value: Any, where: str, what: str) -> float | None:
+def _number(value: Any, where: str, column: str, limit: float, unit: str) -> float | None:
+    """A finite number in [0, limit] from a cell, None when empty; one `DataError` naming row and column."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, bool):
+        raise DataError(f"{where}, column {column!r}: {value!r} is not a number")
     try:
         out = float(value)
-    except (TypeError, ValueError):
-        raise DataError(f"{where}: {what} {value!r} is not a number") from None
-    if math.isnan(out) or out < 0:
-        raise DataError(f"{where}: {what} {value!r} must be a non-negative number")
+    except (TypeError, ValueError, OverflowError):
+        raise DataError(f"{where}, column {column!r}: {value!r} is not a number") from None
+    if not math.isfinite(out):
+        raise DataError(f"{where}, column {column!r}: {value!r} must be a finite, non-negative number of {unit} "
+                        "(leave the cell empty when it is not known)")
+    if out < 0:
+        raise DataError(f"{where}, column {column!r}: {value!r} must be a non-negative number of {unit}")
+    if out > limit:
+        raise DataError(f"{where}, column {column!r}: {value!r} is more than {limit:g} {unit} for one answer; "
+                        f"check the column's unit (leave the cell empty when it is not known)")
     return out
+
+
+def _tokens(row: dict, column: str | None, where: str) -> float | None:
+    return _number(row.get(column), where, column, MAX_TOKENS, "tokens") if column else None
+
+
+def _cost(row: dict, column: str | None, where: str) -> float | None:
+    return _number(row.get(column), where, column, MAX_COST_USD, "USD") if column else None
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -206,6 +285,14 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
     columns = list(dict.fromkeys(k for r in rows[:50] for k in r))
     shape = opts.shape
     if shape == "auto":
+        if "model" in columns and "score" not in columns:
+            raise DataError(f"{path}: has a 'model' column but no 'score' column (columns: {', '.join(columns)}); "
+                            "a long table needs a 'score' column with fractions in [0, 1]; rename the score "
+                            "column, or pass --shape wide if every other column is a model's score")
+        if "score" in columns and "model" not in columns:
+            raise DataError(f"{path}: has a 'score' column but no 'model' column (columns: {', '.join(columns)}); "
+                            "a long table needs a 'model' column naming each row's model, or pass --shape wide "
+                            "if 'score' is a model's score column")
         shape = "long" if {"model", "score"} <= set(columns) else "wide"
     pcol = _pick(columns, opts.prompt_column, PROMPT_COLUMNS, "prompt", path, required=True)
     tcol = _pick(columns, opts.task_column, TASK_COLUMNS, "task", path, required=False)
@@ -230,7 +317,8 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
         prompt = str(prompt)
         task_class = str(row.get(tcol)) if tcol and row.get(tcol) is not None else "unclassified"
         task_id = str(row[icol]) if icol and row.get(icol) is not None else text_hash(prompt)[:16]
-        est_in = _number(row.get("est_prompt_tokens", row.get("input_tokens")), where, "input tokens")
+        in_col = "est_prompt_tokens" if "est_prompt_tokens" in row else ("input_tokens" if "input_tokens" in row else None)
+        est_in = _tokens(row, in_col, where)
         if shape == "long":
             model = row.get("model")
             if model is None:
@@ -240,8 +328,7 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
                 missing[str(model)] += 1
                 continue
             cells.append(_Cell(task_id, prompt, task_class, str(model), score, est_in,
-                               _number(row.get("output_tokens"), where, "output tokens"),
-                               _number(row.get(cost_col), where, "cost") if cost_col else None))
+                               _tokens(row, "output_tokens", where), _cost(row, cost_col, where)))
         else:
             for model in models:
                 score = _score(row.get(model), f"{where}, column {model!r}")
@@ -249,8 +336,8 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
                     missing[model] += 1
                     continue
                 cells.append(_Cell(task_id, prompt, task_class, model, score, est_in,
-                                   _number(row.get(f"{model}|output_tokens"), where, "output tokens"),
-                                   _number(row.get(f"{model}|total_cost"), where, f"{model}|total_cost")))
+                                   _tokens(row, f"{model}|output_tokens", where),
+                                   _cost(row, f"{model}|total_cost", where)))
     return shape, cells, missing
 
 
@@ -287,9 +374,32 @@ def token_assumption(output_tokens: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------- import
+@dataclass
+class PreparedImport:
+    """A recorded-results table read and validated, ready to be written (`write_import`)."""
+
+    path: Path
+    opts: ImportOptions
+    ladder: Ladder
+    shape: str
+    rows: int
+    suite_hash: str
+    runs: list[RunRecord]
+    tasks: dict[str, tuple]
+    prompts: dict[str, str]
+    missing: Counter
+    mapping: dict[str, str]
+    estimated: int
+
+
 @register_importer("recorded", produces="runs")
 def import_recorded(path: str | Path, ladder: Ladder, store: Store, opts: ImportOptions) -> ImportReport:
     """Read, validate and store a recorded-results table; nothing is written unless all of it is valid."""
+    return write_import(prepare_import(path, ladder, opts), store)
+
+
+def prepare_import(path: str | Path, ladder: Ladder, opts: ImportOptions) -> PreparedImport:
+    """Read and validate a recorded-results table without touching any store (every problem: one `DataError`)."""
     path = Path(path)
     rows = read_table(path)
     shape, cells, missing = _rows_to_cells(rows, opts, path)
@@ -328,16 +438,25 @@ def import_recorded(path: str | Path, ladder: Ladder, store: Store, opts: Import
             cost_usd=float(cost), cost_estimated=estimated, if_score=overall, tc_score=overall, overall=overall,
             bar=opts.bar, near_zero=DEFAULT_NEAR_ZERO, simulated=ladder.simulated, advisor_version=_version(),
             settings_json=settings, started_at=stamp, finished_at=stamp))
-    config = {**opts.model_dump(), "shape": shape, "file": str(path), "assumption": token_assumption(opts.output_tokens)}
-    added = store.record_import(ladder, opts.suite_name, suite_hash, str(path), config, list(tasks.values()),
-                                list(prompts.items()), runs)
-    classes = Counter(t[1] for t in tasks.values())
+    return PreparedImport(path, opts, ladder, shape, len(rows), suite_hash, runs, tasks, prompts, missing, mapping,
+                          n_est)
+
+
+def write_import(prep: PreparedImport, store: Store) -> ImportReport:
+    """Store a prepared import in one transaction and report what was added, skipped and assumed."""
+    opts, path = prep.opts, prep.path
+    config = {**opts.model_dump(), "shape": prep.shape, "file": str(path),
+              "assumption": token_assumption(opts.output_tokens)}
+    added = store.record_import(prep.ladder, opts.suite_name, prep.suite_hash, str(path), config,
+                                list(prep.tasks.values()), list(prep.prompts.items()), prep.runs)
+    classes = Counter(t[1] for t in prep.tasks.values())
+    runs = prep.runs
     return ImportReport(
-        file=str(path), suite_name=opts.suite_name, shape=shape, rows=len(rows), prompts=len(tasks),
+        file=str(path), suite_name=opts.suite_name, shape=prep.shape, rows=prep.rows, prompts=len(prep.tasks),
         runs_read=len(runs), runs_added=added, runs_already_stored=len(runs) - added,
-        missing_scores_skipped=sum(missing.values()), missing_by_model=dict(missing),
-        cost_recorded=len(runs) - n_est, cost_estimated=n_est, models=mapping, classes=dict(classes),
-        bar=opts.bar, assumption=token_assumption(opts.output_tokens))
+        missing_scores_skipped=sum(prep.missing.values()), missing_by_model=dict(prep.missing),
+        cost_recorded=len(runs) - prep.estimated, cost_estimated=prep.estimated, models=prep.mapping,
+        classes=dict(classes), bar=opts.bar, assumption=token_assumption(opts.output_tokens))
 
 
 def _version() -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from advisor import jsonout
 from advisor.errors import DataError
 from advisor.floors import FloorSettings
 
@@ -51,5 +51,5 @@ def write_report(store, out: str | Path = "reports", name: str | None = None, su
     html_path, md_path, json_path = folder / "index.html", folder / "report.md", folder / "floors.json"
     html_path.write_text(to_html(data, images, title), encoding="utf-8")
     md_path.write_text(to_markdown(data, title, {k: f"{k}.png" for k in images}), encoding="utf-8")
-    json_path.write_text(json.dumps(to_json(data), indent=2, default=str), encoding="utf-8")
+    json_path.write_text(jsonout.dumps(to_json(data), indent=2, default=str), encoding="utf-8")
     return ReportFiles(folder, html_path, md_path, json_path, data.simulated)

@@ -19,6 +19,34 @@ from advisor.store.records import (_CRITERION_COLUMNS, _RUN_COLUMNS, _TURN_COLUM
                                    RunRecord, TurnRecord, now)
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_DUCKDB_MAGIC = b"DUCK"  #: at byte 8 of every DuckDB database file
+
+
+def _check_store_file(path: str) -> None:
+    """Refuse, by its first bytes, a file that is not a DuckDB database (before DuckDB opens or rewrites it)."""
+    if path == ":memory:":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise StoreError(f"{path}: is a folder, not a store file; name a file with --store")
+    if not p.exists():
+        return
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store ({exc.strerror})") from None
+    if not head:
+        return  # an empty file: DuckDB makes it a new store
+    if head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path}: is a SQLite database, not an advisor store (DuckDB); name another file with "
+                         "--store")
+    if head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(f"{path}: not a DuckDB store (no DuckDB header: a corrupt or different kind of file); "
+                         "move it away or name another file with --store")
+
+
 class Store:
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
@@ -35,11 +63,15 @@ class Store:
         path = str(path)
         if read_only and path != ":memory:" and not Path(path).exists():
             raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
-        try:
-            con = duckdb.connect(path, read_only=read_only)
+        _check_store_file(path)
+        try:  # never fetch an extension: a store file needs none, and a download is not what the user asked
+            con = duckdb.connect(path, read_only=read_only, config={"autoinstall_known_extensions": False})
         except duckdb.IOException as exc:
-            raise StoreError(f"{path}: cannot open the store ({str(exc).splitlines()[0]}). "
-                             "Is another advisor process using it?") from None
+            reason = str(exc).splitlines()[0]
+            if "lock" in reason.lower():
+                raise StoreError(f"{path}: the store is in use ({reason}). Is another advisor process using "
+                                 "it? Wait for it to finish or use another --store") from None
+            raise StoreError(f"{path}: cannot open the store ({reason}); check the file and its folder") from None
         except duckdb.Error as exc:
             raise StoreError(f"{path}: not a DuckDB store ({str(exc).splitlines()[0]})") from None
         store = cls(con, path)
