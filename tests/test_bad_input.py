@@ -291,6 +291,8 @@ CASES: list[Case] = [
          ["suite.yaml:3", "limits.max_turns", "integer"]),
     Case("verifier-string", suite_case(replace("{name: multi}", "{name: multi, verifier: 'yes'}")),
          ["suite.yaml:4", "classes.1.verifier", "boolean"]),
+    Case("check-count-true", suite_case(replace("tool: list_files}", "tool: list_files, max_calls: true}")),
+         ["suite.yaml:13", "tasks.0.instruction_following.0.check", "max_calls", "integer"]),
     Case("unknown-task-tool", suite_case(replace("tools: [read_file, list_files]", "tools: [read_file, lst]")),
          ["suite.yaml:10", "tasks.0.tools.1", "lst"]),
     # ------------------------------------------------------------------ ladders

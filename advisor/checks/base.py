@@ -60,7 +60,7 @@ class CheckOutcome:
 class CheckSpec(BaseModel):
     """Base of every check type's YAML fields: ``type`` names the check, unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  #: strict: `count: true` is an error
 
     type: str
 

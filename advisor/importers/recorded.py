@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.errors import DataError, did_you_mean
 from advisor.importers import register_importer
-from advisor.yamlio import check_utf8
 from advisor.ladder import Ladder
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
 from advisor.store import RunRecord, Store, make_run_key, now, text_hash
+from advisor.yamlio import check_utf8
 
 DEFAULT_OUTPUT_TOKENS = 256  #: stated output-token assumption when a table records no cost or output tokens
 CHARS_PER_TOKEN = 4  #: input-token assumption when a table records none: characters / 4
