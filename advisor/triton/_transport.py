@@ -1,7 +1,15 @@
 """Wire transports behind `TritonClient`: gRPC streaming (tritonclient.grpc.aio) and HTTP /generate (httpx).
 
-A transport does one wire call and reports failures as `Transient` (retry may help: unavailable, refused,
-reset) or `ServerError` (the server answered with an error). It knows nothing of retries or advisor errors.
+A transport does one wire call and reports failures as `Transient` (retry may help) or `ServerError` (the
+server answered with an error). Which is which is decided by the protocol's status, never by message text:
+
+- gRPC: the call's `grpc.StatusCode` (``TRANSIENT_GRPC_CODES``: UNAVAILABLE, which gRPC reports for a refused
+  or reset connection, a closed socket, a GOAWAY and a server that is not serving); an error a stream
+  response carries (the model failed the request) has no status and is a `ServerError`;
+- HTTP: the response status (``TRANSIENT_HTTP_STATUSES``: 503) and httpx's connection-level exception types
+  (connect, read, write, protocol errors).
+
+It knows nothing of retries or advisor errors.
 """
 
 from __future__ import annotations
@@ -15,16 +23,55 @@ from urllib.parse import urlsplit
 #: Boolean inputs sent with every generation (values: stream false, the rest true).
 FLAG_INPUTS = ("stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",
                "return_num_output_tokens")
-_TRANSIENT_WORDS = ("connection reset", "socket closed", "failed to connect", "connection refused",
-                    "broken pipe", "unavailable", "goaway")
+#: gRPC status codes (names of `grpc.StatusCode`) after which a retry may succeed.
+TRANSIENT_GRPC_CODES = frozenset({"UNAVAILABLE"})
+#: HTTP statuses after which a retry may succeed.
+TRANSIENT_HTTP_STATUSES = frozenset({503})
 
 
 class Transient(Exception):
     """The server could not be reached (or dropped the connection); the call may succeed if retried."""
 
+    def __init__(self, message: str, status: str | int | None = None):
+        super().__init__(message)
+        self.status = status  #: the gRPC status code name or HTTP status; None for a connection-level error
+
 
 class ServerError(Exception):
     """The server answered with an error (unknown model, bad request, contract mismatch, ...)."""
+
+    def __init__(self, message: str, status: str | int | None = None):
+        super().__init__(message)
+        self.status = status  #: the gRPC status code name or HTTP status; None for an in-stream model error
+
+
+def grpc_status(exc: BaseException) -> str | None:
+    """The gRPC status code name of an error: a `grpc.RpcError`'s ``code()``, or the ``StatusCode.X`` string
+    tritonclient's `InferenceServerException` keeps in ``status()``; None when it has none."""
+    code = getattr(exc, "code", None)
+    if callable(code):
+        try:
+            value = code()
+        except Exception:  # noqa: BLE001 - an error object whose code() fails has no usable status
+            value = None
+        if value is not None and hasattr(value, "name"):
+            return str(value.name)
+    status = getattr(exc, "status", None)
+    value = status() if callable(status) else status
+    if isinstance(value, str) and value.startswith("StatusCode."):
+        return value[len("StatusCode."):]
+    return None
+
+
+def classify_grpc(exc: BaseException) -> Transient | ServerError:
+    """`Transient` when the error's gRPC status code is in TRANSIENT_GRPC_CODES, else `ServerError`."""
+    status = grpc_status(exc)
+    details = exc.details() if callable(getattr(exc, "details", None)) else None
+    message_fn = getattr(exc, "message", None)
+    message = clean_message(details or (message_fn() if callable(message_fn) else None) or str(exc))
+    if status in TRANSIENT_GRPC_CODES:
+        return Transient(message, status)
+    return ServerError(message, status)
 
 
 @dataclass
@@ -99,16 +146,6 @@ class GrpcTransport:
             flags.append(tensor)
         self._flags = flags  # immutable after this point: shared by every request
 
-    def _classify(self, exc: Exception) -> Exception:
-        code = getattr(exc, "code", None)
-        status = str(code() if callable(code) else getattr(exc, "status", lambda: "")() or "")
-        details = exc.details() if callable(getattr(exc, "details", None)) else None
-        message = clean_message(details or getattr(exc, "message", lambda: None)() or str(exc))
-        low = f"{status} {message}".lower()
-        if "unavailable" in status.lower() or any(w in low for w in _TRANSIENT_WORDS):
-            return Transient(message)
-        return ServerError(message)
-
     async def _guard(self, coro):
         import grpc
         from tritonclient.utils import InferenceServerException
@@ -116,7 +153,7 @@ class GrpcTransport:
         try:
             return await coro
         except (InferenceServerException, grpc.RpcError) as exc:
-            raise self._classify(exc) from None
+            raise classify_grpc(exc) from None
 
     async def generate(self, model: str, prompt: str, sampling_json: str, request_id: str) -> list[Part]:
         """Send one request on its own stream; collect responses until the server closes the stream."""
@@ -142,7 +179,7 @@ class GrpcTransport:
                 if part is not None:
                     parts.append(part)
         except (InferenceServerException, grpc.RpcError) as exc:
-            raise self._classify(exc) from None
+            raise classify_grpc(exc) from None
         return parts
 
     def _part(self, result) -> Part | None:
@@ -214,8 +251,8 @@ class HttpTransport:
         except (httpx.ConnectError, httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError,
                 httpx.ConnectTimeout) as exc:
             raise Transient(f"{type(exc).__name__}: {exc}") from None
-        if resp.status_code == 503:
-            raise Transient(f"HTTP 503 {resp.text[:200]}")
+        if resp.status_code in TRANSIENT_HTTP_STATUSES:
+            raise Transient(f"HTTP {resp.status_code} {resp.text[:200]}", resp.status_code)
         return resp
 
     @staticmethod
@@ -224,7 +261,7 @@ class HttpTransport:
             message = resp.json().get("error", resp.text)
         except ValueError:
             message = resp.text
-        return ServerError(f"HTTP {resp.status_code}: {clean_message(message)}")
+        return ServerError(f"HTTP {resp.status_code}: {clean_message(message)}", resp.status_code)
 
     async def generate(self, model: str, prompt: str, sampling_json: str, request_id: str) -> list[Part]:
         body: dict[str, Any] = {"text_input": prompt, "sampling_parameters": sampling_json}

@@ -4,8 +4,10 @@ One `TritonClient` per server address, shared by many concurrent `generate` call
 routing service do exactly that). gRPC streaming (`tritonclient.grpc.aio`) is the default transport; HTTP
 `POST /v2/models/<m>/generate` is the fallback (`protocol="http"`). Every generation sends max_tokens and asks
 for the prompt to be left out and for finish reason and token counts; counts come from the server, and when
-it returns none they are estimated and the result says so. Transient failures (unavailable, connection
-reset) are retried with backoff; unknown models and contract mismatches are not.
+it returns none they are estimated and the result says so. Transient failures (gRPC UNAVAILABLE, HTTP 503,
+a refused or dropped connection: see `advisor.triton._transport`) are retried with backoff; unknown models
+and contract mismatches are not. Which permanent failure it was (unknown model, model unloaded, contract) is
+read from the server's message, since Triton's in-stream errors carry no status code.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from dataclasses import dataclass
 
@@ -67,10 +70,13 @@ class _WaitFor:  # pragma: no cover - Python 3.10 fallback without cancellation 
         return False
 
 
-def _estimate_tokens(text: str) -> int:
-    from advisor.standin import count_tokens
+_WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
-    return count_tokens(text)
+
+def estimate_tokens(text: str) -> int:
+    """A stated fallback when the server returns no token counts: words and punctuation marks (the rule the
+    stand-in rungs tokenize by; about 1.3 per English word), not the model's tokenizer."""
+    return len(_WORDS.findall(text))
 
 
 class TritonClient:
@@ -288,12 +294,12 @@ class TritonClient:
         note = None
         if missing:
             note = (f"server returned no {' / '.join(missing)}; estimated with the word-and-punctuation count "
-                    "(advisor.standin.count_tokens), not the model's tokenizer")
+                    "(advisor.triton.client.estimate_tokens), not the model's tokenizer")
         return GenerationResult(
             text=text, finish_reason=finish,
-            input_tokens=n_in if n_in is not None else _estimate_tokens(prompt),
-            output_tokens=n_out if n_out is not None else _estimate_tokens(text),
+            input_tokens=n_in if n_in is not None else estimate_tokens(prompt),
+            output_tokens=n_out if n_out is not None else estimate_tokens(text),
             tokens_from_server=not missing, latency_s=latency_s, model=model, note=note)
 
 
-__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient"]
+__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient", "estimate_tokens"]
