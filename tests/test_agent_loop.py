@@ -1,48 +1,17 @@
-"""The agent loop against scripted fake models and a fake environment: every stop reason."""
+"""The agent loop against the scripted `FakeModel` and a fake environment: every stop reason."""
 
 import asyncio
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import pytest
 
 from advisor.agent.chat import parse_default
+from advisor.agent.fake import FakeModel, Reply, Sleep
 from advisor.agent.formats import format_for
 from advisor.agent.loop import is_stuck, run_episode
 from advisor.episode import ToolCall
 from advisor.errors import BackendError
 from advisor.suite import Limits
-
-
-@dataclass
-class Gen:
-    text: str
-    finish_reason: str = "stop"
-    input_tokens: int = 10
-    output_tokens: int = 5
-    tokens_from_server: bool = True
-    latency_s: float = 0.0
-    model: str = "m"
-    note: str | None = None
-
-
-@dataclass
-class Scripted:
-    """A fake model: returns the scripted replies in order (strings, Gen, exceptions, or 'SLEEP')."""
-
-    replies: list
-    prompts: list = field(default_factory=list)
-    sampling: list = field(default_factory=list)
-
-    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
-        self.prompts.append(prompt)
-        self.sampling.append(sampling)
-        reply = self.replies[min(len(self.prompts) - 1, len(self.replies) - 1)]
-        if reply == "SLEEP":
-            await asyncio.sleep(10)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply if isinstance(reply, Gen) else Gen(reply)
 
 
 class FakeEnv:
@@ -70,7 +39,7 @@ CALL = format_for("hermes").render_call
 
 
 def run(replies, limits=Limits(), condition="baseline", model=MODEL):
-    client = Scripted(replies)
+    client = FakeModel(replies, input_tokens=10, output_tokens=5)
     env = FakeEnv()
     res = asyncio.run(run_episode(TASK, model, client, env, limits, condition=condition, sampling={"seed": 7},
                                   request_id="r1"))
@@ -147,21 +116,21 @@ def test_max_turns():
 
 
 def test_overlong_output_is_cut_and_then_invalid():
-    long = Gen("blah " * 300, finish_reason="length", output_tokens=256)
+    long = Reply("blah " * 300, finish_reason="length", output_tokens=256)
     res, client, _ = run([long, long], Limits(max_invalid=2))
     assert res.episode.stop_reason == "invalid_output"
     assert "cut off at the 256-token output limit" in parse_default(client.prompts[1])[-1]["content"]
 
 
 def test_token_budget_is_max_tokens():
-    big = Gen(CALL("read_file", {"path": "a"}), input_tokens=900, output_tokens=200)
-    res, _, _ = run([big, Gen(CALL("read_file", {"path": "b"}), input_tokens=900, output_tokens=200)],
+    big = Reply(CALL("read_file", {"path": "a"}), input_tokens=900, output_tokens=200)
+    res, _, _ = run([big, Reply(CALL("read_file", {"path": "b"}), input_tokens=900, output_tokens=200)],
                     Limits(max_tokens=2000))
     assert res.episode.stop_reason == "max_tokens" and res.model_calls == 2
 
 
 def test_slow_model_is_timeout():
-    res, _, _ = run([CALL("read_file", {"path": "a"}), "SLEEP"], Limits(timeout_s=0.3))
+    res, _, _ = run([CALL("read_file", {"path": "a"}), Sleep(10)], Limits(timeout_s=0.3))
     assert res.episode.stop_reason == "timeout" and res.model_calls == 1
     assert 0.25 < res.latency_s < 2
 
@@ -180,7 +149,7 @@ def test_tool_error_is_an_observation_not_an_end():
 
 
 def test_token_fallback_is_recorded():
-    res, _, _ = run([Gen("FINAL ANSWER: x", tokens_from_server=False, note="estimated locally")])
+    res, _, _ = run([Reply("FINAL ANSWER: x", tokens_from_server=False, note="estimated locally")])
     assert res.tokens_from_server is False and res.notes == ["estimated locally"]
 
 

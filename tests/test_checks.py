@@ -2,10 +2,10 @@
 fake client."""
 
 import json
-from dataclasses import dataclass
 
 import pytest
 
+from advisor.agent.fake import FakeModel, Reply
 from advisor.checks import JudgeError, JudgeGrade, TritonJudge, get_check, parse_json_lenient, parse_verdict, score_episode
 from advisor.checks.base import CheckError
 from advisor.episode import Episode, ToolCall
@@ -203,20 +203,8 @@ def test_unknown_check_type():
         get_check("regexp")
 
 
-@dataclass
-class _Gen:
-    text: str
-    input_tokens: int
-    output_tokens: int
-
-
-class _FakeClient:
-    def __init__(self, text):
-        self.text, self.calls = text, []
-
-    async def generate(self, model, prompt, *, max_tokens):
-        self.calls.append((model, prompt, max_tokens))
-        return _Gen(self.text, 1000, 20)
+def _fake_client(text):
+    return FakeModel([Reply(text, input_tokens=1000, output_tokens=20)])
 
 
 JUDGE_MODEL = Model.model_validate({
@@ -225,18 +213,18 @@ JUDGE_MODEL = Model.model_validate({
 
 
 async def test_triton_judge_with_fake_client():
-    client = _FakeClient('Verdict: {"score": 0.8, "reason": "mostly right"}')
+    client = _fake_client('Verdict: {"score": 0.8, "reason": "mostly right"}')
     judge = TritonJudge(client, JUDGE_MODEL, max_tokens=64)
     card = await score_episode(JUDGE_TASK, _ep("OK", calls=[ToolCall("read_doc", {"doc_id": "kb-1"}, "text")]), judge=judge)
     assert card.tc_score == pytest.approx(80.0)
-    model, prompt, max_tokens = client.calls[0]
+    model, prompt, max_tokens = client.calls[0].model, client.calls[0].prompt, client.calls[0].max_tokens
     assert model == "judge_8b" and max_tokens == 64
     assert "The answer is useful." in prompt and "read_doc" in prompt and "Do the thing." in prompt
     assert card.judge_input_tokens == 1000 and card.judge_cost_usd == pytest.approx(1000 * 1e-6 + 20 * 2e-6)
 
 
 async def test_triton_judge_unparseable_reply_is_unscored_but_costed():
-    judge = TritonJudge(_FakeClient("I think it is fine."), JUDGE_MODEL)
+    judge = TritonJudge(_fake_client("I think it is fine."), JUDGE_MODEL)
     card = await score_episode(JUDGE_TASK, _ep("OK"), judge=judge)
     assert card.overall is None and "no JSON verdict" in card.unscored_reason
     assert card.judge_input_tokens == 1000

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from advisor.agent.fake import FakeModel
 from advisor.errors import ConfigError
 from advisor.ladder import load_ladder
 from advisor.probe import ProbeConfig, RunSpec, execute, full_grid, run_probe, summarize
 from advisor.store import Store
 from advisor.suite import load_suite
-from inprocess import InProcess
 
 DATA = Path(__file__).parent / "probe_data"
 SUITE = DATA / "suite.yaml"
@@ -58,7 +58,7 @@ def test_run_keys_and_seeds_are_stable():
 
 def test_execute_stores_every_run_and_a_rerun_skips_them(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=2)
-    client = InProcess(ladder, [SUITE])
+    client = FakeModel.standin(ladder, [SUITE])
     with Store.open(tmp_path / "p.duckdb") as store:
         out = run(specs, ladder, suite, store, client, concurrency=4)
         assert out.count("done") == 18 and out.count("skipped") == 0
@@ -73,9 +73,9 @@ def test_execute_stores_every_run_and_a_rerun_skips_them(tmp_path, ladder, suite
         crit = store._con.execute("SELECT count(*) FROM criterion_results WHERE run_key = ?",
                                   [one["run_key"]]).fetchone()[0]
         assert turns == one["turns"] and crit == 2
-        calls = client.calls
+        calls = len(client.calls)
         again = run(specs, ladder, suite, store, client)
-        assert again.count("skipped") == 18 and again.count("done") == 0 and client.calls == calls
+        assert again.count("skipped") == 18 and again.count("done") == 0 and len(client.calls) == calls
         assert store.count_runs() == 18
 
 
@@ -83,8 +83,8 @@ def test_same_spec_gives_the_same_episode(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=1)
     a, b = (Store.open(tmp_path / f"{n}.duckdb") for n in "ab")
     with a, b:
-        run(specs, ladder, suite, a, InProcess(ladder, [SUITE]))
-        run(list(reversed(specs)), ladder, suite, b, InProcess(ladder, [SUITE]), concurrency=1)
+        run(specs, ladder, suite, a, FakeModel.standin(ladder, [SUITE]))
+        run(list(reversed(specs)), ladder, suite, b, FakeModel.standin(ladder, [SUITE]), concurrency=1)
         cols = ("run_key", "stop_reason", "overall", "turns", "input_tokens")
         assert [tuple(r[c] for c in cols) for r in a.runs()] == [tuple(r[c] for c in cols) for r in b.runs()]
 
@@ -92,7 +92,7 @@ def test_same_spec_gives_the_same_episode(tmp_path, ladder, suite):
 def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=1)
     with Store.open(tmp_path / "p.duckdb") as store:
-        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE], fail={"standin_super_120b"}))
+        out = run(specs, ladder, suite, store, FakeModel.standin(ladder, [SUITE], fail={"standin_super_120b"}))
         assert out.backend_errors == 3
         bad = store.runs(stop_reason="backend_error")
         assert len(bad) == 3 and {r["rung"] for r in bad} == {"super-120b"}
@@ -102,7 +102,7 @@ def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
         assert summary["unscored"] == 3
         assert [r["all_baseline"]["overall"] for r in summary["rungs"]][2] is None
         # The next probe retries exactly those runs and keeps the rest.
-        again = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]))
+        again = run(specs, ladder, suite, store, FakeModel.standin(ladder, [SUITE]))
         assert again.count("done") == 3 and all(r.retried for r in again.results if r.status == "done")
         assert again.count("skipped") == len(specs) - 3
         assert store.count_runs() == len(specs) and store.count_runs(stop_reason="backend_error") == 0
@@ -111,11 +111,11 @@ def test_backend_errors_are_unscored_and_retried(tmp_path, ladder, suite):
 def test_max_runs_and_max_cost_guards(tmp_path, ladder, suite):
     specs = full_grid(suite, ladder, replicas=3)
     with Store.open(tmp_path / "p.duckdb") as store:
-        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_runs=5)
+        out = run(specs, ladder, suite, store, FakeModel.standin(ladder, [SUITE]), max_runs=5)
         assert out.count("done") == 5 and out.stopped == "max_runs" and store.count_runs() == 5
-        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_cost=0.0, concurrency=1)
+        out = run(specs, ladder, suite, store, FakeModel.standin(ladder, [SUITE]), max_cost=0.0, concurrency=1)
         assert out.count("done") == 0 and out.stopped == "max_cost"
-        out = run(specs, ladder, suite, store, InProcess(ladder, [SUITE]), max_cost=1e-9, concurrency=1)
+        out = run(specs, ladder, suite, store, FakeModel.standin(ladder, [SUITE]), max_cost=1e-9, concurrency=1)
         # one run per rung may start before the first finishes and is counted
         assert 1 <= out.count("done") <= 3 and out.stopped == "max_cost"
         assert store.count_runs() == 5 + out.count("done")
@@ -125,7 +125,7 @@ def test_concurrency_is_bounded_per_rung(tmp_path, ladder, suite):
     inflight: dict[str, int] = {}
     peak: dict[str, int] = {}
 
-    class Slow(InProcess):
+    class Slow(FakeModel):
         async def generate(self, model, prompt, **kw):
             inflight[model] = inflight.get(model, 0) + 1
             peak[model] = max(peak.get(model, 0), inflight[model])
@@ -136,7 +136,7 @@ def test_concurrency_is_bounded_per_rung(tmp_path, ladder, suite):
                 inflight[model] -= 1
 
     with Store.open(tmp_path / "p.duckdb") as store:
-        run(full_grid(suite, ladder, replicas=4), ladder, suite, store, Slow(ladder, [SUITE]), concurrency=2)
+        run(full_grid(suite, ladder, replicas=4), ladder, suite, store, Slow.standin(ladder, [SUITE]), concurrency=2)
     assert set(peak) == {m.triton_model for m in ladder.rungs} and max(peak.values()) == 2
 
 

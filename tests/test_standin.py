@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from advisor.agent.chat import DEFAULT, parse_default, system_prompt
+from advisor.agent.fake import FakeModel
 from advisor.agent.formats import format_for
 from advisor.agent.loop import run_episode
 from advisor.episode import ToolCall
@@ -14,7 +15,6 @@ from advisor.ladder import load_ladder
 from advisor.standin import count_tokens, responder_for, truncate_tokens
 from advisor.standin import behaviour as B
 from advisor.suite import Limits, load_suite
-from inprocess import InProcess
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ class FakeEnv:
 def episode(ladder, suite_path, rung, task_id, condition="baseline", seed=1):
     suite = load_suite(suite_path)
     task = suite.task(task_id)
-    return asyncio.run(run_episode(task, ladder.rung(rung), InProcess(ladder, [suite_path]), FakeEnv(),
+    return asyncio.run(run_episode(task, ladder.rung(rung), FakeModel.standin(ladder, [suite_path]), FakeEnv(),
                                    Limits(max_turns=30), condition=condition, sampling={"seed": seed}))
 
 
