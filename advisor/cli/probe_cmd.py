@@ -45,6 +45,11 @@ def probe(
     batch: Annotated[int, typer.Option("--batch", min=1, help="Adaptive: runs per cell per wave.")] = 5,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write a sizing report to "
                                          "reports/<suite>-<date>/ after the probe.")] = True,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (runs, tokens, cost per rung, power "
+                                          "per class; as `advisor plan`) and run nothing.")] = False,
+    allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Probe even when runs would be "
+                                                 "unscored whatever the models do (no judge role for judge "
+                                                 "criteria; stand-ins on tasks without a reference).")] = False,
 ) -> None:
     """Probe every task x rung x {baseline, skill} x replica, store each run, print the summary.
 
@@ -61,6 +66,10 @@ def probe(
 
     config = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=store, url=url, replicas=replicas,
                          concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung)
+    if dry_run or not allow_unscored:
+        _check_up_front(config, dry_run, as_json)
+        if dry_run:
+            return
     err = Console(stderr=True)
     bar = _Progress(err)
     try:
@@ -97,6 +106,28 @@ def probe(
         render(result.summary)
     if out.backend_errors:
         raise typer.Exit(3)
+
+
+def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
+    """With --dry-run print the plan; else refuse (one message, nothing run) when runs would be unscored."""
+    from advisor.errors import ConfigError
+    from advisor.plan import cpu_path_problems, make_plan
+    from advisor.probe.session import load_inputs
+
+    ladder, suite, _, suite_path = load_inputs(config)
+    if dry_run:
+        from advisor.cli.plan_cmd import render
+
+        p = make_plan(suite, ladder, config.replicas, tasks=config.tasks, rungs=config.rungs)
+        typer.echo(json.dumps(p.as_dict(), indent=2)) if as_json else render(p)
+        return
+    problems = cpu_path_problems(suite, ladder, config.tasks)
+    if problems:
+        raise ConfigError(
+            f"probe refused before any run: {'; '.join(problems)}. Nothing was run. See what a probe would cost "
+            f"and decide with `advisor plan --suite {suite_path}` (add --ladder for a real ladder), probe real models "
+            "with --url HOST:PORT and a ladder with a judge role, select runnable tasks with --task, or pass "
+            "--allow-unscored to store the unscored runs anyway")
 
 
 def _report_hook(store: Path, result, err) -> None:

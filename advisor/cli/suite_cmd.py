@@ -59,6 +59,10 @@ def validate(
     info = suite_summary(loaded)
     typer.echo(f"{suite}: ok: suite {loaded.name!r}, {info['tasks']} tasks in {len(loaded.classes)} classes, "
                f"{info['with_skill']} with a skill, hash {info['hash']}")
+    from advisor.plan import suite_warnings
+
+    for warning in suite_warnings(loaded):
+        typer.echo(f"warning: {warning}")
     if not selftest:
         return
     from advisor.checks.selftest import selftest_task
