@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from advisor import jsonout
+
 
 def register(app: typer.Typer) -> None:
     """Add the `judge` command group."""
@@ -75,7 +77,7 @@ def agreement(
         save_agreement(db, result)
     body = result.as_dict()
     if as_json:
-        typer.echo(json.dumps(body, indent=2, default=str))
+        typer.echo(jsonout.dumps(body, indent=2))
         return
     for line in render(body):
         typer.echo(line)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from advisor import jsonout
 
 
 def register(app: typer.Typer) -> None:
@@ -78,6 +79,6 @@ def plan(
     lad, loaded = load(ladder, suite)
     p = make_plan(loaded, lad, replicas, target, confidence, margin, tasks=task, rungs=rung)
     if as_json:
-        typer.echo(json.dumps(p.as_dict(), indent=2))
+        typer.echo(jsonout.dumps(p.as_dict(), indent=2))
     else:
         render(p)

@@ -119,7 +119,7 @@ def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
         from advisor.cli.plan_cmd import render
 
         p = make_plan(suite, ladder, config.replicas, tasks=config.tasks, rungs=config.rungs)
-        typer.echo(json.dumps(p.as_dict(), indent=2)) if as_json else render(p)
+        typer.echo(jsonout.dumps(p.as_dict(), indent=2)) if as_json else render(p)
         return
     problems = cpu_path_problems(suite, ladder, config.tasks)
     if problems:
