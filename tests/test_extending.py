@@ -1,0 +1,158 @@
+"""docs/extending.md's worked examples, executed: a toy check, tool, tool-call format, importer and routing
+policy are registered from the page's own code blocks and then used the way the page says."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from advisor.agent.formats import FORMATS, format_for
+from advisor.checks import CHECKS, CheckError, get_check, score_episode
+from advisor.episode import Episode
+from advisor.errors import ConfigError, DataError
+from advisor.importers import IMPORTERS, get_importer
+from advisor.suite import load_suite
+from advisor.tools import Environment, available_tools
+from advisor.tools.base import TOOLS
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+_BLOCK = re.compile(r"```(python|yaml)\n# example: ([\w ]+)\n(.*?)```", re.S)
+
+
+def blocks() -> dict[str, str]:
+    """The page's example blocks by name (``# example: NAME`` on their first line)."""
+    return {name.strip(): body for _, name, body in _BLOCK.findall(DOC.read_text(encoding="utf-8"))}
+
+
+@pytest.fixture
+def registries(monkeypatch):
+    """Every registry restored after the test, so the toy parts do not leak into other tests."""
+    regs = [CHECKS, TOOLS, FORMATS, IMPORTERS]
+    try:
+        from advisor.router.policies import POLICIES
+        regs.append(POLICIES)
+    except ImportError:
+        pass
+    for reg in regs:
+        monkeypatch.setattr(reg, "_items", dict(reg.items()))
+    return regs
+
+
+def run_example(name: str, **namespace) -> types.ModuleType:
+    """Execute one example block as a module of its own (it registers its part on import)."""
+    module = types.ModuleType(f"advisor_docs_example_{name.replace(' ', '_')}")
+    module.__dict__.update(namespace)
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(blocks()[name], f"{DOC}:{name}", "exec"), module.__dict__)
+    finally:
+        sys.modules.pop(module.__name__, None)
+    return module
+
+
+def test_the_page_has_an_example_of_every_part():
+    assert {"check", "check suite", "tool", "format", "importer", "policy", "fake"} <= set(blocks())
+
+
+def test_a_check_is_one_module_plus_a_registration(registries, tmp_path):
+    with pytest.raises(CheckError):
+        get_check("word_count")
+    run_example("check")
+    path = tmp_path / "suite.yaml"
+    text = "# example: check suite\n" + blocks()["check suite"]  # the file as copied from the page
+    path.write_text(text)
+    suite = load_suite(path, set(available_tools()))
+    task = suite.task("capital")
+    good = asyncio.run(score_episode(task, Episode(final="Paris.", stop_reason="final")))
+    long = asyncio.run(score_episode(task, Episode(final="The capital of France is Paris.", stop_reason="final")))
+    assert (good.if_score, good.tc_score) == (100.0, 100.0)
+    assert long.if_score == 0.0 and long.criteria[0].detail == "6 words, more than 5"
+    path.write_text(text.replace("max_words: 5", "max_words: many"))
+    with pytest.raises(ConfigError, match=r"suite.yaml:10: tasks.0.instruction_following.0.check.max_words"):
+        load_suite(path)
+    path.write_text(text.replace("type: word_count", "type: word_cout"))
+    with pytest.raises(ConfigError, match=r"suite.yaml:10: tasks.0.instruction_following.0.check: Value error, "
+                                          "unknown check type 'word_cout'. Did you mean 'word_count'"):
+        load_suite(path)
+
+
+def test_a_tool_is_one_module_plus_a_registration(registries, tmp_path):
+    run_example("tool")
+    assert "count_lines" in available_tools()
+    task = load_suite(_suite_with_tool(tmp_path), set(available_tools())).task("t")
+
+    async def calls():
+        with Environment.create(task, tmp_path) as env:
+            return (await env.call("count_lines", {"path": "a.txt"}),
+                    await env.call("count_lines", {"path": "../etc/passwd"}),
+                    await env.call("count_lines", {}))
+
+    ok, escape, bad = asyncio.run(calls())
+    assert ok.ok and ok.observation == "2"
+    assert not escape.ok and "escapes the workspace" in escape.observation
+    assert not bad.ok and "'path' is a required property" in bad.observation
+
+
+def _suite_with_tool(tmp_path: Path) -> Path:
+    path = tmp_path / "tool-suite.yaml"
+    path.write_text("""\
+version: 1
+name: tools
+classes: [{name: c}]
+tasks:
+  - id: t
+    class: c
+    instructions: Count the lines of a.txt.
+    tools: [count_lines]
+    fixtures: {files: {a.txt: "one\\ntwo\\n"}}
+    instruction_following: [{name: n, weight: 100, check: {type: tool_call, tool: count_lines}}]
+    task_completion: [{name: two, weight: 100, check: {type: regex, pattern: "2"}}]
+""")
+    return path
+
+
+def test_a_format_is_one_module_plus_a_registration(registries):
+    run_example("format")
+    fmt = format_for("call_line")
+    call = fmt.render_call("read_file", {"path": "a.py"})
+    parsed = fmt.parse(call + "\n" + call)
+    assert (parsed.kind, parsed.name, parsed.arguments, parsed.extra_calls) == ("call", "read_file", {"path": "a.py"}, 1)
+    assert fmt.parse("thinking...\nFINAL ANSWER: 42").final == "42"
+    assert fmt.parse("CALL {oops").kind == "invalid"
+    with pytest.raises(ConfigError, match="Did you mean 'call_line'"):
+        format_for("call_lines")
+
+
+def test_an_importer_is_one_module_plus_a_registration(registries, tmp_path):
+    run_example("importer")
+    src = tmp_path / "qa.csv"
+    src.write_text("id,class,question,answer_regex\nq1,geo,Capital of France?,(?i)paris\nq2,math,2+2?,\\b4\\b\n")
+    importer = get_importer("qa_csv")
+    assert importer.produces == "suite" and importer.description.startswith("A CSV of id, class")
+    out = importer(src, tmp_path / "qa.yaml")
+    suite = load_suite(out)
+    assert [t.id for t in suite.tasks] == ["q1", "q2"] and [c.name for c in suite.classes] == ["geo", "math"]
+    card = asyncio.run(score_episode(suite.task("q2"), Episode(final="4", stop_reason="final")))
+    assert card.overall == 100.0
+    src.write_text("id,class,question,answer_regex\nq1,geo,,x\n")
+    with pytest.raises(DataError, match=r"qa.csv:2: empty question"):
+        importer(src, tmp_path / "bad.yaml")
+    assert not (tmp_path / "bad.yaml").exists()
+
+
+def test_the_fake_model_drives_the_loop_with_the_new_check_tool_and_format(registries, tmp_path):
+    run_example("check")
+    run_example("tool")
+    run_example("format")
+    run_example("fake", tmp_path=tmp_path)  # the block asserts its own outcome
+
+
+def test_a_routing_policy_is_one_module_plus_a_registration(registries):
+    policies = pytest.importorskip("advisor.router.policies")
+    run_example("policy")
+    assert "cheapest_likely" in policies.POLICIES
