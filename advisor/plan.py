@@ -127,7 +127,7 @@ def episode_tokens(task, limits, condition: str) -> tuple[int, int, int]:
 
 def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
     """Reasons the planned runs would be unscored whatever the models do: a judge-graded criterion and no
-    judge role; on a simulated ladder, tasks without a reference trajectory (the stand-ins can only replay
+    judge role (or a stand-in one); on a simulated ladder, tasks without a reference trajectory (the stand-ins can only replay
     references, so they give up on anything else)."""
     chosen = [t for t in suite.tasks if tasks is None or t.id in set(tasks)]
     out = []
@@ -136,6 +136,10 @@ def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
     if judged and ladder.roles.judge is None:
         out.append(f"{len(judged)} of {len(chosen)} task(s) have judge-graded criteria and ladder {ladder.name!r} has "
                    f"no judge role, so their runs are unscored (e.g. {', '.join(judged[:3])})")
+    elif judged and ladder.roles.judge.simulated:
+        out.append(f"{len(judged)} of {len(chosen)} task(s) have judge-graded criteria and the judge role of ladder "
+                   f"{ladder.name!r} is a SIMULATED stand-in, which writes no verdict, so their runs are unscored "
+                   f"(e.g. {', '.join(judged[:3])})")
     if ladder.simulated:
         blind = [t.id for t in chosen if t.reference is None]
         if blind:

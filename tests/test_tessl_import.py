@@ -230,3 +230,46 @@ def test_bad_inputs_name_the_file(tmp_path):
     shutil.rmtree(tile / "skills")
     with pytest.raises(DataError, match="skill file not found"):
         import_tessl(tile, tmp_path / "o.yaml")
+
+
+WEIGHTED_SUITE = """\
+version: 1
+name: weighted
+classes: [{name: c}]
+tasks:
+  - id: w1
+    class: c
+    instructions: Write out.txt containing hello, then answer DONE.
+    tools: [write_file, list_files]
+    instruction_following:
+      - {name: says_done, weight: 100, original_weight: 3, check: {type: regex, pattern: DONE}}
+    task_completion:
+      - {name: file, weight: 60, original_weight: 6, check: {type: file, path: out.txt}}
+      - {name: hello, weight: 40, original_weight: 1, check: {type: file, path: out.txt, contains: hello}}
+    reference:
+      steps: [{tool: write_file, arguments: {path: out.txt, content: hello}}, {tool: list_files}]
+      final: DONE
+      final_wrong: not yet
+"""
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_probe_stores_the_scenario_score_beside_if_tc(tmp_path):
+    """Through the real probe (embedded Triton, stand-ins): runs.scenario_score is the source-weighted
+    checklist of the stored criterion results, reported beside IF/TC."""
+    from advisor.probe.session import ProbeConfig, run_probe
+    from advisor.store import Store
+
+    (tmp_path / "suite.yaml").write_text(WEIGHTED_SUITE)
+    run_probe(ProbeConfig(suite_path=tmp_path / "suite.yaml", store_path=tmp_path / "w.duckdb", replicas=3,
+                          rungs=["nano-30b", "super-120b"]))
+    original = {"says_done": 3, "file": 6, "hello": 1}
+    with Store.open(tmp_path / "w.duckdb", read_only=True) as store:
+        rows = [r for r in store.runs() if not r["unscored"]]
+        assert rows
+        for r in rows:
+            crits = store.query("SELECT criterion, score FROM criterion_results WHERE run_key = ?", [r["run_key"]])
+            expected = 100 * sum(original[c["criterion"]] * c["score"] for c in crits) / 10
+            assert r["scenario_score"] == pytest.approx(expected)
+            assert r["overall"] == pytest.approx((4 * r["if_score"] + 3 * r["tc_score"]) / 7)

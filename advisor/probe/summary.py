@@ -23,6 +23,7 @@ class Cell:
     tc: float | None = None
     if_: float | None = None
     overall: float | None = None
+    scenario: float | None = None  #: mean of the source scenario's own weighted score (imported suites)
     usable: float | None = None  #: share of scored runs with overall >= bar
     near_zero: float | None = None  #: share of scored runs with overall < near_zero
     cost_per_task: float | None = None  #: mean model cost of a run, USD (every run, scored or not)
@@ -45,6 +46,7 @@ def cell(rows: Iterable[dict[str, Any]], thresholds: Thresholds = Thresholds()) 
         runs=len(rows), unscored=len(rows) - len(scored),
         tc=_mean([r["tc_score"] for r in scored]), if_=_mean([r["if_score"] for r in scored]),
         overall=_mean([r["overall"] for r in scored]),
+        scenario=_mean([r["scenario_score"] for r in scored if r.get("scenario_score") is not None]),
         usable=_mean([1.0 if thresholds.usable(r["overall"]) else 0.0 for r in scored]),
         near_zero=_mean([1.0 if thresholds.is_near_zero(r["overall"]) else 0.0 for r in scored]),
         cost_per_task=_mean([r["cost_usd"] for r in rows]), turns=_mean([r["turns"] for r in rows]),
@@ -108,12 +110,16 @@ def render(summary: dict[str, Any], console: Any = None) -> None:
     pct = "{:.0%}"
     t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill",
               title_justify="left")
-    for col in ("rung", "goal completion", "instruction following", "overall", "$/task", "near-zero share",
+    scenario = any(row[k].get("scenario") is not None for row in summary["rungs"]
+                   for k in ("paired_baseline", "paired_skill"))
+    for col in ("rung", "goal completion", "instruction following", "overall",
+                *(["scenario score (source weights)"] if scenario else []), "$/task", "near-zero share",
                 f"usable (>= {summary['bar']:g})", "turns"):
         t.add_column(col, justify="left" if col == "rung" else "right")
     for row in summary["rungs"]:
         b, s = row["paired_baseline"], row["paired_skill"]
         t.add_row(row["rung"], _pair(b, s, "tc"), _pair(b, s, "if_"), _pair(b, s, "overall"),
+                  *([_pair(b, s, "scenario")] if scenario else []),
                   _pair(b, s, "cost_per_task", "{:.4f}"), _pair(b, s, "near_zero", pct),
                   _pair(b, s, "usable", pct), _pair(b, s, "turns"))
     console.print(t)
