@@ -8,6 +8,8 @@
   among ``i``, ``m``, ``s``;
 - a ``tool_call`` check (and a reference step) names a tool that exists;
 - check targets are ``final``, ``calls``, ``api_log`` or ``file:<path>``;
+- (the checks specific to one check type are its spec's `problems`, declared with the check in
+  advisor/checks/; this module provides the helpers they share)
 - every path is confined: the skill document inside the suite's folder, fixture files and checked files
   inside the episode's workspace (relative, no ``..`` out of it).
 """
@@ -63,18 +65,24 @@ def skill_path(suite_path: Path, skill: str) -> tuple[Path | None, str | None]:
     return target, None
 
 
-def _compile(pattern: Any, flags: int, key: str, where: str) -> None:
+def regex_problem(pattern: Any, flags: int = 0) -> str | None:
+    """Why `pattern` is not a valid Python regex (None when it compiles, or is not a string)."""
     if not isinstance(pattern, str):
-        return
+        return None
     try:
         re.compile(pattern, flags)
     except re.error as exc:
-        raise ConfigError(f"{where}: {key}: invalid regex {pattern!r} ({exc}); fix the pattern "
-                          "(Python `re` syntax)") from None
+        return f"invalid regex {pattern!r} ({exc}); fix the pattern (Python `re` syntax)"
+    return None
+
+
+def _compile(pattern: Any, flags: int, key: str, where: str) -> None:
+    problem = regex_problem(pattern, flags)
+    if problem:
+        raise ConfigError(f"{where}: {key}: {problem}")
 
 
 def _check_criterion(check: Any, key: str, where: Where, loc: tuple, known_tools: set[str] | None) -> None:
-    kind = getattr(check, "type", None)
     target = getattr(check, "target", None)
     if isinstance(target, str) and target not in TARGETS:
         if not target.startswith("file:"):
@@ -83,23 +91,8 @@ def _check_criterion(check: Any, key: str, where: Where, loc: tuple, known_tools
         problem = workspace_path_problem(target[len("file:"):])
         if problem:
             raise ConfigError(f"{where(*loc, 'target')}: {key}.target: {problem}")
-    if kind == "regex":
-        try:
-            flags = regex_flags(check.flags)
-        except ValueError as exc:
-            raise ConfigError(f"{where(*loc, 'flags')}: {key}.flags: {exc}") from None
-        _compile(check.pattern, flags, f"{key}.pattern", where(*loc, "pattern"))
-    elif kind == "state":
-        _compile(check.path, 0, f"{key}.path", where(*loc, "path"))
-        for name, value in check.header.items():
-            _compile(value, 0, f"{key}.header.{name}", where(*loc, "header", name))
-    elif kind == "tool_call" and known_tools is not None and check.tool not in known_tools:
-        raise ConfigError(f"{where(*loc, 'tool')}: {key}.tool: unknown tool {check.tool!r}."
-                          f"{did_you_mean(check.tool, known_tools)}")
-    elif kind in ("file", "python"):
-        problem = workspace_path_problem(check.path)
-        if problem:
-            raise ConfigError(f"{where(*loc, 'path')}: {key}.path: {problem}")
+    for rel, problem in check.problems(known_tools):  # each check type's own load-time checks
+        raise ConfigError(f"{where(*loc, *rel)}: {'.'.join((key, *rel))}: {problem}")
 
 
 def check_classes(suite: Any, where: Where) -> None:

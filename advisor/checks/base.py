@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,6 +63,12 @@ class CheckSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  #: strict: `count: true` is an error
 
     type: str
+
+    def problems(self, known_tools: set[str] | None = None) -> Iterator[tuple[tuple[str, ...], str]]:
+        """Problems found when the suite is loaded that field types cannot express (a regex that does not
+        compile, an unknown tool, a path out of the workspace), as (key path inside the check, message).
+        `known_tools` is None when the caller does not check tool names. None by default."""
+        return iter(())
 
 
 @dataclass

@@ -10,8 +10,8 @@ from pydantic import ConfigDict, Field
 
 from advisor.checks.base import (CheckContext, CheckOutcome, CheckSpec, TargetMissing, check, dig, parse_json_lenient,
                                  read_target, values_equal)
+from advisor.suite_validation import REGEX_FLAGS, regex_flags, regex_problem
 
-_FLAGS = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL}
 
 
 def _short(value, limit: int = 80) -> str:
@@ -36,6 +36,17 @@ class RegexCheck(CheckSpec):
     pattern: str
     must_match: bool = True  #: False: the criterion passes when the pattern is absent
     flags: str = ""  #: any of "i" (ignore case), "m" (multiline), "s" (dot matches newline)
+
+    def problems(self, known_tools=None):
+        """Flags among i, m, s; the pattern compiles."""
+        try:
+            flags = regex_flags(self.flags)
+        except ValueError as exc:
+            yield ("flags",), str(exc)
+            return
+        problem = regex_problem(self.pattern, flags)
+        if problem:
+            yield ("pattern",), problem
 
 
 class JsonSchemaCheck(CheckSpec):
@@ -63,8 +74,8 @@ async def regex(check: RegexCheck, task, episode, ctx: CheckContext) -> CheckOut
     except TargetMissing as exc:
         return CheckOutcome.failed(str(exc))
     flags = 0
-    for letter in check.flags:
-        flags |= _FLAGS.get(letter, 0)
+    for letter in check.flags:  # unknown letters are refused when the suite is loaded
+        flags |= REGEX_FLAGS.get(letter, 0)
     found = re.search(check.pattern, text, flags) is not None
     if found == check.must_match:
         return CheckOutcome.passed("pattern found" if found else "pattern absent, as required")

@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from advisor.checks.base import CheckContext, CheckOutcome, CheckSpec, check, dig, values_equal
+from advisor.errors import did_you_mean
+from advisor.suite_validation import regex_problem
 from advisor.tools.fixture_api import header_matches
 
 
@@ -21,6 +23,13 @@ class StateCheck(CheckSpec):
     count: int | None = None  #: exact number of matching requests; default: at least one
     must_happen: bool = True
 
+    def problems(self, known_tools=None):
+        """The path and header regexes compile."""
+        for rel, pattern in [(("path",), self.path), *((("header", k), v) for k, v in self.header.items())]:
+            problem = regex_problem(pattern)
+            if problem:
+                yield rel, problem
+
 
 class ToolCallCheck(CheckSpec):
     """The agent called (or never called) a tool, optionally with arguments containing these values."""
@@ -29,6 +38,11 @@ class ToolCallCheck(CheckSpec):
     arguments: dict[str, Any] = Field(default_factory=dict)
     must_happen: bool = True
     max_calls: int | None = None  #: at most this many calls of the tool
+
+    def problems(self, known_tools=None):
+        """The tool exists (when the caller knows the tools)."""
+        if known_tools is not None and self.tool not in known_tools:
+            yield ("tool",), f"unknown tool {self.tool!r}.{did_you_mean(self.tool, known_tools)}"
 
 
 def request_matches(check, request: dict[str, Any]) -> bool:

@@ -5,24 +5,35 @@ from __future__ import annotations
 from pydantic import Field
 
 from advisor.checks.base import CheckContext, CheckError, CheckOutcome, CheckSpec, check
+from advisor.suite_validation import workspace_path_problem
 from advisor.tools.base import ToolError
 from advisor.tools.files import resolve_in_workspace
 from advisor.tools.sandbox import SandboxLimits, run_sandboxed
 
 
-class FileCheck(CheckSpec):
-    """A workspace file exists / does not exist / contains text / equals text."""
+class _WorkspacePathCheck(CheckSpec):
+    """A check of a workspace file at `path` (relative, inside the workspace)."""
 
     path: str
+
+    def problems(self, known_tools=None):
+        """The path stays inside the workspace."""
+        problem = workspace_path_problem(self.path)
+        if problem:
+            yield ("path",), problem
+
+
+class FileCheck(_WorkspacePathCheck):
+    """A workspace file exists / does not exist / contains text / equals text."""
+
     exists: bool = True
     contains: str | None = None
     equals: str | None = None
 
 
-class PythonCheck(CheckSpec):
+class PythonCheck(_WorkspacePathCheck):
     """Run a workspace Python file (sandboxed) with `args`; passes when stdout contains `expect`."""
 
-    path: str
     args: list[str] = Field(default_factory=list)
     expect: str
 
