@@ -273,3 +273,29 @@ def test_probe_stores_the_scenario_score_beside_if_tc(tmp_path):
             expected = 100 * sum(original[c["criterion"]] * c["score"] for c in crits) / 10
             assert r["scenario_score"] == pytest.approx(expected)
             assert r["overall"] == pytest.approx((4 * r["if_score"] + 3 * r["tc_score"]) / 7)
+
+
+def test_flat_tile_with_root_skill_and_categories(tmp_path):
+    """A tile with SKILL.md at its root (no skills map): its references are skill documents, its evals are
+    not; Tessl categories decide IF/TC before the keyword rule."""
+    tile = tmp_path / "root" / "acme" / "change-brief"
+    (tile / "references").mkdir(parents=True)
+    (tile / "tile.json").write_text(json.dumps({"name": "acme/change-brief", "version": "0.1.0"}))
+    (tile / "SKILL.md").write_text("# Change brief\nSee references/style.md.\n")
+    (tile / "references" / "style.md").write_text("Use short sentences.\n")
+    scen = tile / "evals" / "rollback-note"
+    scen.mkdir(parents=True)
+    (scen / "task.md").write_text("Write a rollback note in note.md.\n")
+    (scen / "criteria.json").write_text(json.dumps({"type": "weighted_checklist", "context": "c", "checklist": [
+        {"name": "Uses the template", "description": "The note uses the brief template", "max_score": 40,
+         "category": "INTENT"},
+        {"name": "Rollback works", "description": "The note's rollback steps are correct", "max_score": 60,
+         "category": "MUST_NOT"}]}))
+    out = tmp_path / "s.yaml"
+    summary = import_tessl(tmp_path / "root", out)
+    (task,) = load_suite(out).tasks
+    assert task.id == "change-brief-rollback-note" and task.has_skill and task.task_class == "change_brief"
+    assert set(task.fixtures.skill_docs) == {"references/style.md"}
+    assert [c.name for c in task.task_completion] == ["uses_the_template"]  # INTENT -> TC despite "uses"
+    assert [c.name for c in task.instruction_following] == ["rollback_works"]  # MUST_NOT -> IF despite "correct"
+    assert summary.rules == {"category": 2}

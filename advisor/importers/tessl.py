@@ -123,7 +123,10 @@ def read_tile(tile_dir: Path) -> Tile:
         if not path.is_file():
             raise DataError(f"{where}: skills.{name or rel}: skill file not found: {path}")
         found[name or path.parent.name] = path
-    return Tile(tile_dir, slug(str(data.get("name") or tile_dir.name).split("/")[-1]), found)
+    name = slug(str(data.get("name") or tile_dir.name).split("/")[-1])
+    if not found and (tile_dir / "SKILL.md").is_file():  # a one-skill tile with SKILL.md at its root
+        found[name] = tile_dir / "SKILL.md"
+    return Tile(tile_dir, name, found)
 
 
 def _natural(path: Path) -> list:
@@ -148,12 +151,13 @@ def walk(root: Path) -> list[tuple[Path, Tile | None]]:
     return out
 
 
-def _text_files(folder: Path, skip: set[str]) -> dict[str, str]:
+def _text_files(folder: Path, skip: set[str], skip_dirs: set[str] = frozenset()) -> dict[str, str]:
     files = {}
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(folder).as_posix()
-        if (not path.is_file() or rel in skip or any(p.startswith(".") or p in _SKIP_DIRS for p in Path(rel).parts)
-                or path.stat().st_size > _MAX_FILE_BYTES):
+        parts = Path(rel).parts
+        if (not path.is_file() or rel in skip or any(p.startswith(".") or p in _SKIP_DIRS for p in parts)
+                or parts[0] in skip_dirs or path.stat().st_size > _MAX_FILE_BYTES):
             continue
         try:
             files[rel] = path.read_text(encoding="utf-8")
@@ -294,8 +298,9 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
                 shutil.copyfile(skill_path, target)
             task["skill"] = Path(copied[key]).relative_to(out.parent).as_posix()
             summary.with_skill += 1
-            if skill_path.parent != scenario:
-                docs = _text_files(skill_path.parent, {skill_path.name})
+            if skill_path.parent != scenario:  # the skill folder may be the tile root: never its evals
+                docs = _text_files(skill_path.parent, {skill_path.name, "tile.json"}, {"evals", "skills"}
+                                   if tile is not None and skill_path.parent == tile.root else {"evals"})
                 if docs:
                     fixtures["skill_docs"] = docs
                     summary.skill_docs += len(docs)

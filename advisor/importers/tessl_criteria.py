@@ -9,7 +9,9 @@ the scenario's own weighted score (sum of max_score x earned fraction over the t
 1. ``criterion``: a ``"checklist": "if" | "tc"`` field on the item in ``criteria.json``;
 2. ``mapping``: the mapping file (``--assign FILE``, YAML ``{task id or "*": {criterion name: if|tc}}``);
    the importer writes the assignment it used in that very format beside the suite, ready to edit;
-3. ``keywords``: the keyword rule of `classify` (how the work is done -> IF, what is achieved -> TC; ties IF).
+3. ``category``: the item's Tessl ``category``: ``INTENT``, ``INTEGRATION``, ``EDGE_CASE`` (what is achieved)
+   -> TC; ``DESIGN``, ``MUST_NOT``, ``MINIMALITY``, ``REUSE`` (how the work is done) -> IF;
+4. ``keywords``: the keyword rule of `classify` (how the work is done -> IF, what is achieved -> TC; ties IF).
 
 When one side ends up empty the importer adds ONE criterion to it (the suite needs both checklists), with
 no source weight (so it does not enter the scenario score), a rubric saying it was added by the importer,
@@ -38,6 +40,8 @@ _TC_WORDS = {"works", "working", "correct", "correctly", "returns", "produce", "
              "passes", "pass", "handles", "result", "results", "output", "complete", "completes", "implemented",
              "implements", "succeeds", "functional", "accurate", "valid", "builds", "runs", "answer", "fixed", "goal"}
 SIDES = ("if", "tc")
+CATEGORY_SIDES = {"intent": "tc", "integration": "tc", "edge_case": "tc", "design": "if", "must_not": "if",
+                  "minimality": "if", "reuse": "if"}
 _PATH = r"`?([A-Za-z0-9_][A-Za-z0-9_./-]*\.[A-Za-z0-9]+|[A-Za-z0-9_][A-Za-z0-9_./-]*/[A-Za-z0-9_.-]+)`?"
 _FILE_FORMS = [re.compile(p, re.I) for p in (
     rf"(?:an? |the )?file (?:named |called )?{_PATH} exists",
@@ -81,6 +85,7 @@ class Item:
     description: str
     max_score: float
     side: str | None = None  #: from the item's own "checklist" field
+    category: str = ""  #: the item's Tessl category (INTENT, DESIGN, MUST_NOT, ...), if any
 
 
 def read_checklist(path: Path, data: Any) -> tuple[list[Item], str]:
@@ -100,7 +105,8 @@ def read_checklist(path: Path, data: Any) -> tuple[list[Item], str]:
         side = item.get("checklist")
         if side is not None and side not in SIDES:
             raise DataError(f"{path}: checklist[{i}].checklist: expected 'if' or 'tc', got {side!r}")
-        out.append(Item(str(item["name"]), str(item.get("description", "")), float(score), side))
+        out.append(Item(str(item["name"]), str(item.get("description", "")), float(score), side,
+                        str(item.get("category") or "")))
     context = data.get("context", "")
     return out, context if isinstance(context, str) else str(context)
 
@@ -124,13 +130,16 @@ def read_mapping(path: Path | None) -> dict[str, dict[str, str]]:
 
 
 def assign(item: Item, task_id: str, mapping: dict[str, dict[str, str]]) -> tuple[str, str]:
-    """(side, rule) for one item: the item's field, else the mapping (task, then "*"), else the keywords."""
+    """(side, rule) for one item: its field, else the mapping (task, then "*"), its category, the keywords."""
     if item.side:
         return item.side, "criterion"
     for key in (task_id, "*"):
         side = mapping.get(key, {}).get(item.name) or mapping.get(key, {}).get(slug(item.name, "_"))
         if side:
             return side, "mapping"
+    side = CATEGORY_SIDES.get(item.category.strip().lower().replace("-", "_"))
+    if side:
+        return side, "category"
     return classify(item.name, item.description), "keywords"
 
 
