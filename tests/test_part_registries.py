@@ -99,3 +99,14 @@ def test_ladder_tool_call_format_is_checked_against_the_registry(tmp_path):
     assert msg.startswith(f"{path}:9: rungs.0.tool_call_format: ") and "Did you mean 'hermes'?" in msg
     path.write_text(LADDER.replace("hermess", "hermes"))
     assert load_ladder(path).rungs[0].tool_call_format == "hermes"
+
+
+def test_import_advisor_stays_light_and_registers_nothing_eagerly():
+    import subprocess
+    import sys
+
+    code = ("import sys, advisor; heavy = ('tritonclient', 'grpc', 'duckdb', 'sklearn', 'numpy', 'matplotlib', "
+            "'torch', 'advisor.checks.text', 'advisor.checks.workspace', 'advisor.tools.files', "
+            "'advisor.agent.formats', 'advisor.importers'); print([m for m in heavy if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
