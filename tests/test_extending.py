@@ -8,7 +8,9 @@ import re
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from advisor.agent.formats import FORMATS, format_for
@@ -153,6 +155,22 @@ def test_the_fake_model_drives_the_loop_with_the_new_check_tool_and_format(regis
 
 
 def test_a_routing_policy_is_one_module_plus_a_registration(registries):
-    policies = pytest.importorskip("advisor.router.policies")
+    policies = pytest.importorskip("advisor.router.policies")  # the router work adds it (docs/extending.md)
+    from advisor.registry import UnknownNameError
+    from advisor.router.policy import PolicyConfig
+
     run_example("policy")
-    assert "cheapest_likely" in policies.POLICIES
+    rungs = [SimpleNamespace(name=n, self_hosted=True, latency_s=1.0) for n in ("small", "mid", "big")]
+    model = SimpleNamespace(rungs=rungs, rung_names=[r.name for r in rungs])  # a router's view of its rungs
+    P = np.array([[0.9, 0.95, 0.99], [0.2, 0.8, 0.9], [0.1, 0.2, 0.5]])  # P(usable) per request and rung
+    C = np.tile([1e-4, 1e-3, 1e-2], (3, 1))  # USD per attempt
+    for mode, chains in (("escalate", [["small", "mid", "big"], ["mid", "big"], ["big"]]),
+                         ("single", [["small"], ["mid"], ["big"]])):
+        ctx = policies.Context(model, PolicyConfig(mode=mode))
+        policy = policies.make_policy("cheapest_likely", ctx, p=0.7)
+        batch = policies.Requests(["a", "b", "c"], [None] * 3, P, C)
+        decisions = policies.to_decisions(policy.decide(batch), batch, ctx, policy.excluded)
+        assert [d.chain for d in decisions] == chains
+        assert all(d.reason["rule"] == "cheapest_likely" and d.reason["p"] == 0.7 for d in decisions)
+    with pytest.raises(UnknownNameError, match="Did you mean 'cheapest_likely'"):
+        policies.make_policy("cheapest_likley", ctx)
