@@ -18,6 +18,9 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Inspect and export the DuckDB store.", no_args_is_help=True)
     group.command("info")(info)
     group.command("export")(export)
+    from advisor.cli.serve_cmd import ingest
+
+    group.command("ingest")(ingest)
     app.add_typer(group, name="store")
 
 

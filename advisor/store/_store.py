@@ -362,7 +362,9 @@ class Store:
                      explanation: dict, task_class: str | None = None, prompt_text: str | None = None) -> None:
         """Record one routing decision."""
         self._con.execute(
-            "INSERT INTO routing_decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO routing_decisions (decision_id, created_at, request_hash, prompt_text, task_class, policy, "
+            "mode, chosen_rung, expected_cost, p_usable, router_version, explanation_json) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [decision_id, now(), request_hash, prompt_text, task_class, policy, mode, chosen_rung,
              expected_cost, p_usable, router_version, json.dumps(explanation, default=str)])
 
@@ -371,9 +373,32 @@ class Store:
                     error: str | None = None) -> None:
         """Record one attempt of a live routed request."""
         self._con.execute(
-            "INSERT INTO live_outcomes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO live_outcomes (decision_id, attempt, rung, input_tokens, output_tokens, cost_usd, latency_s, "
+            "verified, accepted, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [decision_id, attempt, rung, input_tokens, output_tokens, cost_usd, latency_s, verified, accepted,
              error, now()])
+
+    def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]]) -> tuple[int, int]:
+        """Record the routing service's decisions and attempts (dicts keyed by column) in one transaction.
+
+        Idempotent: rows already present (same decision id / attempt) are skipped, so a segment ingested twice
+        adds nothing. Returns (decisions, attempts) newly added.
+        """
+        con = self._con
+        before = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
+                if not rows:
+                    continue
+                columns = list(rows[0])
+                self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        after = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
+        return after[0] - before[0], after[1] - before[1]
 
     # ----------------------------------------------------------------- export
     def export_parquet(self, folder: str | Path) -> list[Path]:

@@ -75,8 +75,34 @@ def _m002_scenario_score_and_judge_agreement(con) -> None:
     )
 
 
+def _m003_live_service(con) -> None:
+    """What the routing service records beyond m001: per decision its outcome, per attempt its failover flag."""
+    con.execute(
+        """
+        ALTER TABLE routing_decisions ADD COLUMN class_source VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN chain_json VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN final_rung VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN status VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN http_status INTEGER;
+        ALTER TABLE routing_decisions ADD COLUMN attempts INTEGER;
+        ALTER TABLE routing_decisions ADD COLUMN failovers INTEGER;
+        ALTER TABLE routing_decisions ADD COLUMN total_cost_usd DOUBLE;
+        ALTER TABLE routing_decisions ADD COLUMN latency_s DOUBLE;
+        ALTER TABLE routing_decisions ADD COLUMN simulated BOOLEAN;
+        ALTER TABLE routing_decisions ADD COLUMN api_key VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN worker VARCHAR;
+        ALTER TABLE live_outcomes ADD COLUMN simulated BOOLEAN;
+        ALTER TABLE live_outcomes ADD COLUMN failover BOOLEAN;
+        ALTER TABLE live_outcomes ADD COLUMN finish_reason VARCHAR;
+        ALTER TABLE live_outcomes ADD COLUMN verdict VARCHAR;
+        ALTER TABLE live_outcomes ADD COLUMN tokens_from_server BOOLEAN;
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
     ("m002_scenario_score_and_judge_agreement", _m002_scenario_score_and_judge_agreement),
+    ("m003_live_service", _m003_live_service),
 ]

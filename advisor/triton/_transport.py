@@ -88,6 +88,7 @@ class Transport(Protocol):
     """What `TritonClient` needs from a wire protocol."""
 
     async def generate(self, model: str, prompt: str, sampling_json: str, request_id: str) -> list[Part]: ...
+    def stream(self, model: str, prompt: str, sampling_json: str, request_id: str): ...  # async iterator of Part
     async def server_ready(self) -> bool: ...
     async def model_ready(self, model: str) -> bool: ...
     async def model_metadata(self, model: str) -> dict: ...
@@ -157,30 +158,45 @@ class GrpcTransport:
 
     async def generate(self, model: str, prompt: str, sampling_json: str, request_id: str) -> list[Part]:
         """Send one request on its own stream; collect responses until the server closes the stream."""
-        import grpc
-        from tritonclient.utils import InferenceServerException
+        request = self._request(model, prompt, sampling_json, request_id)
+        return [part async for part in self._parts(request)]
 
+    async def stream(self, model: str, prompt: str, sampling_json: str, request_id: str):
+        """Like `generate` with the contract's ``stream`` flag on: yield each partial response as it arrives."""
+        request = self._request(model, prompt, sampling_json, request_id, stream=True)
+        async for part in self._parts(request):
+            yield part
+
+    def _request(self, model: str, prompt: str, sampling_json: str, request_id: str, stream: bool = False) -> dict:
         np = self._np
         text = self._InferInput("text_input", [1], "BYTES")
         text.set_data_from_numpy(np.array([prompt.encode("utf-8")], dtype=np.object_))
         params = self._InferInput("sampling_parameters", [1], "BYTES")
         params.set_data_from_numpy(np.array([sampling_json.encode("utf-8")], dtype=np.object_))
-        request = {"model_name": model, "inputs": [text, params, *self._flags], "request_id": request_id}
+        flags = self._flags
+        if stream:
+            flag = self._InferInput("stream", [1], "BOOL")
+            flag.set_data_from_numpy(np.array([True], dtype=bool))
+            flags = [flag, *flags[1:]]
+        return {"model_name": model, "inputs": [text, params, *flags], "request_id": request_id}
+
+    async def _parts(self, request: dict):
+        """The responses of one request on its own stream, until the server closes the stream."""
+        import grpc
+        from tritonclient.utils import InferenceServerException
 
         async def requests():
             yield request
 
-        parts: list[Part] = []
         try:
             async for result, error in self._client.stream_infer(requests()):
                 if error is not None:
                     raise ServerError(clean_message(str(error.message() if hasattr(error, "message") else error)))
                 part = self._part(result)
                 if part is not None:
-                    parts.append(part)
+                    yield part
         except (InferenceServerException, grpc.RpcError) as exc:
             raise classify_grpc(exc) from None
-        return parts
 
     def _part(self, result) -> Part | None:
         out = {o.name for o in result.get_response().outputs}
@@ -279,6 +295,11 @@ class HttpTransport:
                      finish_reason=_first(data.get("finish_reason")),
                      num_input_tokens=int(n_in) if n_in is not None else None,
                      num_output_tokens=int(n_out) if n_out is not None else None)]
+
+    async def stream(self, model: str, prompt: str, sampling_json: str, request_id: str):
+        """HTTP has no token stream here: the whole generation as one part."""
+        for part in await self.generate(model, prompt, sampling_json, request_id):
+            yield part
 
     async def server_ready(self) -> bool:
         return (await self._request("GET", "/v2/health/ready")).status_code == 200

@@ -255,6 +255,36 @@ class TritonClient:
             raise self._map_error(model, str(exc)) from None
         return self._result(model, prompt, parts, time.perf_counter() - started)
 
+    async def generate_stream(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
+                              timeout_s: float | None = None, request_id: str | None = None):
+        """Stream a generation: yield each partial `Part` as Triton's decoupled stream delivers it.
+
+        Same checks and errors as `generate` (no retry once parts have arrived); the time limit covers the
+        whole stream. `result(model, prompt, parts, latency_s)` turns the collected parts into a
+        `GenerationResult` with the server's token counts.
+        """
+        if max_tokens < 1:
+            raise BackendError(f"max_tokens must be at least 1, got {max_tokens}")
+        params_json = json.dumps({**(sampling or {}), "max_tokens": int(max_tokens)})
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        transport = self._t()
+        try:
+            async with _deadline(limit):
+                await self._ensure_checked(model)
+                try:
+                    async for part in transport.stream(model, prompt, params_json, request_id or ""):
+                        yield part
+                except tp.Transient as exc:
+                    raise BackendError(f"cannot reach Triton at {self.url}: {exc} (stream {model})") from None
+        except asyncio.TimeoutError:
+            raise GenerationTimeout(f"generation on {model!r} at {self.url} timed out after {limit:g}s") from None
+        except tp.ServerError as exc:
+            raise self._map_error(model, str(exc)) from None
+
+    def result(self, model: str, prompt: str, parts: list, latency_s: float) -> GenerationResult:
+        """A `GenerationResult` from streamed parts (token counts from the server, else estimated)."""
+        return self._result(model, prompt, parts, latency_s)
+
     async def _watched(self, call, model: str):
         """Await `call`; while it runs longer than HEALTH_POLL_S, check every HEALTH_POLL_S that the server is
         still ready, and give up with a BackendError when it is not (a server that is shutting down can keep

@@ -1,0 +1,248 @@
+"""The ASGI app (Starlette): OpenAI-compatible chat completions, models, health, readiness and metrics.
+
+Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz`` (process up), ``GET /readyz``
+(router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors use OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``. Response headers say what happened (``x-advisor-*``,
+see docs/service.md). Run it with uvicorn through ``advisor serve``; `create_app(settings)` builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from advisor.service.request import RequestError, parse_request
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
+           code: str | None = None, headers: dict | None = None):
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                        status_code=status, headers=headers)
+
+
+def create_app(settings=None):
+    """The Starlette app for `settings` (a `ServeSettings`; default: from ``ADVISOR_SERVE_SETTINGS``)."""
+    import contextlib
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
+
+    if settings is None:
+        settings = ServeSettings.from_json(os.environ[SETTINGS_ENV])
+    state: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        import asyncio
+
+        from advisor.service.recording import ROTATE_S
+
+        rt = state["rt"] = Runtime(settings)
+
+        async def rotate():
+            while True:
+                await asyncio.sleep(ROTATE_S)
+                rt.writer.rotate_if_old()
+
+        task = asyncio.ensure_future(rotate())
+        try:
+            yield
+        finally:
+            task.cancel()
+            await rt.close()
+
+    async def chat(request):
+        return await chat_completions(state["rt"], request)
+
+    async def models(request):
+        rt = state["rt"]
+        created = int(time.time())
+        data = [{"id": "auto", "object": "model", "created": created, "owned_by": "advisor",
+                 "advisor": {"policy": rt.policy_name}}]
+        data += [{"id": r.name, "object": "model", "created": created, "owned_by": "advisor",
+                  "advisor": {"hf_id": r.hf_id, "triton_model": r.triton_model, "simulated": rt.simulated(r.name),
+                              "self_hosted": r.self_hosted}} for r in rt.ladder.rungs]
+        return _json({"object": "list", "data": data})
+
+    async def healthz(request):
+        return _json({"status": "ok"})
+
+    async def readyz(request):
+        ok, why = await state["rt"].readiness()
+        return _json({"status": "ready" if ok else "not ready", "detail": why}, status=200 if ok else 503)
+
+    async def metrics(request):
+        from starlette.responses import Response
+
+        body, ctype = state["rt"].metrics.render()
+        return Response(body, media_type=ctype)
+
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"]),
+              Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+              Route("/metrics", metrics, methods=["GET"])]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _json(obj: Any, status: int = 200, headers: dict | None = None):
+    from starlette.responses import Response
+
+    return Response(json.dumps(obj, default=str), status_code=status, media_type="application/json", headers=headers)
+
+
+async def _read_body(rt, request) -> Any:
+    limit = rt.config.limits.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"request body of {declared} bytes is larger than the limit of {limit} bytes",
+                           status=413, code="body_too_large")
+    body = b""
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise RequestError(f"request body is larger than the limit of {limit} bytes", status=413,
+                               code="body_too_large")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise RequestError(f"the request body is not JSON ({exc})", code="invalid_json") from None
+
+
+def _check_bounds(rt, req) -> None:
+    limits = rt.config.limits
+    if len(req.messages) > limits.max_messages:
+        raise RequestError(f"{len(req.messages)} messages: at most {limits.max_messages} are accepted",
+                           param="messages", code="too_many_messages")
+    asked = req.max_completion_tokens or req.max_tokens
+    if asked is not None and asked > limits.max_tokens:
+        field = "max_completion_tokens" if req.max_completion_tokens else "max_tokens"
+        raise RequestError(f"{field} {asked} is above the limit of {limits.max_tokens}", param=field,
+                           code="max_tokens_too_large")
+
+
+async def chat_completions(rt, request):
+    """``POST /v1/chat/completions``: authenticate, bound, decide, run (or stream), record, answer."""
+    m = rt.metrics
+    key = None
+    if not rt.settings.no_auth:
+        key = rt.keys.lookup(request.headers.get("authorization"))
+        if key is None:
+            m.rejected.labels("401").inc()
+            return _error(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
+                          kind="authentication_error", code="invalid_api_key")
+    if rt.in_flight >= rt.semaphore_limit:
+        m.rejected.labels("429").inc()
+        return _error(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry shortly",
+                      kind="rate_limit_error", code="concurrency_limit", headers={"retry-after": "1"})
+    rt.in_flight += 1
+    m.in_flight.inc()
+    streaming = False
+    try:
+        started, started_at = time.perf_counter(), _now()
+        try:
+            req = parse_request(await _read_body(rt, request), request.headers)
+            _check_bounds(rt, req)
+            from advisor.service.dispatch import decide
+
+            plan = decide(rt, req, key)
+        except RequestError as exc:
+            m.rejected.labels(str(exc.status)).inc()
+            return _error(exc.status, str(exc), exc.kind, exc.param, exc.code)
+        if req.stream and plan.verifier is None:
+            from advisor.service.streaming import stream_response
+
+            streaming = True
+            return await stream_response(rt, req, plan, key, started, started_at)
+        from advisor.service.dispatch import run_with_deadline
+
+        out = await run_with_deadline(rt, req, plan)
+        return finish(rt, req, out, key, started, started_at)
+    finally:
+        if not streaming:
+            rt.in_flight -= 1
+            m.in_flight.dec()
+
+
+def _now():
+    from advisor.store import now
+
+    return now()
+
+
+def headers_of(rt, out) -> dict[str, str]:
+    """The ``x-advisor-*`` response headers of an outcome."""
+    plan = out.plan
+    h = {"x-advisor-decision-id": plan.decision_id, "x-advisor-chain": ",".join(plan.chain),
+         "x-advisor-attempts": str(len(out.attempts)), "x-advisor-policy": plan.policy,
+         "x-advisor-class": plan.task_class or "", "x-advisor-class-source": plan.class_source,
+         "x-advisor-verdict": out.verdict,
+         "x-advisor-failovers": str(sum(a.failover for a in out.attempts))}
+    if plan.p_usable is not None:
+        h["x-advisor-p-usable"] = f"{plan.p_usable:.4f}"
+    if out.rung:
+        h["x-advisor-rung"] = out.rung
+    if any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0])):
+        h["x-advisor-simulated"] = "true"
+    return h
+
+
+def usage_of(rt, out) -> dict[str, Any]:
+    """OpenAI usage (tokens summed over every attempt, from the server) plus advisor's cost extension."""
+    n_in = sum(a.input_tokens for a in out.attempts)
+    n_out = sum(a.output_tokens for a in out.attempts)
+    return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+            "advisor": {"cost_usd": out.cost_usd,
+                        "attempts": [{"rung": a.rung, "cost_usd": a.cost_usd, "prompt_tokens": a.input_tokens,
+                                      "completion_tokens": a.output_tokens, "verdict": a.verdict,
+                                      "accepted": a.accepted, "error": a.error, "failover": a.failover,
+                                      "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
+
+
+def record(rt, out, key, started: float, started_at) -> float:
+    """Write the request's records and count it; return its latency."""
+    from advisor.service.dispatch import records
+
+    latency = time.perf_counter() - started
+    rt.writer.write(records(rt, out, key, started_at, latency))
+    outcome = "error" if out.status != 200 else out.verdict
+    rt.metrics.requests.labels(out.rung or "", out.plan.task_class or "", outcome,
+                               "true" if out.rung and rt.simulated(out.rung) else "false").inc()
+    rt.metrics.request_seconds.observe(latency)
+    return latency
+
+
+def finish(rt, req, out, key, started: float, started_at):
+    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks)."""
+    record(rt, out, key, started, started_at)
+    headers = headers_of(rt, out)
+    if out.status != 200:
+        kind = "timeout_error" if out.status == 504 else "service_unavailable"
+        return _error(out.status, out.error or "failed", kind=kind, code="no_rung_answered", headers=headers)
+    last = out.attempts[-1] if out.attempts else None
+    finish_reason = "length" if last is not None and last.finish_reason == "length" else out.reply.finish_reason
+    cid, created = "chatcmpl-" + out.plan.decision_id[4:], int(time.time())
+    if req.stream:
+        from starlette.responses import StreamingResponse
+
+        from advisor.service.streaming import DONE, reply_chunks, sse
+
+        chunks = [sse(c) for c in reply_chunks(cid, created, out.rung, out.reply, finish_reason)]
+        if req.stream_options and req.stream_options.include_usage:
+            chunks.append(sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": out.rung,
+                               "choices": [], "usage": usage_of(rt, out)}))
+        chunks.append(DONE)
+
+        async def body():
+            for c in chunks:
+                yield c
+
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    return _json({"id": cid, "object": "chat.completion", "created": created, "model": out.rung,
+                  "choices": [{"index": 0, "message": out.reply.message(), "finish_reason": finish_reason,
+                               "logprobs": None}],
+                  "usage": usage_of(rt, out)}, headers=headers)

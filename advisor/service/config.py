@@ -1,0 +1,177 @@
+"""The service config file: per task class its verifier and routing, request bounds, limits and recording.
+
+A YAML file validated like the ladder (``version: 1``, unknown keys are errors naming file, key and line)::
+
+    version: 1
+    default_class: chat            # class of a request that names none and matches no rule
+    classes:
+      extraction:
+        match: ['(?i)extract', '(?i)\\bjson\\b']   # regexes on the request text: how a class is predicted
+        verifier:
+          checks:                  # the suite's deterministic check types, applied to the reply
+            - {type: json_schema, schema: {type: object, required: [name]}}
+          false_accept: 0.05       # the verifier's error rates the policy uses (stated here, not measured)
+          false_reject: 0.02
+        retries: 2                 # attempts on one rung before escalating (k)
+      chat:
+        verifier: none
+    routing: {target: 0.0, max_chain: 3}
+    limits: {max_body_bytes: 1048576, max_messages: 256, max_tokens: 4096, concurrency: 64, deadline_s: 60}
+    record: {store_prompts: false}
+
+Without a file every class has no verifier (single-shot routing) and the bounds below apply.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from advisor.suite import JsonEqualsCheck, JsonSchemaCheck, RegexCheck, ToolCallCheck
+
+CONFIG_VERSION = 1
+
+#: Suite check types that make sense on a single reply (final text and the tool calls it holds).
+ReplyCheck = Union[RegexCheck, JsonSchemaCheck, JsonEqualsCheck, ToolCallCheck]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JudgeVerifier(_Strict):
+    """Ask the ladder's judge role to grade the reply against a rubric."""
+
+    rubric: str = Field(description="What an acceptable reply does.")
+    threshold: float = Field(default=0.5, ge=0, le=1, description="Accept when the judge's score reaches this.")
+
+
+class VerifierConfig(_Strict):
+    """How replies of one class are verified: deterministic checks, the judge, or none (`verifier: none`)."""
+
+    checks: list[ReplyCheck] = Field(default_factory=list, description="All must pass for the reply to be accepted.")
+    judge: JudgeVerifier | None = None
+    false_accept: float = Field(default=0.0, ge=0, le=1, description="P(accept | not usable), used by the policy.")
+    false_reject: float = Field(default=0.0, ge=0, le=1, description="P(reject | usable), used by the policy.")
+
+    @model_validator(mode="after")
+    def _some(self) -> "VerifierConfig":
+        if not self.checks and self.judge is None:
+            raise ValueError("a verifier needs checks or a judge (write `verifier: none` for no verifier)")
+        return self
+
+
+class ClassConfig(_Strict):
+    """Routing and verification of one task class."""
+
+    match: list[str] = Field(default_factory=list, description="Regexes on the request text that predict this class.")
+    verifier: VerifierConfig | Literal["none"] = "none"
+    retries: int = Field(default=1, ge=1, le=10, description="Attempts on one rung before escalating (k).")
+    chain: list[str] | None = Field(default=None, description="A fixed cascade for this class instead of the "
+                                    "router's decision (rung names, tried in this order).")
+
+    @field_validator("match")
+    @classmethod
+    def _regexes(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"match pattern {pattern!r} is not a regex ({exc})") from None
+        return value
+
+    @property
+    def verifier_config(self) -> VerifierConfig | None:
+        """The verifier, or None for `verifier: none`."""
+        return None if self.verifier == "none" else self.verifier
+
+
+class RoutingConfig(_Strict):
+    """Defaults of the routing policy (a request's `advisor` preferences override target and value)."""
+
+    target: float = Field(default=0.0, ge=0, le=1, description="Minimum P(usable) of the delivered answer.")
+    max_chain: int = Field(default=3, ge=1, description="At most this many rungs in an escalation chain.")
+    order: Literal["ladder", "probability"] = "ladder"
+
+
+class Limits(_Strict):
+    """Bounds that keep one request, and the service, from running away."""
+
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Larger bodies get 413.")
+    max_messages: int = Field(default=256, ge=1, description="More messages get 400.")
+    max_tokens: int = Field(default=4096, ge=1, description="A larger max_tokens gets 400.")
+    concurrency: int = Field(default=64, ge=1, description="Requests in flight per worker; more get 429.")
+    deadline_s: float = Field(default=60.0, gt=0, description="End-to-end time limit of one request (504 past it).")
+    attempt_timeout_s: float = Field(default=30.0, gt=0, description="Time limit of one attempt on one rung.")
+
+
+class RecordConfig(_Strict):
+    """What the service records."""
+
+    store_prompts: bool = Field(default=False, description="Store prompt text; by default only its hash.")
+
+
+class ServiceConfig(_Strict):
+    """The whole service config file."""
+
+    version: int = Field(description=f"Config format version (this advisor reads {CONFIG_VERSION}).")
+    default_class: str | None = Field(default=None, description="Class of a request that names none and matches no rule.")
+    classes: dict[str, ClassConfig] = Field(default_factory=dict)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    limits: Limits = Field(default_factory=Limits)
+    record: RecordConfig = Field(default_factory=RecordConfig)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ServiceConfig":
+        if self.version != CONFIG_VERSION:
+            raise ValueError(f"unsupported service config version {self.version}; this advisor reads {CONFIG_VERSION}")
+        if self.default_class is not None and self.default_class not in self.classes:
+            raise ValueError(f"default_class {self.default_class!r} is not one of classes")
+        return self
+
+    def class_config(self, name: str | None) -> ClassConfig:
+        """The config of class `name` (a class not in the file: no verifier, one attempt)."""
+        return self.classes.get(name or "", _NO_CLASS)
+
+    def predict_class(self, text: str) -> tuple[str | None, str]:
+        """(class, how) for a request that names none: the first class whose `match` rule hits, else the default."""
+        for name, cls in self.classes.items():
+            for pattern in cls.match:
+                if re.search(pattern, text):
+                    return name, f"predicted: rule {pattern!r} of class {name!r}"
+        if self.default_class:
+            return self.default_class, "predicted: default_class (no rule matched)"
+        return None, "none: no rule matched and no default_class"
+
+
+_NO_CLASS = ClassConfig()
+
+
+def default_config() -> ServiceConfig:
+    """The config used without a file: no verifiers, default bounds."""
+    return ServiceConfig(version=CONFIG_VERSION)
+
+
+def load_config(path: str | Path | None, ladder=None) -> ServiceConfig:
+    """Read and validate a service config (ConfigError naming file, key and line); None gives the default.
+
+    With `ladder`, rung names in `chain` are checked against it.
+    """
+    from advisor.errors import ConfigError, did_you_mean
+    from advisor.yamlio import line_of, load_model, read_yaml
+
+    if path is None:
+        return default_config()
+    config = load_model(ServiceConfig, path)
+    if ladder is not None:
+        names = [r.name for r in ladder.rungs]
+        for cname, cls in config.classes.items():
+            for i, rung in enumerate(cls.chain or []):
+                if rung not in names:
+                    line = line_of(read_yaml(path), ("classes", cname, "chain", i))
+                    raise ConfigError(f"{path}:{line}: classes.{cname}.chain.{i}: ladder {ladder.name!r} has no rung "
+                                      f"{rung!r}.{did_you_mean(rung, names)}")
+    return config

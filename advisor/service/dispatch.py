@@ -1,0 +1,317 @@
+"""One live request: decide -> call the rung -> verify -> retry, escalate or fail over, within a deadline.
+
+The decision: ``model: "auto"`` asks the routing policy (the learned router's `route_one`, or the class's
+fixed ``chain`` from the service config: a cascade); a rung name pins that rung (no routing, still recorded).
+The chain is then walked: each rung is tried up to k times (the class's ``retries``) while its verifier
+rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is skipped
+(a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
+rungs above it, then below it. The request never runs past its end-to-end deadline. The answer delivered is
+the first accepted one, or the last one with verdict ``rejected``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.errors import BackendError, RouterError, did_you_mean
+from advisor.service.chat import Reply, parse_reply, render_prompt, request_text
+from advisor.service.request import RequestError
+from advisor.store import now, text_hash
+
+
+@dataclass
+class Attempt:
+    """One call of one rung."""
+
+    rung: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_s: float = 0.0
+    verified: bool = False
+    accepted: bool | None = None
+    verdict: str | None = None
+    error: str | None = None
+    failover: bool = False
+    finish_reason: str | None = None
+    tokens_from_server: bool = True
+
+
+@dataclass
+class Plan:
+    """The routing decision for one request."""
+
+    decision_id: str
+    text: str
+    task_class: str | None
+    class_source: str
+    policy: str
+    mode: str
+    chain: list[str]
+    k: int
+    verifier: Any
+    allowed: list[str]
+    p_usable: float | None = None
+    expected_cost: float | None = None
+    explanation: dict = field(default_factory=dict)
+    decision_s: float = 0.0
+
+
+@dataclass
+class Outcome:
+    """What happened to one request."""
+
+    plan: Plan
+    attempts: list[Attempt]
+    reply: Reply | None = None
+    rung: str | None = None  #: the rung whose answer is delivered
+    verdict: str = "unverified"  #: accepted | rejected | unverified
+    status: int = 200
+    error: str | None = None
+
+    @property
+    def cost_usd(self) -> float:
+        """USD of every attempt (and verifier judge calls)."""
+        return sum(a.cost_usd for a in self.attempts)
+
+
+# ----------------------------------------------------------------------------------------------- deciding
+def decide(rt, req, key) -> Plan:
+    """The plan for a validated request (RequestError 404/403/400 for unknown or forbidden rungs)."""
+    started = time.perf_counter()
+    text = request_text(req)
+    prefs = req.advisor
+    if prefs is not None and prefs.task_class:
+        task_class, source = prefs.task_class, "given"
+    else:
+        task_class, source = rt.config.predict_class(text)
+    ccfg = rt.config.class_config(task_class)
+    verifier = rt.verifier_for(task_class)
+    names = [r.name for r in rt.ladder.rungs]
+    allowed = [n for n in names if key is None or key.may_use(n)]
+    if prefs is not None and prefs.rungs:
+        for n in prefs.rungs:
+            if n not in names:
+                raise RequestError(f"unknown rung {n!r} in advisor.rungs.{did_you_mean(n, names)}", param="advisor.rungs")
+        allowed = [n for n in allowed if n in prefs.rungs]
+    plan = Plan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
+                verifier, allowed)
+    if req.model != "auto":
+        if req.model not in names:
+            raise RequestError(f"the model {req.model!r} does not exist: use 'auto' or a rung.{did_you_mean(req.model, ['auto', *names])}",
+                               status=404, param="model", code="model_not_found")
+        if key is not None and not key.may_use(req.model):
+            raise RequestError(f"this API key may not use rung {req.model!r}", status=403, param="model",
+                               code="rung_not_allowed", kind="permission_error")
+        plan.policy, plan.mode, plan.chain = "pinned", "pinned", [req.model]
+        plan.p_usable = _p_of(rt, text, task_class, req.model)
+    elif ccfg.chain:
+        plan.policy, plan.mode = "cascade", "escalate" if verifier else "single"
+        plan.chain = [n for n in ccfg.chain if n in allowed] or _forbidden(names, key)
+        if not verifier:
+            plan.chain = plan.chain[:1]
+        plan.p_usable = _p_of(rt, text, task_class, plan.chain[-1])
+    else:
+        _route(rt, req, plan, ccfg, key)
+    plan.decision_s = time.perf_counter() - started
+    rt.metrics.decision_seconds.observe(plan.decision_s)
+    return plan
+
+
+def _forbidden(names, key):
+    raise RequestError("this API key may not use any rung of the chain", status=403, code="rung_not_allowed",
+                       kind="permission_error")
+
+
+def _p_of(rt, text: str, task_class: str | None, rung: str) -> float | None:
+    if rung not in rt.router.rung_names:
+        return None
+    return float(rt.router.predict_one(text, task_class)[rt.router.rung_names.index(rung)])
+
+
+def _route(rt, req, plan: Plan, ccfg, key) -> None:
+    from advisor.router.policy import PolicyConfig, Preferences
+    from advisor.router.routing import route_one
+    from advisor.scores import Verifier
+
+    prefs = req.advisor
+    routing = rt.config.routing
+    vcfg = ccfg.verifier_config
+    config = PolicyConfig(mode="escalate" if plan.verifier else "single", k=ccfg.retries,
+                          verifier=Verifier(false_accept=vcfg.false_accept, false_reject=vcfg.false_reject)
+                          if vcfg else Verifier(), target=prefs.target if prefs and prefs.target is not None
+                          else routing.target, max_chain=routing.max_chain, order=routing.order,
+                          value_usd=prefs.value_usd if prefs else None)
+    allowed = [n for n in plan.allowed if n in rt.router.rung_names]
+    if prefs is not None and prefs.max_cost_usd is not None:
+        costs = rt.router.attempt_costs([plan.text])[0]
+        allowed = [n for n in allowed if costs[rt.router.rung_names.index(n)] <= prefs.max_cost_usd]
+    if not allowed:
+        if key is not None and not any(key.may_use(n) for n in rt.router.rung_names):
+            _forbidden(None, key)
+        raise RequestError("no rung is allowed by this request's preferences (advisor.rungs, max_cost_usd and the "
+                           "API key's rungs)", param="advisor")
+    p = Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),
+                    max_latency_s=prefs.max_latency_s if prefs else None)
+    if rt.facts is None:
+        from advisor.router.routing import rung_facts
+
+        rt.facts = rung_facts(rt.router)
+    try:
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, rt.facts)
+    except RouterError as exc:
+        raise RequestError(str(exc), param="advisor") from None
+    plan.policy, plan.mode, plan.chain = rt.policy_name, config.mode, list(d.chain)
+    plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
+    plan.explanation = {"rule": d.rule, "probabilities": d.probabilities, "excluded": d.excluded,
+                        "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
+
+
+def failover_order(rt, plan: Plan, tried: set[str], failed: str) -> list[str]:
+    """Rungs to fall back on after `failed` is down: rest of the chain, then allowed rungs above, then below."""
+    names = [r.name for r in rt.ladder.rungs]
+    rest = [n for n in plan.chain if n not in tried]
+    at = names.index(failed)
+    extra = [n for n in names[at + 1:] + names[:at][::-1] if n in plan.allowed and n not in tried and n not in rest]
+    return rest + extra
+
+
+# ----------------------------------------------------------------------------------------------- calling
+def max_tokens_for(rt, req, model) -> int:
+    """max_tokens of one attempt: the request's, else the rung's max_output_tokens (bounded by the config)."""
+    asked = req.max_completion_tokens or req.max_tokens
+    return min(asked or model.max_output_tokens, rt.config.limits.max_tokens)
+
+
+async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
+    """One attempt (never raises for backend failures: the attempt records them)."""
+    from advisor.triton.client import GenerationTimeout
+
+    model = rt.rungs[rung]
+    attempt = Attempt(rung)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        attempt.error = "deadline: no time left for this attempt"
+        return attempt, None
+    started = time.perf_counter()
+    try:
+        prompt = render_prompt(model, req)
+        result = await rt.client_for(model).generate(
+            model.triton_model, prompt, max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
+            timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
+    except GenerationTimeout as exc:
+        attempt.error, attempt.failover = f"timeout: {exc}", True
+    except BackendError as exc:
+        attempt.error, attempt.failover = f"down: {exc}", True
+    attempt.latency_s = time.perf_counter() - started
+    if attempt.error:
+        return attempt, None
+    fill_attempt(attempt, model, result)
+    return attempt, parse_reply(model, result.text, req)
+
+
+def fill_attempt(attempt: Attempt, model, result) -> None:
+    """Token counts, cost and finish reason of a finished generation."""
+    attempt.input_tokens, attempt.output_tokens = result.input_tokens, result.output_tokens
+    attempt.cost_usd = model.attempt_cost(result.input_tokens, result.output_tokens)
+    attempt.finish_reason, attempt.tokens_from_server = result.finish_reason, result.tokens_from_server
+
+
+async def run(rt, req, plan: Plan) -> Outcome:
+    """Walk the plan's chain (see the module docstring) and return the outcome (never past the deadline)."""
+    deadline = time.monotonic() + rt.config.limits.deadline_s
+    out = Outcome(plan, [])
+    queue, tried = list(plan.chain), set()
+    last: tuple[str, Reply] | None = None
+    while queue:
+        rung = queue.pop(0)
+        tried.add(rung)
+        for i in range(plan.k):
+            attempt, reply = await call_rung(rt, req, plan, rung, deadline)
+            out.attempts.append(attempt)
+            m = rt.metrics
+            if reply is None:
+                m.attempts.labels(rung, "error", _sim(rt, rung)).inc()
+                if attempt.error.startswith("deadline"):
+                    queue = []
+                    break
+                m.failovers.labels(rung, attempt.error.split(":", 1)[0]).inc()
+                if plan.mode != "pinned":
+                    queue = failover_order(rt, plan, tried, rung)
+                break
+            m.cost.labels(rung, _sim(rt, rung)).inc(attempt.cost_usd)
+            last = (rung, reply)
+            if plan.verifier is None:
+                m.attempts.labels(rung, "unverified", _sim(rt, rung)).inc()
+                return _deliver(out, rung, reply, "unverified")
+            verdict = await plan.verifier.verify(reply, plan.text)
+            attempt.verified, attempt.accepted, attempt.verdict = True, verdict.accepted, verdict.detail
+            attempt.cost_usd += verdict.cost_usd
+            word = "accepted" if verdict.accepted else "rejected"
+            m.attempts.labels(rung, word, _sim(rt, rung)).inc()
+            m.verdicts.labels(plan.task_class or "", word).inc()
+            if verdict.accepted:
+                return _deliver(out, rung, reply, "accepted")
+        else:
+            if queue:
+                rt.metrics.escalations.labels(rung, queue[0]).inc()
+    if last is not None:
+        return _deliver(out, last[0], last[1], "rejected")
+    timed_out = any((a.error or "").startswith("deadline") for a in out.attempts)
+    out.status = 504 if timed_out else 503
+    errors = "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
+    out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else
+                 f"no rung could answer: {errors or 'nothing tried'}. Is Triton ({rt.settings.served_by}) up?")
+    return out
+
+
+def _deliver(out: Outcome, rung: str, reply: Reply, verdict: str) -> Outcome:
+    out.reply, out.rung, out.verdict = reply, rung, verdict
+    return out
+
+
+def _sim(rt, rung: str) -> str:
+    return "true" if rt.simulated(rung) else "false"
+
+
+async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
+    """`run` bounded by the end-to-end deadline (a verifier or judge that hangs cannot hold the request)."""
+    try:
+        return await asyncio.wait_for(run(rt, req, plan), rt.config.limits.deadline_s + 1.0)
+    except asyncio.TimeoutError:
+        return Outcome(plan, [], status=504, error=f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline")
+
+
+# ----------------------------------------------------------------------------------------------- recording
+def records(rt, out: Outcome, key, started_at, latency_s: float) -> list[dict[str, Any]]:
+    """The decision row and one row per attempt, as the store's columns."""
+    import json
+
+    plan = out.plan
+    status = "ok" if out.status == 200 and out.verdict != "rejected" else (
+        "rejected" if out.status == 200 else "error")
+    sim = any(rt.simulated(a.rung) for a in out.attempts) or (bool(plan.chain) and rt.simulated(plan.chain[0]))
+    decision = {
+        "record": "decision", "decision_id": plan.decision_id, "created_at": started_at,
+        "request_hash": text_hash(plan.text), "prompt_text": plan.text if rt.config.record.store_prompts else None,
+        "task_class": plan.task_class, "policy": plan.policy, "mode": plan.mode,
+        "chosen_rung": plan.chain[0] if plan.chain else "", "expected_cost": plan.expected_cost,
+        "p_usable": plan.p_usable, "router_version": rt.router.version_tag,
+        "explanation_json": json.dumps(plan.explanation, default=str), "class_source": plan.class_source,
+        "chain_json": json.dumps(plan.chain), "final_rung": out.rung, "status": status, "http_status": out.status,
+        "attempts": len(out.attempts), "failovers": sum(a.failover for a in out.attempts),
+        "total_cost_usd": out.cost_usd, "latency_s": latency_s, "simulated": sim,
+        "api_key": key.name if key is not None else None, "worker": rt.worker}
+    rows = [decision]
+    for i, a in enumerate(out.attempts, start=1):
+        rows.append({"record": "attempt", "decision_id": plan.decision_id, "attempt": i, "rung": a.rung,
+                     "input_tokens": a.input_tokens, "output_tokens": a.output_tokens, "cost_usd": a.cost_usd,
+                     "latency_s": a.latency_s, "verified": a.verified, "accepted": a.accepted, "error": a.error,
+                     "created_at": now(), "simulated": rt.simulated(a.rung), "failover": a.failover,
+                     "finish_reason": a.finish_reason, "verdict": a.verdict,
+                     "tokens_from_server": a.tokens_from_server})
+    return rows

@@ -1,0 +1,178 @@
+"""``advisor serve`` as a library call: reach the rungs, get a router, start uvicorn workers, ingest records.
+
+`serve(options)` resolves the ladder (default: the demo ladder), starts the embedded Triton with its stand-ins
+when no ``--url`` is given (as ``advisor probe`` does, through `advisor.probe.session.serving`), loads the
+router (``--router``, else one trained from the store's runs, else a `RouterError` saying to run
+``advisor probe`` first), and runs the app on uvicorn with N workers. It prints ``ready http=HOST:PORT`` once
+the service answers, ingests the workers' record segments into the store every few seconds and once more after
+the workers stopped (SIGINT/SIGTERM drain in-flight requests first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from advisor.errors import RouterError, StoreError
+
+
+@dataclass
+class ServeOptions:
+    """The CLI's options."""
+
+    ladder_path: Path | None = None
+    suite_path: Path | None = None  #: suite the embedded stand-ins know (default: the example suite)
+    url: str | None = None
+    router_path: Path | None = None
+    config_path: Path | None = None
+    keys_path: Path | None = None
+    store_path: Path = Path("advisor.duckdb")
+    spool: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000  #: 0 = a free port
+    workers: int = 1
+    no_auth: bool = False
+    ingest_every_s: float = 5.0
+    protocol: str = "grpc"
+    echo: Callable[[str], None] = field(default=print)
+
+
+def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path:
+    """The router artifact to serve: --router, else trained now from the store (RouterError when impossible)."""
+    if options.router_path is not None:
+        from advisor.router.artifact import load_router
+
+        load_router(options.router_path)  # fail here, not in every worker
+        return Path(options.router_path)
+    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.store import Store
+
+    try:
+        with Store.open(options.store_path, read_only=True) as store:
+            data = training_data_from_store(store, ladder_name=ladder.name)
+    except (RouterError, StoreError) as exc:
+        raise RouterError(f"no router to serve: pass --router FILE, or run `advisor probe` first so that one can "
+                          f"be trained from {options.store_path} ({exc})") from None
+    model = fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
+    path = model.save(workdir / "router.json")
+    echo(f"router trained from {options.store_path}: {model.provenance['runs']} runs, "
+         f"{model.provenance['prompts']} prompts"
+         + (f" ({model.provenance['simulated_runs']} SIMULATED)" if model.provenance["simulated_runs"] else ""))
+    return path
+
+
+def serve(options: ServeOptions) -> None:
+    """Run the service until SIGINT/SIGTERM (see the module docstring)."""
+    from advisor.ladder import load_ladder
+    from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file, serving
+    from advisor.service.auth import load_keys, new_key
+    from advisor.service.config import load_config
+    from advisor.service.recording import spool_for
+    from advisor.service.runtime import SETTINGS_ENV, ServeSettings
+    from advisor.triton.server import free_port
+
+    echo = options.echo
+    ladder_path = Path(options.ladder_path) if options.ladder_path else default_file(DEFAULT_LADDER)
+    suite_path = Path(options.suite_path) if options.suite_path else default_file(DEFAULT_SUITE)
+    ladder = load_ladder(ladder_path)
+    load_config(options.config_path, ladder)  # errors now, with file and line
+    keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
+    if not len(keys) and not options.no_auth:
+        from advisor.service.auth import ApiKey, KeyRing, key_hash
+
+        secret = new_key()
+        keys = KeyRing([ApiKey("generated", key_hash(secret))])
+        echo(f"no API key configured (--keys FILE or ADVISOR_API_KEYS): generated one for this run: {secret}")
+    spool = Path(options.spool) if options.spool else spool_for(options.store_path)
+    port = options.port or free_port(options.host)
+    with tempfile.TemporaryDirectory(prefix="advisor-serve-") as tmp:
+        router_path = resolve_router(options, ladder, Path(tmp), echo)
+        probe_config = ProbeConfig(ladder_path=ladder_path, suite_path=suite_path, url=options.url)
+        with serving(probe_config, ladder, suite_path) as (urls, served_by):
+            if served_by == "embedded":
+                echo(f"embedded Triton serving SIMULATED stand-ins of ladder {ladder.name!r}")
+            settings = ServeSettings(
+                ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,
+                served_by=served_by, config_path=str(options.config_path) if options.config_path else None,
+                keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth)
+            os.environ[SETTINGS_ENV] = settings.to_json()
+            if options.workers > 1:
+                os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")
+                os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+            stop = threading.Event()
+            threads = [threading.Thread(target=_announce, args=(options.host, port, stop, echo), daemon=True),
+                       threading.Thread(target=_ingest_loop, args=(spool, options, stop, echo), daemon=True)]
+            for t in threads:
+                t.start()
+            try:
+                _run_uvicorn(options, port, load_config(options.config_path, ladder).limits.deadline_s)
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(timeout=10)
+                os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    counts = ingest_now(spool, options.store_path)
+    echo(f"stopped; {counts['decisions']} decisions and {counts['attempts']} attempts ingested into "
+         f"{options.store_path}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+
+
+def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
+    """Run uvicorn until SIGINT/SIGTERM; it drains in-flight requests and then returns here.
+
+    uvicorn re-raises the signal it caught once it has shut down; a no-op handler installed first lets this
+    process go on to stop Triton and ingest the last records instead of dying of that signal.
+    """
+    import signal
+
+    import uvicorn
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
+                workers=options.workers, loop="asyncio", http="httptools" if _has("httptools") else "h11",
+                log_level="warning", access_log=False, timeout_graceful_shutdown=int(deadline_s) + 5,
+                backlog=4096, limit_concurrency=None)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _announce(host: str, port: int, stop: threading.Event, echo) -> None:
+    """Print the ready line once /healthz answers."""
+    while not stop.is_set():
+        try:
+            with urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=1) as resp:
+                if resp.status == 200:
+                    echo(f"ready http={host}:{port}")
+                    return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        stop.wait(0.1)
+
+
+def ingest_now(spool: Path, store_path: Path) -> dict[str, int]:
+    """Ingest the spool into the store once (StoreError when the store is locked by another process)."""
+    from advisor.service.recording import ingest
+    from advisor.store import Store
+
+    if not Path(spool).is_dir() or not any(Path(spool).glob("*.*")):
+        return {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
+    with Store.open(store_path) as store:
+        return ingest(spool, store)
+
+
+def _ingest_loop(spool: Path, options: ServeOptions, stop: threading.Event, echo) -> None:
+    if options.ingest_every_s <= 0:
+        return
+    while not stop.wait(options.ingest_every_s):
+        with contextlib.suppress(StoreError):  # the store is busy (another process has it): next round
+            ingest_now(spool, options.store_path)

@@ -1,0 +1,133 @@
+"""Records of live requests: per-worker append-only segments, ingested into the one DuckDB store.
+
+DuckDB allows one writer, and the service may run as several workers or replicas, so no worker opens the
+store. Each worker appends its records (one JSON line per decision and per attempt, flushed per request) to
+its own segment file in a spool folder (by default ``<store>.live/``), named ``<worker>-<pid>-<n>.open`` while
+it is written. A segment is closed (renamed to ``.jsonl``) once it is a second old or holds 5,000 lines, and
+when the worker stops. `ingest` moves closed segments, and the open segments of processes that are gone
+(a crash), into the store in one transaction per segment and deletes them; rows are keyed by decision id and
+attempt, so ingesting a segment twice adds nothing. ``advisor serve`` ingests every few seconds and once more
+after its workers stopped; ``advisor store ingest`` does the same by hand (e.g. for replicas on other hosts
+writing to a shared spool folder). A torn last line (a worker killed mid-write) is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+ROTATE_S = 1.0
+ROTATE_LINES = 5000
+
+
+def spool_for(store_path: str | Path) -> Path:
+    """The default spool folder of a store file."""
+    return Path(f"{store_path}.live")
+
+
+class SegmentWriter:
+    """Appends one worker's records to its own segment files (thread-safe, flushed per `write`)."""
+
+    def __init__(self, spool: str | Path, worker: str):
+        self.spool = Path(spool)
+        self.spool.mkdir(parents=True, exist_ok=True)
+        self.worker = worker
+        self._lock = threading.Lock()
+        self._n = 0
+        self._file = None
+        self._opened = 0.0
+        self._lines = 0
+
+    def _path(self, suffix: str) -> Path:
+        return self.spool / f"{self.worker}-{os.getpid()}-{self._n:06d}{suffix}"
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        """Append records (decision and attempts of one request) and flush them to the OS."""
+        data = "".join(json.dumps(r, default=str, separators=(",", ":")) + "\n" for r in records)
+        with self._lock:
+            if self._file is not None and (self._lines >= ROTATE_LINES or time.monotonic() - self._opened > ROTATE_S):
+                self._close()
+            if self._file is None:
+                self._n += 1
+                self._file = self._path(".open").open("a", encoding="utf-8")
+                self._opened, self._lines = time.monotonic(), 0
+            self._file.write(data)
+            self._file.flush()
+            self._lines += len(records)
+
+    def rotate_if_old(self) -> None:
+        """Close the current segment when it is older than ROTATE_S (called periodically by the app)."""
+        with self._lock:
+            if self._file is not None and time.monotonic() - self._opened > ROTATE_S:
+                self._close()
+
+    def _close(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            f.close()
+            os.replace(f.name, f.name[: -len(".open")] + ".jsonl")
+
+    def close(self) -> None:
+        """Close the current segment (it becomes ingestible)."""
+        with self._lock:
+            self._close()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ingestible(spool: Path) -> list[Path]:
+    out = sorted(spool.glob("*.jsonl"))
+    for path in sorted(spool.glob("*.open")):
+        try:
+            pid = int(path.stem.rsplit("-", 2)[-2])
+        except (ValueError, IndexError):
+            continue
+        if not _pid_alive(pid):
+            out.append(path)
+    return out
+
+
+def _timestamps(row: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(row.get("created_at"), str):
+        row["created_at"] = datetime.fromisoformat(row["created_at"])
+    return row
+
+
+def ingest(spool: str | Path, store) -> dict[str, int]:
+    """Move every ingestible segment of `spool` into `store`; return counts (segments, decisions, attempts, torn)."""
+    spool = Path(spool)
+    counts = {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
+    if not spool.is_dir():
+        return counts
+    for path in _ingestible(spool):
+        decisions, attempts = [], []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                counts["torn_lines"] += 1
+                continue
+            kind = rec.pop("record", None)
+            (decisions if kind == "decision" else attempts).append(_timestamps(rec))
+        for rows in (decisions, attempts):  # one column set per table: the union of the keys, in order
+            keys = list(dict.fromkeys(k for r in rows for k in r))
+            rows[:] = [{k: r.get(k) for k in keys} for r in rows]
+        added = store.add_live(decisions, attempts)
+        counts["segments"] += 1
+        counts["decisions"] += added[0]
+        counts["attempts"] += added[1]
+        path.unlink()
+    return counts

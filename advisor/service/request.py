@@ -1,0 +1,152 @@
+"""The chat-completions request as the service accepts it, and the user's routing preferences.
+
+Accepted OpenAI fields: model, messages, max_tokens / max_completion_tokens, temperature, top_p, stop,
+stream, stream_options, tools, tool_choice, user, seed, n (1 only). Anything else is rejected with a 400 in
+OpenAI's error shape naming the field, never silently dropped. advisor's own extension is the ``advisor``
+object (or ``x-advisor-*`` request headers; the body wins):
+
+    {"class": "extraction", "rungs": ["nano-30b", "super-120b"], "self_hosted_only": true,
+     "max_latency_s": 2.0, "target": 0.8, "value_usd": 0.01, "max_cost_usd": 0.001}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from advisor.errors import AdvisorError
+
+
+class RequestError(AdvisorError):
+    """A request the service refuses; `status` is the HTTP status, `param` the offending field."""
+
+    def __init__(self, message: str, status: int = 400, param: str | None = None, code: str | None = None,
+                 kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.param, self.code, self.kind = status, param, code, kind
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FunctionCall(_Strict):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCallIn(_Strict):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ContentPart(_Strict):
+    type: Literal["text"]
+    text: str
+
+
+class Message(_Strict):
+    """One chat message (text content only)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Union[str, list[ContentPart], None] = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        """The content as one string."""
+        if isinstance(self.content, list):
+            return "".join(p.text for p in self.content)
+        return self.content or ""
+
+
+class FunctionDef(_Strict):
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    strict: bool | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class StreamOptions(_Strict):
+    include_usage: bool = False
+
+
+class AdvisorPrefs(_Strict):
+    """advisor's per-request preferences (the ``advisor`` body object or ``x-advisor-*`` headers)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    task_class: str | None = Field(default=None, alias="class")
+    rungs: list[str] | None = None
+    self_hosted_only: bool = False
+    max_latency_s: float | None = Field(default=None, gt=0)
+    target: float | None = Field(default=None, ge=0, le=1)
+    value_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+
+
+class ChatRequest(_Strict):
+    """A chat-completions request body."""
+
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    stop: Union[str, list[str], None] = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    tools: list[Tool] | None = None
+    tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
+    user: str | None = None
+    seed: int | None = None
+    n: Literal[1] | None = None
+    advisor: AdvisorPrefs | None = None
+
+    def sampling(self) -> dict[str, Any]:
+        """vLLM sampling parameters from the OpenAI fields."""
+        out: dict[str, Any] = {}
+        for key in ("temperature", "top_p", "seed"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.stop is not None:
+            out["stop"] = [self.stop] if isinstance(self.stop, str) else list(self.stop)
+        return out
+
+
+#: header -> preference field (values parsed by pydantic)
+HEADERS = {"x-advisor-class": "class", "x-advisor-rungs": "rungs", "x-advisor-self-hosted-only": "self_hosted_only",
+           "x-advisor-max-latency-s": "max_latency_s", "x-advisor-target": "target",
+           "x-advisor-value-usd": "value_usd", "x-advisor-max-cost-usd": "max_cost_usd"}
+
+
+def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
+    """Validate a decoded JSON body (RequestError 400 naming the field on anything unsupported)."""
+    if not isinstance(body, dict):
+        raise RequestError("the request body must be a JSON object")
+    from_headers: dict[str, Any] = {}
+    for header, field in HEADERS.items():
+        if header in headers:
+            value = headers[header]
+            from_headers[field] = [v.strip() for v in value.split(",") if v.strip()] if field == "rungs" else value
+    if from_headers:
+        body = {**body, "advisor": {**from_headers, **(body.get("advisor") or {})}}
+    try:
+        return ChatRequest.model_validate(body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        param = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
+                               param=param, code="unsupported_parameter") from None
+        raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None

@@ -1,0 +1,139 @@
+"""What one service worker holds: settings, ladder, router, config, keys, Triton clients, recorder, metrics.
+
+`ServeSettings` is plain data (JSON), so ``advisor serve --workers N`` hands the same settings to every worker
+process through one environment variable; each worker builds its own `Runtime` from them when it starts.
+The service keeps no other state: the router artifact is read-only, records go to the spool (then the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from advisor.errors import ConfigError
+
+SETTINGS_ENV = "ADVISOR_SERVE_SETTINGS"
+
+
+@dataclass
+class ServeSettings:
+    """Everything a worker needs to serve (the CLI's options, resolved)."""
+
+    ladder_path: str
+    router_path: str
+    spool: str
+    urls: dict[str, str]  #: Triton gRPC address by model name (rungs and roles)
+    served_by: str = "embedded"
+    config_path: str | None = None
+    keys: list[dict] = field(default_factory=list)  #: `KeyRing.to_state()`: hashes only
+    protocol: str = "grpc"
+    client_retries: int = 1
+    no_auth: bool = False  #: accept requests without a key (loopback development only)
+    readiness_ttl_s: float = 1.0
+
+    def to_json(self) -> str:
+        """The settings as JSON."""
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServeSettings":
+        """Inverse of `to_json`."""
+        return cls(**json.loads(text))
+
+
+class Runtime:
+    """One worker's live objects, built from `ServeSettings` (clients are created lazily on its event loop)."""
+
+    def __init__(self, settings: ServeSettings):
+        from advisor.ladder import load_ladder
+        from advisor.router.artifact import load_router
+        from advisor.service.auth import KeyRing
+        from advisor.service.config import load_config
+        from advisor.service.metrics import Metrics
+        from advisor.service.recording import SegmentWriter
+
+        self.settings = settings
+        self.ladder = load_ladder(settings.ladder_path)
+        self.config = load_config(settings.config_path, self.ladder)
+        self.router = load_router(settings.router_path)
+        names = [r.name for r in self.ladder.rungs]
+        unknown = [n for n in self.router.rung_names if n not in names]
+        if unknown:
+            raise ConfigError(f"{settings.router_path}: router rungs {', '.join(unknown)} are not on ladder "
+                              f"{self.ladder.name!r} ({', '.join(names)}): train it on this ladder's runs")
+        self.rungs = {r.name: r for r in self.ladder.rungs}
+        self.keys = KeyRing.from_state(settings.keys)
+        self.metrics = Metrics()
+        self.worker = f"w{os.getpid()}"
+        self.writer = SegmentWriter(settings.spool, self.worker)
+        self.policy_name = f"learned-router:{self.router.version_tag}"
+        self._clients: dict[str, Any] = {}
+        self._verifiers: dict[str, Any] = {}
+        self._ready: tuple[float, bool, str] = (0.0, False, "not checked yet")
+        for cname, cls in self.config.classes.items():
+            from advisor.service.verification import build_verifier
+
+            self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
+        self.semaphore_limit = self.config.limits.concurrency
+        self.in_flight = 0
+        self.facts = None
+
+    def client_for(self, model):
+        """The Triton client serving a ladder model (one per address)."""
+        from advisor.triton.client import TritonClient
+
+        url = self.settings.urls.get(model.name) or self.ladder.url_of(model)
+        client = self._clients.get(url)
+        if client is None:
+            client = self._clients[url] = TritonClient(url, protocol=self.settings.protocol,
+                                                       timeout_s=self.config.limits.attempt_timeout_s,
+                                                       retries=self.settings.client_retries)
+        return client
+
+    def verifier_for(self, task_class: str | None):
+        """The verifier of a class (None when it has none)."""
+        return self._verifiers.get(task_class or "")
+
+    def simulated(self, rung: str) -> bool:
+        """True when `rung` is a stand-in."""
+        return self.ladder.simulated or self.rungs[rung].simulated
+
+    async def readiness(self) -> tuple[bool, str]:
+        """(ready, why): Triton answers and at least one rung is loaded (cached for `readiness_ttl_s`)."""
+        checked, ok, why = self._ready
+        if time.monotonic() - checked < self.settings.readiness_ttl_s:
+            return ok, why
+        ready = []
+        for rung in self.ladder.rungs:
+            try:
+                async with asyncio.timeout(2.0) if hasattr(asyncio, "timeout") else _null():
+                    if await self.client_for(rung).model_ready(rung.triton_model):
+                        ready.append(rung.name)
+            except Exception:  # noqa: BLE001 - any failure means "not ready"
+                continue
+        ok = bool(ready)
+        why = (f"router loaded; rungs ready: {', '.join(ready)}" if ok else
+               f"no rung is ready on Triton ({self.settings.served_by})")
+        self._ready = (time.monotonic(), ok, why)
+        return ok, why
+
+    async def close(self) -> None:
+        """Close clients and the current segment."""
+        self.writer.close()
+        for client in self._clients.values():
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+
+
+class _null:
+    async def __aenter__(self):
+        return None
+
+    async def __aexit__(self, *exc):
+        return False

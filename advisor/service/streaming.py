@@ -1,0 +1,169 @@
+"""``stream: true``: server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``.
+
+Without a verifier for the request's class, tokens are relayed from Triton's decoupled stream as they arrive
+(`TritonClient.generate_stream`). A rung that fails before its first token is failed over like any attempt;
+once tokens have been sent, an error ends the stream with an error event. Text is held back from the first
+``<`` on (a tool call may be starting); at the end a tool call is sent as a ``tool_calls`` delta.
+
+With a verifier the whole answer must be checked before anything is sent: the service runs the request to
+the end (retries, escalation) and then sends the delivered answer as chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, AsyncIterator
+
+from advisor.errors import BackendError
+from advisor.service.chat import Reply, parse_reply, render_prompt, safe_prefix
+from advisor.service.dispatch import Attempt, Outcome, Plan, failover_order, fill_attempt, max_tokens_for
+
+
+def sse(obj: Any) -> bytes:
+    """One server-sent event."""
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None) -> dict:
+    """One chat.completion.chunk."""
+    return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def reply_chunks(cid: str, created: int, model: str, reply: Reply, finish: str) -> list[dict]:
+    """A complete reply as chunks (used when a verifier had to see it first)."""
+    out = [chunk(cid, created, model, {"role": "assistant", "content": ""})]
+    if reply.content:
+        out.append(chunk(cid, created, model, {"content": reply.content}))
+    if reply.tool_calls:
+        out.append(chunk(cid, created, model, {"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]}))
+    out.append(chunk(cid, created, model, {}, finish))
+    return out
+
+
+async def open_stream(rt, req, plan: Plan, out: Outcome, deadline: float):
+    """Start streaming on the first rung that answers: (rung, first part, parts iterator, started, prompt).
+
+    Rungs that fail before their first part are recorded as failover attempts. Returns None when none answers.
+    """
+    queue, tried = list(plan.chain), set()
+    while queue:
+        rung = queue.pop(0)
+        tried.add(rung)
+        model = rt.rungs[rung]
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            out.attempts.append(Attempt(rung, error="deadline: no time left for this attempt"))
+            return None
+        started = time.perf_counter()
+        prompt = render_prompt(model, req)
+        parts = rt.client_for(model).generate_stream(
+            model.triton_model, prompt, max_tokens=max_tokens_for(rt, req, model),
+            sampling=req.sampling(), timeout_s=min(rt.config.limits.attempt_timeout_s, remaining),
+            request_id=plan.decision_id)
+        try:
+            first = await parts.__anext__()
+        except StopAsyncIteration:
+            first = None
+        except BackendError as exc:
+            kind = "timeout" if "timed out" in str(exc) else "down"
+            out.attempts.append(Attempt(rung, error=f"{kind}: {exc}", failover=True,
+                                        latency_s=time.perf_counter() - started))
+            rt.metrics.attempts.labels(rung, "error", "true" if rt.simulated(rung) else "false").inc()
+            rt.metrics.failovers.labels(rung, kind).inc()
+            if plan.mode != "pinned":
+                queue = failover_order(rt, plan, tried, rung)
+            continue
+        return rung, first, parts, started, prompt
+    return None
+
+
+async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncIterator[bytes]:
+    """Relay an opened stream as SSE chunks; fill `out` with the attempt and the reply as it ends."""
+    rung, first, parts, started, prompt = opened
+    model = rt.rungs[rung]
+    attempt = Attempt(rung)
+    out.attempts.append(attempt)
+    collected, text, sent = [], "", 0
+    yield sse(chunk(cid, created, rung, {"role": "assistant", "content": ""}))
+    try:
+        part = first
+        while part is not None:
+            collected.append(part)
+            text += part.text
+            cut = safe_prefix(text)
+            if cut > sent:
+                yield sse(chunk(cid, created, rung, {"content": text[sent:cut]}))
+                sent = cut
+            try:
+                part = await parts.__anext__()
+            except StopAsyncIteration:
+                part = None
+    except BackendError as exc:
+        attempt.error, attempt.latency_s = f"stream broke: {exc}", time.perf_counter() - started
+        out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {exc}"
+        yield sse({"error": {"message": out.error, "type": "server_error", "param": None, "code": "rung_failed"}})
+        return
+    attempt.latency_s = time.perf_counter() - started
+    fill_attempt(attempt, model, rt.client_for(model).result(model.triton_model, prompt, collected, attempt.latency_s))
+    rt.metrics.attempts.labels(rung, "unverified", "true" if rt.simulated(rung) else "false").inc()
+    rt.metrics.cost.labels(rung, "true" if rt.simulated(rung) else "false").inc(attempt.cost_usd)
+    reply = parse_reply(model, text, req)
+    out.reply, out.rung, out.verdict = reply, rung, "unverified"
+    if reply.tool_calls:
+        if reply.content and len(reply.content) > sent:
+            yield sse(chunk(cid, created, rung, {"content": reply.content[sent:]}))
+        yield sse(chunk(cid, created, rung, {"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]}))
+    elif len(text) > sent:
+        yield sse(chunk(cid, created, rung, {"content": text[sent:]}))
+    finish = "length" if attempt.finish_reason == "length" else reply.finish_reason
+    yield sse(chunk(cid, created, rung, {}, finish))
+
+
+async def stream_response(rt, req, plan: Plan, key, started: float, started_at):
+    """The SSE response of a streamed request without a verifier (headers name the rung that answers)."""
+    from starlette.responses import StreamingResponse
+
+    from advisor.service.app import finish, headers_of, record, usage_of
+
+    out = Outcome(plan, [])
+    deadline = time.monotonic() + rt.config.limits.deadline_s
+    try:
+        opened = await open_stream(rt, req, plan, out, deadline)
+    except BaseException:
+        _release(rt)
+        raise
+    if opened is None:
+        timed_out = any((a.error or "").startswith("deadline") for a in out.attempts)
+        out.status = 504 if timed_out else 503
+        out.error = "no rung could answer: " + "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
+        _release(rt)
+        return finish(rt, req, out, key, started, started_at)
+    out.rung = opened[0]
+    cid, created = "chatcmpl-" + plan.decision_id[4:], int(time.time())
+
+    async def body():
+        try:
+            async for piece in relay(rt, req, out, opened, cid, created):
+                yield piece
+            if out.status == 200 and req.stream_options and req.stream_options.include_usage:
+                yield sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": out.rung,
+                           "choices": [], "usage": usage_of(rt, out)})
+            yield DONE
+        finally:
+            if out.attempts and out.attempts[-1].rung == out.rung and out.reply is None and out.status == 200:
+                out.status, out.error = 499, "the client went away mid-stream"
+                out.attempts[-1].error = out.attempts[-1].error or "client disconnected"
+            record(rt, out, key, started, started_at)
+            _release(rt)
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers_of(rt, out))
+
+
+def _release(rt) -> None:
+    rt.in_flight -= 1
+    rt.metrics.in_flight.dec()

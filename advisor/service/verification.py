@@ -1,0 +1,101 @@
+"""Verifiers: does a reply pass its class's checks (the suite's deterministic check types, or the judge)?
+
+A reply is seen by the checks as a one-turn episode: the ``final`` target is its answer text (after
+``FINAL ANSWER:`` when present) and ``calls`` the tool calls it holds, so ``regex``, ``json_schema``,
+``json_equals`` and ``tool_call`` checks apply unchanged. A judge verifier asks the ladder's judge role with
+the class's rubric (`advisor.checks.judge.TritonJudge`) and accepts at its threshold; its tokens are costed.
+A verifier that cannot decide (the judge is down, its verdict does not parse) rejects, and says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from advisor.errors import ConfigError
+
+
+@dataclass
+class Verdict:
+    """What a verifier said about one reply."""
+
+    accepted: bool
+    detail: str
+    cost_usd: float = 0.0  #: the judge's cost, when a judge verified
+
+
+class ChecksVerifier:
+    """Every configured check must pass."""
+
+    def __init__(self, checks):
+        from advisor.checks.base import get_check
+
+        self.checks = [(c, get_check(c.type)) for c in checks]
+
+    async def verify(self, reply, request_text: str) -> Verdict:
+        """Run each check on the reply as a one-turn episode."""
+        from advisor.episode import Episode, ToolCall
+
+        episode = Episode(final=reply.final, stop_reason="final" if reply.final is not None else "max_turns",
+                          calls=[ToolCall(name, args) for name, args in reply.calls])
+        task = SimpleNamespace(instructions=request_text, id="live")
+        for check, fn in self.checks:
+            outcome = await fn(check, task, episode)
+            if outcome.score is None or outcome.score < 1.0:
+                return Verdict(False, f"{check.type}: {outcome.detail}")
+        return Verdict(True, f"{len(self.checks)} check(s) passed")
+
+
+class JudgeReplyVerifier:
+    """The ladder's judge role grades the reply against a rubric."""
+
+    def __init__(self, config, judge):
+        self.config = config
+        self.judge = judge
+
+    async def verify(self, reply, request_text: str) -> Verdict:
+        """Ask the judge; reject (with the reason) when it fails or scores below the threshold."""
+        from advisor.checks.judge import JudgeError
+        from advisor.episode import Episode, ToolCall
+
+        episode = Episode(final=reply.final, stop_reason="final",
+                          calls=[ToolCall(name, args) for name, args in reply.calls])
+        criterion = SimpleNamespace(name="reply", description="The reply answers the request acceptably.",
+                                    check=SimpleNamespace(rubric=self.config.rubric))
+        task = SimpleNamespace(instructions=request_text, id="live")
+        try:
+            grade = await self.judge.grade(criterion, task, episode)
+        except JudgeError as exc:
+            cost = getattr(exc, "grade_cost", (0, 0, 0.0))[2]
+            return Verdict(False, f"judge could not grade: {exc}", cost)
+        ok = grade.score >= self.config.threshold
+        return Verdict(ok, f"judge score {grade.score:.2f} ({grade.reason})", grade.cost_usd)
+
+
+def build_verifier(verifier_config, ladder, client_for) -> Any | None:
+    """The verifier object of one class config (None for `verifier: none`)."""
+    if verifier_config is None:
+        return None
+    if verifier_config.judge is not None:
+        judge_model = ladder.roles.judge
+        if judge_model is None:
+            raise ConfigError(f"a class uses a judge verifier but ladder {ladder.name!r} has no roles.judge")
+        from advisor.checks.judge import TritonJudge
+
+        judge = JudgeReplyVerifier(verifier_config.judge, TritonJudge(client_for(judge_model), judge_model))
+        if not verifier_config.checks:
+            return judge
+        return _Both(ChecksVerifier(verifier_config.checks), judge)
+    return ChecksVerifier(verifier_config.checks)
+
+
+class _Both:
+    """Checks first (cheap), then the judge."""
+
+    def __init__(self, checks: ChecksVerifier, judge: JudgeReplyVerifier):
+        self.checks, self.judge = checks, judge
+
+    async def verify(self, reply, request_text: str) -> Verdict:
+        first = await self.checks.verify(reply, request_text)
+        return first if not first.accepted else await self.judge.verify(reply, request_text)
