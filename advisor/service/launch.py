@@ -96,7 +96,8 @@ def serve(options: ServeOptions) -> None:
         probe_config = ProbeConfig(ladder_path=ladder_path, suite_path=suite_path, url=options.url)
         with serving(probe_config, ladder, suite_path) as (urls, served_by):
             if served_by == "embedded":
-                echo(f"embedded Triton serving SIMULATED stand-ins of ladder {ladder.name!r}")
+                echo(f"embedded Triton serving SIMULATED stand-ins of ladder {ladder.name!r} at "
+                     f"grpc={urls[ladder.rungs[0].name]}")
             settings = ServeSettings(
                 ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,
                 served_by=served_by, config_path=str(options.config_path) if options.config_path else None,

@@ -155,13 +155,16 @@ async def stream_response(rt, req, plan: Plan, key, started: float, started_at):
                            "choices": [], "usage": usage_of(rt, out)})
             yield DONE
         finally:
+            await opened[2].aclose()
             if out.attempts and out.attempts[-1].rung == out.rung and out.reply is None and out.status == 200:
                 out.status, out.error = 499, "the client went away mid-stream"
                 out.attempts[-1].error = out.attempts[-1].error or "client disconnected"
             record(rt, out, key, started, started_at)
             _release(rt)
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers_of(rt, out))
+    headers = headers_of(rt, out)
+    headers["x-advisor-attempts"] = str(len(out.attempts) + 1)  # the streaming attempt is added as it ends
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
 
 
 def _release(rt) -> None:

@@ -1,0 +1,381 @@
+"""The routing service end to end: `advisor serve` in a subprocess, driven over loopback HTTP with the official
+`openai` client, against a real tritonserver (the embedded one) and a real DuckDB file.
+
+The router is trained by the service itself from a small probe stored in a temporary DuckDB file; records
+reach that file through the per-worker segments and the ingest (as in production).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from advisor.service.launch import ingest_now
+from advisor.store import Store
+
+pytestmark = pytest.mark.triton
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "ladders" / "demo.yaml"
+SUITE = REPO / "suites" / "example" / "suite.yaml"
+KEY, LIMITED_KEY = "sk-test-full", "sk-test-small"
+
+
+# ------------------------------------------------------------------------------------------- helpers
+class Service:
+    """One `advisor serve` subprocess: started, read up to its ready line, stopped with SIGTERM."""
+
+    def __init__(self, args: list[str], store: Path, timeout: float = 180.0):
+        self.store, self.spool = store, Path(f"{store}.live")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("ADVISOR_API_KEYS", None)
+        self.proc = subprocess.Popen([str(Path(sys.executable).parent / "advisor"), "serve", "--store", str(store), "--port", "0",
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                     cwd=REPO)
+        self.lines: list[str] = []
+        end = time.monotonic() + timeout
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"advisor serve exited ({self.proc.wait()}): {''.join(self.lines)}")
+            self.lines.append(line)
+            if line.startswith("ready http="):
+                self.base = "http://" + line.split("=", 1)[1].strip()
+                break
+            assert time.monotonic() < end, f"no ready line: {''.join(self.lines)}"
+        self._drain = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self._drain.start()
+
+    def line_with(self, text: str) -> str:
+        return next(ln for ln in self.lines if text in ln)
+
+    def client(self, key: str = KEY, **kwargs):
+        import openai
+
+        return openai.OpenAI(base_url=self.base + "/v1", api_key=key, max_retries=0, timeout=30, **kwargs)
+
+    def stop(self, timeout: float = 90.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        self._drain.join(timeout=5)
+        return code
+
+    def records(self, decision_id: str, timeout: float = 10.0) -> tuple[dict, list[dict]]:
+        """Ingest the spool (from this process) until the decision is in the store; its row and attempts."""
+        end = time.monotonic() + timeout
+        while True:
+            ingest_now(self.spool, self.store)
+            with Store.open(self.store, read_only=True) as s:
+                rows = s.query("SELECT * FROM routing_decisions WHERE decision_id = ?", [decision_id])
+                attempts = s.query("SELECT * FROM live_outcomes WHERE decision_id = ? ORDER BY attempt", [decision_id])
+            if rows:
+                return rows[0], attempts
+            assert time.monotonic() < end, f"decision {decision_id} never reached the store"
+            time.sleep(0.3)
+
+
+def _chat(client, **kwargs):
+    """(parsed completion, headers) of one chat completion."""
+    raw = client.chat.completions.with_raw_response.create(**kwargs)
+    return raw.parse(), raw.headers
+
+
+def _task_tools(task) -> list[dict]:
+    from advisor.tools.base import available_tools
+
+    specs = available_tools()
+    return [{"type": "function", "function": {"name": n, "description": specs[n].description,
+                                              "parameters": specs[n].parameters}} for n in task.tools]
+
+
+def _first_action(ladder, rung: str, task):
+    from advisor.standin.behaviour import make_plan
+
+    return make_plan(ladder.rung(rung).standin, task, False, None, "baseline").action_at(0)
+
+
+@pytest.fixture(scope="module")
+def suite():
+    from advisor.suite import load_suite
+
+    return load_suite(SUITE)
+
+
+@pytest.fixture(scope="module")
+def escalation_task(suite, triton_server):
+    """A task whose first step nano-12b gets wrong (no call of the first reference tool) and nano-30b right."""
+    for task in suite.tasks:
+        tool = task.reference.steps[0].tool
+        small, mid = (_first_action(triton_server.ladder, r, task) for r in ("nano-12b", "nano-30b"))
+        if not (small.kind == "call" and small.name == tool) and mid.kind == "call" and mid.name == tool:
+            return task
+    pytest.fail("no example task separates nano-12b from nano-30b on its first step")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory, triton_server, suite, escalation_task):
+    """A store with a small probe (the router's training data), a key file and a service config."""
+    from advisor.probe import ProbeConfig, run_probe
+
+    tmp = tmp_path_factory.mktemp("service")
+    by_class: dict[str, list[str]] = {}
+    for t in suite.tasks:
+        by_class.setdefault(t.task_class, []).append(t.id)
+    tasks = [i for ids in by_class.values() for i in ids[:2]]
+    run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url, store_path=tmp / "probe.duckdb",
+                          replicas=1, conditions=("baseline",), tasks=tasks))
+    digest = hashlib.sha256(LIMITED_KEY.encode()).hexdigest()
+    (tmp / "keys.txt").write_text(f"# test keys\nfull {KEY}\nsmall sha256:{digest} nano-12b\n")
+    tool = escalation_task.reference.steps[0].tool
+    (tmp / "service.yaml").write_text(f"""version: 1
+default_class: chat
+classes:
+  chat: {{verifier: none}}
+  agent_step:
+    chain: [nano-12b, nano-30b, super-120b]
+    retries: 2
+    verifier:
+      checks:
+        - {{type: tool_call, tool: {tool}}}
+  extraction:
+    match: ['(?i)\\bextract\\b']
+    verifier: none
+limits: {{max_body_bytes: 65536, max_tokens: 2048, deadline_s: 20, attempt_timeout_s: 5}}
+""")
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def service(workdir, triton_server):
+    """`advisor serve --url` to the session's embedded Triton; router trained from the store at start."""
+    store = workdir / "live.duckdb"
+    shutil.copy(workdir / "probe.duckdb", store)
+    svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--keys", str(workdir / "keys.txt"),
+                   "--config", str(workdir / "service.yaml"), "--ingest-every", "0"], store)
+    yield svc
+    assert svc.stop() == 0, "".join(svc.lines)
+
+
+# ------------------------------------------------------------------------------------------- tests
+def test_plain_chat_is_routed_answered_costed_and_recorded(service):
+    reply, headers = _chat(service.client(), model="auto", messages=[{"role": "user", "content": "Say hello."}])
+    assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
+    assert reply.model == headers["x-advisor-rung"] in headers["x-advisor-chain"].split(",")
+    assert headers["x-advisor-simulated"] == "true" and headers["x-advisor-class"] == "chat"
+    assert headers["x-advisor-class-source"].startswith("predicted: default_class")
+    assert 0 <= float(headers["x-advisor-p-usable"]) <= 1 and headers["x-advisor-attempts"] == "1"
+    usage = reply.usage
+    assert usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    extra = usage.model_extra["advisor"]
+    assert extra["cost_usd"] > 0 and extra["attempts"][0]["rung"] == reply.model
+    decision, attempts = service.records(headers["x-advisor-decision-id"])
+    assert decision["policy"].startswith("learned-router") and decision["final_rung"] == reply.model
+    assert decision["prompt_text"] is None and len(decision["request_hash"]) == 64  # hash only by default
+    assert decision["simulated"] and decision["class_source"].startswith("predicted")
+    assert [a["rung"] for a in attempts] == [reply.model] and attempts[0]["simulated"]
+    assert attempts[0]["input_tokens"] == usage.prompt_tokens
+    assert attempts[0]["cost_usd"] == pytest.approx(extra["cost_usd"])
+
+
+def test_streamed_chat_sends_chunks_before_the_end(service):
+    import httpx
+
+    body = {"model": "nano-30b", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Tell me a story about a lighthouse keeper."}]}
+    events, first_at = [], None
+    with httpx.stream("POST", service.base + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": f"Bearer {KEY}"}) as resp:
+        assert resp.status_code == 200 and resp.headers["x-advisor-rung"] == "nano-30b"
+        for line in resp.iter_lines():
+            if line.startswith("data: "):
+                events.append(line[6:])
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    content = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+    assert len([c for c in content if c]) >= 3, "the answer came as several content chunks"
+    assert chunks[-1]["usage"]["completion_tokens"] > 0
+    # the official client reads the same stream
+    stream = service.client().chat.completions.create(model="nano-30b", stream=True, messages=body["messages"])
+    texts = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert len(texts) >= 3 and "".join(texts) == "".join(c for c in content if c)
+
+
+def test_tool_call_comes_back_as_openai_tool_calls(service, suite):
+    task = suite.tasks[0]
+    reply, headers = _chat(service.client(), model="super-120b", tools=_task_tools(task),
+                           messages=[{"role": "user", "content": task.instructions}])
+    choice = reply.choices[0]
+    assert headers["x-advisor-policy"] == "pinned" and reply.model == "super-120b"
+    assert choice.finish_reason == "tool_calls"
+    call = choice.message.tool_calls[0]
+    step = task.reference.steps[0]
+    assert call.function.name == step.tool and json.loads(call.function.arguments) == step.arguments
+    # the conversation goes on: the call and its result are rendered back in the rung's own format
+    follow, _ = _chat(service.client(), model="super-120b", tools=_task_tools(task), messages=[
+        {"role": "user", "content": task.instructions},
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": "HTTP 200 {}"}])
+    assert follow.choices[0].message.tool_calls or follow.choices[0].message.content
+
+
+def test_pinned_rung_and_unknown_rung(service):
+    reply, headers = _chat(service.client(), model="nano-12b", messages=[{"role": "user", "content": "hi"}])
+    assert reply.model == "nano-12b" and headers["x-advisor-chain"] == "nano-12b"
+    decision, _ = service.records(headers["x-advisor-decision-id"])
+    assert decision["policy"] == "pinned" and decision["chosen_rung"] == "nano-12b"
+    import openai
+
+    with pytest.raises(openai.NotFoundError) as err:
+        service.client().chat.completions.create(model="nano12b", messages=[{"role": "user", "content": "hi"}])
+    assert "Did you mean 'nano-12b'" in str(err.value) and err.value.body["code"] == "model_not_found"
+    models = {m.id for m in service.client().models.list()}
+    assert models == {"auto", "nano-12b", "nano-30b", "super-120b"}
+
+
+def test_keys_bounds_and_unsupported_fields(service):
+    import openai
+
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.AuthenticationError):
+        service.client(key="sk-wrong").chat.completions.create(model="auto", messages=msgs)
+    with pytest.raises(openai.PermissionDeniedError):
+        service.client(key=LIMITED_KEY).chat.completions.create(model="super-120b", messages=msgs)
+    reply = service.client(key=LIMITED_KEY).chat.completions.create(model="auto", messages=msgs)
+    assert reply.model == "nano-12b", "a key limited to nano-12b is routed to it"
+    with pytest.raises(openai.APIStatusError) as err:
+        service.client().chat.completions.create(model="auto", messages=[{"role": "user", "content": "x" * 70000}])
+    assert err.value.status_code == 413
+    with pytest.raises(openai.BadRequestError) as err:
+        service.client().chat.completions.create(model="auto", messages=msgs, logit_bias={"1": 2})
+    assert err.value.body["param"] == "logit_bias"
+    with pytest.raises(openai.BadRequestError) as err:
+        service.client().chat.completions.create(model="auto", messages=msgs, max_tokens=100000)
+    assert err.value.body["param"] == "max_tokens"
+
+
+def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escalation_task):
+    task = escalation_task
+    reply, headers = _chat(service.client(), model="auto", tools=_task_tools(task),
+                           messages=[{"role": "user", "content": task.instructions}],
+                           extra_body={"advisor": {"class": "agent_step"}})
+    assert headers["x-advisor-policy"] == "cascade" and headers["x-advisor-class-source"] == "given"
+    assert headers["x-advisor-verdict"] == "accepted" and reply.model != "nano-12b"
+    assert reply.choices[0].message.tool_calls[0].function.name == task.reference.steps[0].tool
+    decision, attempts = service.records(headers["x-advisor-decision-id"])
+    rungs = [a["rung"] for a in attempts]
+    assert rungs[:2] == ["nano-12b", "nano-12b"], "k=2 attempts on the first rung"
+    assert [a["accepted"] for a in attempts] == [False] * (len(attempts) - 1) + [True]
+    assert all(a["verified"] for a in attempts) and decision["attempts"] == len(attempts) == int(headers["x-advisor-attempts"])
+    assert decision["final_rung"] == reply.model == rungs[-1] and decision["status"] == "ok"
+    assert decision["total_cost_usd"] == pytest.approx(sum(a["cost_usd"] for a in attempts))
+    metrics = service.client()._client.get(service.base + "/metrics").text
+    assert 'advisor_escalations_total{from_rung="nano-12b",to_rung="nano-30b"}' in metrics
+    assert 'advisor_verifier_verdicts_total{task_class="agent_step",verdict="rejected"}' in metrics
+
+
+def test_metrics_health_and_readiness(service):
+    import httpx
+
+    assert httpx.get(service.base + "/healthz").json()["status"] == "ok"
+    ready = httpx.get(service.base + "/readyz")
+    assert ready.status_code == 200 and "nano-12b" in ready.json()["detail"]
+    text = httpx.get(service.base + "/metrics").text
+    for name in ("advisor_requests_total", "advisor_attempts_total", "advisor_cost_usd_total",
+                 "advisor_routing_decision_seconds_bucket", "advisor_request_seconds_bucket",
+                 "advisor_in_flight_requests", "advisor_refused_requests_total"):
+        assert name in text, name
+    assert 'simulated="true"' in text
+
+
+@pytest.mark.slow
+def test_embedded_default_fails_over_when_a_rung_is_killed(workdir, tmp_path):
+    """No --url: the service starts its own embedded Triton; a rung unloaded mid-test is failed over."""
+    import tritonclient.grpc as grpcclient
+
+    store = tmp_path / "embedded.duckdb"
+    shutil.copy(workdir / "probe.duckdb", store)
+    svc = Service(["--keys", str(workdir / "keys.txt"), "--ingest-every", "0"], store)
+    try:
+        grpc_url = svc.line_with("embedded Triton").split("grpc=")[1].split()[0]
+        client = svc.client()
+        msgs = [{"role": "user", "content": "Summarise the release notes."}]
+        _, headers = _chat(client, model="auto", messages=msgs)
+        victim = headers["x-advisor-rung"]
+        from advisor.ladder import load_ladder
+
+        grpcclient.InferenceServerClient(grpc_url).unload_model(load_ladder(DEMO).rung(victim).triton_model)
+        started = time.monotonic()
+        reply, headers = _chat(client, model="auto", messages=msgs)
+        assert time.monotonic() - started < 15, "a dead rung must not hang the request"
+        assert reply.model != victim and headers["x-advisor-failovers"] == "1"
+        decision, attempts = svc.records(headers["x-advisor-decision-id"])
+        assert attempts[0]["rung"] == victim and attempts[0]["failover"] and attempts[0]["error"].startswith("down")
+        assert attempts[1]["rung"] == reply.model and attempts[1]["error"] is None
+        assert decision["failovers"] == 1 and decision["status"] == "ok"
+        assert f'advisor_failovers_total{{reason="down",rung="{victim}"}} 1.0' in client._client.get(svc.base + "/metrics").text
+    finally:
+        assert svc.stop() == 0, "".join(svc.lines)
+
+
+@pytest.mark.slow
+def test_triton_unreachable_gives_503_and_red_readiness(workdir, tmp_path):
+    from advisor.router.artifact import load_router  # noqa: F401 - the artifact below is a real one
+    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.triton.server import free_port
+
+    with Store.open(workdir / "probe.duckdb", read_only=True) as s:
+        fit_router(training_data_from_store(s), folds=2).save(tmp_path / "router.json")
+    svc = Service(["--url", f"127.0.0.1:{free_port()}", "--ladder", str(DEMO), "--router", str(tmp_path / "router.json"),
+                   "--keys", str(workdir / "keys.txt")], tmp_path / "none.duckdb")
+    try:
+        import httpx
+        import openai
+
+        assert httpx.get(svc.base + "/readyz").status_code == 503
+        with pytest.raises(openai.APIStatusError) as err:
+            svc.client().chat.completions.create(model="auto", messages=[{"role": "user", "content": "hi"}])
+        assert err.value.status_code == 503 and "Is Triton" in err.value.message
+    finally:
+        assert svc.stop() == 0, "".join(svc.lines)
+    with Store.open(tmp_path / "none.duckdb", read_only=True) as s:  # the failed request is recorded too
+        assert s.query("SELECT status, http_status FROM routing_decisions") == [{"status": "error", "http_status": 503}]
+
+
+@pytest.mark.slow
+def test_two_workers_lose_no_record_under_a_burst(workdir, triton_server, tmp_path):
+    store = tmp_path / "burst.duckdb"
+    shutil.copy(workdir / "probe.duckdb", store)
+    svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--keys", str(workdir / "keys.txt"),
+                   "--workers", "2", "--ingest-every", "1"], store)
+    try:
+        client = svc.client()
+
+        def one(i):
+            raw = client.chat.completions.with_raw_response.create(
+                model="auto", messages=[{"role": "user", "content": f"Request number {i}: say hi."}])
+            return raw.headers["x-advisor-decision-id"]
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            ids = list(pool.map(one, range(500)))
+        assert len(set(ids)) == 500
+        time.sleep(1.5)  # both workers had a chance to answer /metrics
+    finally:
+        assert svc.stop() == 0, "".join(svc.lines)
+    with Store.open(store, read_only=True) as s:
+        rows = s.query("SELECT count(*) AS n, count(DISTINCT worker) AS workers FROM routing_decisions")[0]
+        attempts = s.query("SELECT count(*) AS n FROM live_outcomes")[0]["n"]
+    assert rows["n"] == 500 and attempts >= 500
+    assert rows["workers"] == 2, "both workers answered"
+    assert not list(svc.spool.glob("*.*")), "every segment was ingested"
