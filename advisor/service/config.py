@@ -26,16 +26,27 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
-from advisor.suite import JsonEqualsCheck, JsonSchemaCheck, RegexCheck, ToolCallCheck
+from advisor.checks.base import CheckSpec, validate_check
 
 CONFIG_VERSION = 1
 
-#: Suite check types that make sense on a single reply (final text and the tool calls it holds).
-ReplyCheck = Union[RegexCheck, JsonSchemaCheck, JsonEqualsCheck, ToolCallCheck]
+#: Suite check types that make sense on a single reply (its final text and the tool calls it holds).
+REPLY_CHECKS = ("regex", "json_schema", "json_equals", "tool_call")
+
+
+def _reply_check(value: Any) -> CheckSpec:
+    spec = validate_check(value)
+    if spec.type not in REPLY_CHECKS:
+        raise ValueError(f"check type {spec.type!r} does not apply to a reply; use one of {', '.join(REPLY_CHECKS)} "
+                         "(or a judge verifier)")
+    return spec
+
+
+ReplyCheck = Annotated[SerializeAsAny[CheckSpec], PlainValidator(_reply_check)]
 
 
 class _Strict(BaseModel):
@@ -68,10 +79,15 @@ class ClassConfig(_Strict):
     """Routing and verification of one task class."""
 
     match: list[str] = Field(default_factory=list, description="Regexes on the request text that predict this class.")
-    verifier: VerifierConfig | Literal["none"] = "none"
+    verifier: VerifierConfig | None = Field(default=None, description="`none` (or absent) for no verifier.")
     retries: int = Field(default=1, ge=1, le=10, description="Attempts on one rung before escalating (k).")
     chain: list[str] | None = Field(default=None, description="A fixed cascade for this class instead of the "
                                     "router's decision (rung names, tried in this order).")
+
+    @field_validator("verifier", mode="before")
+    @classmethod
+    def _none(cls, value: Any) -> Any:
+        return None if value == "none" else value
 
     @field_validator("match")
     @classmethod
@@ -86,7 +102,7 @@ class ClassConfig(_Strict):
     @property
     def verifier_config(self) -> VerifierConfig | None:
         """The verifier, or None for `verifier: none`."""
-        return None if self.verifier == "none" else self.verifier
+        return self.verifier
 
 
 class RoutingConfig(_Strict):

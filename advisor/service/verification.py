@@ -67,8 +67,7 @@ class JudgeReplyVerifier:
         try:
             grade = await self.judge.grade(criterion, task, episode)
         except JudgeError as exc:
-            cost = getattr(exc, "grade_cost", (0, 0, 0.0))[2]
-            return Verdict(False, f"judge could not grade: {exc}", cost)
+            return Verdict(False, f"judge could not grade: {exc}", getattr(exc, "cost_usd", 0.0))
         ok = grade.score >= self.config.threshold
         return Verdict(ok, f"judge score {grade.score:.2f} ({grade.reason})", grade.cost_usd)
 
