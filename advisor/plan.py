@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from advisor.checks.base import needs_judge
 from advisor.floors import wilson_interval, z_for
 
 CHARS_PER_TOKEN = 4
@@ -131,7 +132,7 @@ def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
     references, so they give up on anything else)."""
     chosen = [t for t in suite.tasks if tasks is None or t.id in set(tasks)]
     out = []
-    judged = [t.id for t in chosen if any(c.check.type == "judge" for c in [*t.instruction_following,
+    judged = [t.id for t in chosen if any(needs_judge(c.check) for c in [*t.instruction_following,
                                                                            *t.task_completion])]
     if judged and ladder.roles.judge is None:
         out.append(f"{len(judged)} of {len(chosen)} task(s) have judge-graded criteria and ladder {ladder.name!r} has "
@@ -168,7 +169,7 @@ def make_plan(suite, ladder, replicas: int = 3, target: float = 0.8, confidence:
         row.input_tokens += tin
         row.output_tokens += tout
         row.cost_usd += model.attempt_cost(tin, tout)
-        n_judged = sum(c.check.type == "judge" for c in [*task.instruction_following, *task.task_completion])
+        n_judged = sum(needs_judge(c.check) for c in [*task.instruction_following, *task.task_completion])
         plan.judge_calls += n_judged
         plan.judge_input_tokens += n_judged * (context + _tokens(task.instructions) + 200)
         plan.judge_output_tokens += n_judged * JUDGE_REPLY_TOKENS
@@ -202,8 +203,8 @@ def suite_warnings(suite, replicas: int = 3, target: float = 0.8, confidence: fl
     """What `suite validate` warns about: judge-only suites, classes with too few tasks to be decided at
     `replicas`, and tasks the SIMULATED stand-ins cannot act on (no reference trajectory)."""
     out = []
-    kinds = [c.check.type for t in suite.tasks for c in [*t.instruction_following, *t.task_completion]]
-    if kinds and all(k == "judge" for k in kinds):
+    judged = [needs_judge(c.check) for t in suite.tasks for c in [*t.instruction_following, *t.task_completion]]
+    if judged and all(judged):
         out.append("every criterion is judge-graded: a probe needs a ladder with a judge role, and "
                    "`advisor judge agreement` has no deterministic check to measure the judge against")
     need = min_runs_to_clear(target, confidence)

@@ -127,6 +127,7 @@ def _criterion(task, checklist: str, name: str):
 async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: int | None = None,
                             pass_at: float = 0.5, bar: float = DEFAULT_BAR) -> Agreement:
     """Grade the deterministically checked criteria of `suite`'s stored runs with `judge`; compare."""
+    from advisor.checks.base import needs_judge
     from advisor.checks.judge import JudgeCheck, JudgeError
 
     runs = store.query("SELECT * FROM runs WHERE suite_name = ? AND NOT unscored ORDER BY run_key", [suite.name])
@@ -141,7 +142,7 @@ async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: i
             results = store.query("SELECT checklist, criterion, score FROM criterion_results WHERE run_key = ?",
                                   [run["run_key"]])
             pairs = [(r, _criterion(task, r["checklist"], r["criterion"])) for r in results]
-            checked = [(r, c) for r, c in pairs if c is not None and c.check.type != "judge" and r["score"] is not None]
+            checked = [(r, c) for r, c in pairs if c is not None and not needs_judge(c.check) and r["score"] is not None]
             if not checked:
                 continue
             turns = store.query("SELECT * FROM turns WHERE run_key = ?", [run["run_key"]])

@@ -121,6 +121,11 @@ def get_check(kind: str) -> CheckType:
         raise CheckError(str(exc)) from None
 
 
+def needs_judge(spec: Any) -> bool:
+    """True when the check of this spec is graded by a judge model (its type registered ``needs_judge``)."""
+    return get_check(spec.type).needs_judge
+
+
 def check_registry() -> dict[str, CheckType]:
     """Every check type by name (a copy of `CHECKS`)."""
     return CHECKS.items()
