@@ -30,12 +30,9 @@ from statistics import NormalDist
 from typing import Any, Iterable, Sequence
 
 from advisor.errors import DataError, did_you_mean
+from advisor.records import FLOOR_KINDS, NONCONVERGED, StopReason
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Step, Verifier, chain_outcome, points_per_dollar
 
-#: Stop reasons that mean the agent loop did not converge to an answer.
-NONCONVERGED = ("max_turns", "max_tokens", "timeout", "stuck", "invalid_output")
-#: Run kinds the floor finder reads (live routed runs are chosen by a policy and would bias the rates).
-FLOOR_KINDS = ("probe", "imported")
 #: Columns the floor finder needs from the runs table.
 RUN_FIELDS = ("suite_name", "task_id", "task_class", "rung", "rung_position", "condition", "replica",
               "stop_reason", "turns", "cost_usd", "judge_cost_usd", "if_score", "tc_score", "overall",
@@ -144,7 +141,7 @@ def cell_stats(rows: Iterable[dict[str, Any]], settings: FloorSettings) -> list[
         c.near_zero = sum(1 for r in scored if r["overall"] < settings.near_zero)
         c.nonconverged = sum(1 for r in rs if r["stop_reason"] in NONCONVERGED)
         c.simulated_runs = sum(1 for r in rs if r["simulated"])
-        c.unknown_stop = sum(1 for r in rs if r["stop_reason"] == "imported")
+        c.unknown_stop = sum(1 for r in rs if r["stop_reason"] == StopReason.IMPORTED)
         if scored:
             c.usable_rate = c.usable / c.scored
             c.near_zero_rate = c.near_zero / c.scored

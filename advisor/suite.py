@@ -155,7 +155,7 @@ class Task(_Strict):
 
     def prompt_hash(self) -> str:
         """Hash of the instructions (the request text a router sees)."""
-        from advisor.store import text_hash
+        from advisor.records import text_hash
 
         return text_hash(self.instructions)
 

@@ -10,7 +10,7 @@ import pytest
 
 from advisor.agent.fake import FakeModel, Reply, Sleep
 from advisor.agent.loop import run_episode
-from advisor.episode import ToolCall
+from advisor.records import ToolCall
 from advisor.errors import BackendError
 from advisor.suite import Limits, load_suite
 from advisor.triton.client import GenerationResult, TritonClient

@@ -9,7 +9,7 @@ from advisor.agent.chat import parse_default
 from advisor.agent.fake import FakeModel, Reply, Sleep
 from advisor.agent.formats import format_for
 from advisor.agent.loop import is_stuck, run_episode
-from advisor.episode import ToolCall
+from advisor.records import ToolCall
 from advisor.errors import BackendError
 from advisor.suite import Limits
 

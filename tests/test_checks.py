@@ -8,7 +8,7 @@ import pytest
 from advisor.agent.fake import FakeModel, Reply
 from advisor.checks import JudgeError, JudgeGrade, TritonJudge, get_check, parse_json_lenient, parse_verdict, score_episode
 from advisor.checks.base import CheckError
-from advisor.episode import Episode, ToolCall
+from advisor.records import Episode, ToolCall
 from advisor.ladder import Model
 from advisor.suite import Criterion, Task
 

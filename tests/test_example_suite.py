@@ -9,7 +9,7 @@ import pytest
 
 from advisor.checks import score_episode
 from advisor.checks.selftest import replay, selftest_task
-from advisor.episode import Episode
+from advisor.records import Episode
 from advisor.suite import load_suite
 from advisor.tools import Environment, available_tools
 

@@ -15,7 +15,7 @@ import pytest
 
 from advisor.agent.formats import FORMATS, format_for
 from advisor.checks import CHECKS, CheckError, get_check, score_episode
-from advisor.episode import Episode
+from advisor.records import Episode
 from advisor.errors import ConfigError, DataError
 from advisor.importers import IMPORTERS, get_importer
 from advisor.suite import load_suite

@@ -10,7 +10,7 @@ from advisor.checks.agreement import latest_verifier, measure_agreement, save_ag
 from advisor.checks.judge import JudgeError, JudgeGrade, TritonJudge, parse_verdict, rubric_prompt
 from advisor.checks.judge_transcript import budget_chars
 from advisor.cli import main
-from advisor.episode import Episode, ToolCall
+from advisor.records import Episode, ToolCall
 from advisor.store import CriterionResult, RunRecord, Store, TurnRecord, make_run_key, now
 from advisor.suite import load_suite
 

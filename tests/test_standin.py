@@ -10,7 +10,7 @@ from advisor.agent.chat import DEFAULT, parse_default, system_prompt
 from advisor.agent.fake import FakeModel
 from advisor.agent.formats import format_for
 from advisor.agent.loop import run_episode
-from advisor.episode import ToolCall
+from advisor.records import ToolCall
 from advisor.ladder import load_ladder
 from advisor.standin import count_tokens, responder_for, truncate_tokens
 from advisor.standin import behaviour as B

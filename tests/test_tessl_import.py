@@ -12,7 +12,7 @@ import yaml
 from advisor.checks.judge import JudgeGrade
 from advisor.checks.scoring import score_episode
 from advisor.cli import main
-from advisor.episode import Episode
+from advisor.records import Episode
 from advisor.errors import DataError
 from advisor.importers.tessl import import_tessl
 from advisor.importers.tessl_criteria import classify, rescale, split_inline_files

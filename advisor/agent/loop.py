@@ -27,9 +27,8 @@ from typing import Any, Protocol
 
 from advisor.agent.chat import ChatTemplate, system_prompt, template_for
 from advisor.agent.formats import format_for
-from advisor.episode import Episode, ToolCall
+from advisor.records import Episode, Condition, StopReason, ToolCall, TurnRecord
 from advisor.errors import BackendError
-from advisor.store import TurnRecord
 
 STUCK_REPEATS = 3  #: identical consecutive actions that count as stuck
 STUCK_CYCLES = 3  #: full A-B cycles (A B A B A B) that count as stuck
@@ -96,19 +95,19 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
     fmt = format_for(model.tool_call_format)
     template = template or template_for(model)
     specs = list(env.specs())
-    skill = task.skill_text if condition == "skill" else None
+    skill = task.skill_text if condition == Condition.SKILL else None
     messages: list[dict[str, str]] = [
         {"role": "system", "content": system_prompt(fmt.render_tools(specs), skill)},
         {"role": "user", "content": task.instructions},
     ]
-    res = EpisodeResult(Episode(final=None, stop_reason="max_turns", workspace=getattr(env, "workspace", None)))
+    res = EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS, workspace=getattr(env, "workspace", None)))
     ep = res.episode
     actions: list[str] = []
     invalid_in_row = 0
     start = time.monotonic()
     deadline = start + float(limits.timeout_s)
 
-    def stop(reason: str, error: str | None = None) -> EpisodeResult:
+    def stop(reason: StopReason, error: str | None = None) -> EpisodeResult:
         ep.stop_reason = reason
         ep.error = error
         ep.api_log = list(getattr(env, "api_log", []) or [])
@@ -118,10 +117,10 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
     for turn in range(int(limits.max_turns)):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return stop("timeout", f"episode wall time reached {limits.timeout_s:g} s")
+            return stop(StopReason.TIMEOUT, f"episode wall time reached {limits.timeout_s:g} s")
         used = res.input_tokens + res.output_tokens
         if used >= limits.max_tokens:
-            return stop("max_tokens", f"{used} tokens used of {limits.max_tokens}")
+            return stop(StopReason.MAX_TOKENS, f"{used} tokens used of {limits.max_tokens}")
         prompt = template.render(messages)
         max_out = int(model.max_output_tokens)
         rid = f"{request_id}:{turn}" if request_id else None
@@ -132,11 +131,11 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
                                 timeout_s=remaining, request_id=rid),
                 timeout=remaining)
         except asyncio.TimeoutError:
-            return stop("timeout", f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
+            return stop(StopReason.TIMEOUT, f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
         except BackendError as exc:
             if time.monotonic() >= deadline - 0.05:  # the client's own timeout fired at the episode deadline
-                return stop("timeout", f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
-            return stop("backend_error", f"turn {turn}: {exc}")
+                return stop(StopReason.TIMEOUT, f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
+            return stop(StopReason.BACKEND_ERROR, f"turn {turn}: {exc}")
         latency = time.monotonic() - t0
         res.model_calls += 1
         res.input_tokens += int(gen.input_tokens)
@@ -161,13 +160,13 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
         if parsed is not None and parsed.kind == "final":
             record.action, record.observation = "final", _clip(parsed.final or "", RECORD_CHARS)
             ep.final = parsed.final
-            return stop("final")
+            return stop(StopReason.FINAL)
         if parsed is None or parsed.kind == "invalid":
             invalid_in_row += 1
             record.observation = error
             messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": f"ERROR: {error}"}]
             if invalid_in_row >= limits.max_invalid:
-                return stop("invalid_output", f"{invalid_in_row} unusable replies in a row; last: {error}")
+                return stop(StopReason.INVALID_OUTPUT, f"{invalid_in_row} unusable replies in a row; last: {error}")
         else:
             invalid_in_row = 0
             try:
@@ -177,7 +176,7 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
                 record.action, record.arguments_json = parsed.name, json.dumps(parsed.arguments, default=str)
                 ep.calls.append(ToolCall(parsed.name, parsed.arguments, "tool call cut by the episode time limit",
                                          ok=False))
-                return stop("timeout", f"tool {parsed.name!r} still running at the {limits.timeout_s:g} s limit")
+                return stop(StopReason.TIMEOUT, f"tool {parsed.name!r} still running at the {limits.timeout_s:g} s limit")
             ep.calls.append(call)
             observation = call.observation if call.ok else f"ERROR: {call.observation}"
             if parsed.extra_calls:
@@ -190,7 +189,7 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
                          {"role": "tool", "content": _clip(observation, OBSERVATION_CHARS)}]
             actions.append(_signature(parsed.name, parsed.arguments))
             if is_stuck(actions):
-                return stop("stuck", f"repeating actions: last {parsed.name!r}")
+                return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")
         if res.input_tokens + res.output_tokens >= limits.max_tokens:
-            return stop("max_tokens", f"{res.input_tokens + res.output_tokens} tokens used of {limits.max_tokens}")
-    return stop("max_turns", f"no final answer in {limits.max_turns} model calls")
+            return stop(StopReason.MAX_TOKENS, f"{res.input_tokens + res.output_tokens} tokens used of {limits.max_tokens}")
+    return stop(StopReason.MAX_TURNS, f"no final answer in {limits.max_turns} model calls")

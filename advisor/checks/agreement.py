@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.episode import Episode, ToolCall
+from advisor.records import Episode, ToolCall
 from advisor.scores import DEFAULT_BAR, Verifier, overall_score
 
 REBUILD_LIMITS = ("files written by run_python are missing; the fixture API log is empty; the final answer is "
@@ -170,7 +170,7 @@ async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: i
 
 def save_agreement(store, agreement: Agreement) -> None:
     """Append one measurement to the store's judge_agreement table."""
-    from advisor.store import text_hash
+    from advisor.records import text_hash
 
     c = agreement.criteria
     store.add_judge_agreement(agreement.judge, text_hash(agreement.judge), agreement.suite_name, agreement.runs,

@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 
 from advisor.checks.base import CheckContext, CheckError, CheckOutcome, get_check
 from advisor.checks.judge import Judge
+from advisor.records import UNSCORABLE_STOPS, CriterionResult
 from advisor.scores import overall_score
-from advisor.store import CriterionResult
-
-UNSCORABLE_STOPS = ("backend_error",)
 
 
 @dataclass

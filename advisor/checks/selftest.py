@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.checks.scoring import Scorecard, score_episode
-from advisor.episode import Episode
+from advisor.records import Episode
 
 
 async def replay(task, root: Path, variant: str = "final", how_steps: bool = True) -> Scorecard:

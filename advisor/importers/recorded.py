@@ -34,7 +34,8 @@ from advisor.errors import DataError, did_you_mean
 from advisor.importers import register_importer
 from advisor.ladder import Ladder
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
-from advisor.store import RunRecord, Store, make_run_key, now, text_hash
+from advisor.records import RunKind, RunRecord, StopReason, make_run_key, now, text_hash
+from advisor.store import Store
 from advisor.yamlio import check_utf8
 
 DEFAULT_OUTPUT_TOKENS = 256  #: stated output-token assumption when a table records no cost or output tokens
@@ -429,10 +430,10 @@ def prepare_import(path: str | Path, ladder: Ladder, opts: ImportOptions) -> Pre
         n_est += estimated
         overall = c.score * 100.0
         runs.append(RunRecord(
-            run_key=make_run_key("imported", suite_hash, c.task_id, rung.name, replica),
-            kind="imported", suite_name=opts.suite_name, suite_hash=suite_hash, task_id=c.task_id,
+            run_key=make_run_key(RunKind.IMPORTED, suite_hash, c.task_id, rung.name, replica),
+            kind=RunKind.IMPORTED, suite_name=opts.suite_name, suite_hash=suite_hash, task_id=c.task_id,
             task_class=c.task_class, ladder_name=ladder.name, ladder_hash=ladder_hash, rung=rung.name,
-            rung_position=positions[rung.name], replica=replica, prompt_hash=ph, stop_reason="imported",
+            rung_position=positions[rung.name], replica=replica, prompt_hash=ph, stop_reason=StopReason.IMPORTED,
             model_calls=1, input_tokens=int(round(in_tok)), output_tokens=int(round(out_tok)),
             tokens_from_server=c.input_tokens is not None and c.output_tokens is not None,
             cost_usd=float(cost), cost_estimated=estimated, if_score=overall, tc_score=overall, overall=overall,

@@ -1,7 +1,7 @@
 """What a probe runs: one `RunSpec` per episode, and the full grid of a suite on a ladder.
 
 A run is identified by (kind, suite hash, task, ladder hash, rung, condition, replica); its run key is the
-hash of those parts (`advisor.store.make_run_key`), so the same spec always maps to the same stored run and
+hash of those parts (`advisor.records.make_run_key`), so the same spec always maps to the same stored run and
 a rerun skips it. The episode's seed is derived from the run key, so a replica is reproducible.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from advisor.errors import ConfigError
-from advisor.store import make_run_key
+from advisor.records import CONDITIONS, Condition, RunKind, make_run_key
 
 
 @dataclass(frozen=True)
@@ -20,9 +20,9 @@ class RunSpec:
 
     task_id: str
     rung: str
-    condition: str = "baseline"  #: baseline | skill
+    condition: str = Condition.BASELINE  #: a `Condition`
     replica: int = 0
-    kind: str = "probe"
+    kind: str = RunKind.PROBE
 
     def run_key(self, suite_hash: str, ladder_hash: str) -> str:
         """The idempotent key of this run in the store."""
@@ -34,7 +34,7 @@ class RunSpec:
         return int(self.run_key(suite_hash, ladder_hash)[:8], 16) & 0x7FFFFFFF
 
 
-def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[str] = ("baseline", "skill"),
+def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[str] = CONDITIONS,
               rungs: Iterable[str] | None = None, tasks: Iterable[str] | None = None) -> list[RunSpec]:
     """Every (task, rung, condition, replica) of a probe; the skill condition only for tasks with a skill.
 
@@ -43,7 +43,7 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
     """
     if replicas < 1:
         raise ConfigError(f"replicas must be at least 1 (got {replicas})")
-    bad = [c for c in conditions if c not in ("baseline", "skill")]
+    bad = [c for c in conditions if c not in CONDITIONS]
     if bad:
         raise ConfigError(f"unknown condition(s) {', '.join(bad)}; use baseline and/or skill")
     rung_names = [ladder.rung(r).name for r in rungs] if rungs is not None else [r.name for r in ladder.rungs]

@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 from advisor.probe.plan import RunSpec
 from advisor.scores import Thresholds
-from advisor.store import RunRecord, now
+from advisor.records import UNSCORABLE_STOPS, RunRecord, StopReason, now
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_SAMPLING = {"temperature": 0.7}
@@ -72,7 +72,7 @@ class ProbeOutcome:
     @property
     def backend_errors(self) -> int:
         """Runs of this call that ended in backend_error (stored unscored; retried by the next probe)."""
-        return sum(r.record is not None and r.record.stop_reason == "backend_error" for r in self.results)
+        return sum(r.record is not None and r.record.stop_reason == StopReason.BACKEND_ERROR for r in self.results)
 
 
 def record_config(store: Any, ladder: Any, suite: Any) -> tuple[str, str]:
@@ -100,7 +100,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     stored = store.run_keys(kind=None, suite_hash=suite_hash, ladder_hash=ladder_hash)
     overlap = sorted(set(keys) & stored)
     failed = {r["run_key"] for r in store.runs(suite_hash=suite_hash, ladder_hash=ladder_hash,
-                                                 stop_reason="backend_error", run_key=overlap)} if overlap else set()
+                                                 stop_reason=StopReason.BACKEND_ERROR, run_key=overlap)} if overlap else set()
     outcome = ProbeOutcome()
     results: list[RunResult | None] = [None] * len(specs)
     todo: list[int] = []
@@ -189,7 +189,7 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
         res = await run_episode(task, model, client, env, limits, condition=spec.condition, sampling=sampling,
                                 request_id=run_key[:12])
         ep = res.episode
-        if ep.stop_reason == "backend_error":
+        if ep.stop_reason in UNSCORABLE_STOPS:
             card, criteria, unscored_reason = None, [], f"backend_error: {ep.error}"
         else:
             try:
@@ -200,7 +200,7 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
     finally:
         env.close()
     scored = card is not None and unscored_reason is None
-    errors = [e for e in [ep.error if ep.stop_reason not in ("final",) else None, *res.notes] if e]
+    errors = [e for e in [ep.error if ep.stop_reason != StopReason.FINAL else None, *res.notes] if e]
     record = RunRecord(
         run_key=run_key, kind=spec.kind, suite_name=suite.name, suite_hash=suite_hash, task_id=task.id,
         task_class=task.task_class, ladder_name=ladder.name, ladder_hash=ladder_hash, rung=model.name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from advisor.records import RunKind
 from advisor.scores import Thresholds
 
 
@@ -56,7 +57,7 @@ def cell(rows: Iterable[dict[str, Any]], thresholds: Thresholds = Thresholds()) 
 def summarize(store: Any, *, suite_hash: str, ladder_hash: str, ladder: Any,
               thresholds: Thresholds = Thresholds()) -> dict[str, Any]:
     """The summary of the probe runs of one suite on one ladder, as a JSON-ready dict."""
-    rows = store.runs(kind="probe", suite_hash=suite_hash, ladder_hash=ladder_hash)
+    rows = store.runs(kind=RunKind.PROBE, suite_hash=suite_hash, ladder_hash=ladder_hash)
     paired_tasks = {r["task_id"] for r in rows if r["condition"] == "skill"}
     classes = sorted({r["task_class"] for r in rows})
     out: dict[str, Any] = {

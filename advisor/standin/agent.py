@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from advisor.agent.chat import parse_default
 from advisor.agent.formats import FINAL_MARKER, format_for
 from advisor.standin.behaviour import GIVE_UP_TEXT, Action, make_plan
-from advisor.store import text_hash
+from advisor.records import text_hash
 
 
 class StandinAgent:

@@ -1,11 +1,15 @@
-"""The DuckDB store (the only code that writes SQL): records, forward migrations and the `Store` itself."""
+"""The DuckDB store (the only code that writes SQL): forward migrations and the `Store` itself.
 
-from advisor.store._store import Store, run_to_dict
+The record types it stores live in `advisor.records` (the bottom layer) and are re-exported here.
+"""
+
+from advisor.records import (CONDITIONS, RUN_KINDS, STOP_REASONS, Condition, CriterionResult, RunKind, RunRecord,
+                             StopReason, TurnRecord, make_run_key, now, text_hash)
+from advisor.store._store import DEFAULT_STORE, Store, run_to_dict
 from advisor.store.migrations import MIGRATIONS
-from advisor.store.records import (CONDITIONS, DEFAULT_STORE, RUN_KINDS, STOP_REASONS, CriterionResult, RunRecord,
-                                   TurnRecord, make_run_key, now, text_hash)
 
 __all__ = [
     "Store", "run_to_dict", "MIGRATIONS", "CONDITIONS", "DEFAULT_STORE", "RUN_KINDS", "STOP_REASONS",
-    "CriterionResult", "RunRecord", "TurnRecord", "make_run_key", "now", "text_hash",
+    "Condition", "RunKind", "StopReason", "CriterionResult", "RunRecord", "TurnRecord", "make_run_key", "now",
+    "text_hash",
 ]

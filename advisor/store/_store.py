@@ -9,14 +9,20 @@ rerun resumes without duplicates.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from advisor.errors import StoreError
+from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
 from advisor.store.migrations import MIGRATIONS
-from advisor.store.records import (_CRITERION_COLUMNS, _RUN_COLUMNS, _TURN_COLUMNS, DEFAULT_STORE, CriterionResult,
-                                   RunRecord, TurnRecord, now)
+
+DEFAULT_STORE = "advisor.duckdb"
+
+_RUN_COLUMNS = [f.name for f in fields(RunRecord)]
+_TURN_COLUMNS = ["run_key", "turn", "action", "arguments_json", "observation", "input_tokens", "output_tokens",
+                 "latency_s", "finish_reason"]
+_CRITERION_COLUMNS = ["run_key", "checklist", "criterion", "weight", "score", "detail"]
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -196,7 +202,7 @@ class Store:
             self._bulk_insert("tasks", [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks])
             self._bulk_insert("prompts", [list(p) for p in prompts])
             before = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
-            self._bulk_insert("runs", [[getattr(r, c) for c in _RUN_COLUMNS] for r in runs], _RUN_COLUMNS)
+            self._bulk_insert("runs", [[plain(getattr(r, c)) for c in _RUN_COLUMNS] for r in runs], _RUN_COLUMNS)
             after = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
             con.execute("COMMIT")
         except Exception:
@@ -246,7 +252,7 @@ class Store:
             if con.execute("SELECT 1 FROM runs WHERE run_key = ?", [run.run_key]).fetchall():
                 con.execute("ROLLBACK")
                 return False
-            self._insert_values("runs", _RUN_COLUMNS, [[getattr(run, c) for c in _RUN_COLUMNS]])
+            self._insert_values("runs", _RUN_COLUMNS, [[plain(getattr(run, c)) for c in _RUN_COLUMNS]])
             self._insert_values("turns", _TURN_COLUMNS,
                                 [[run.run_key, t.turn, t.action, t.arguments_json, t.observation, t.input_tokens,
                                   t.output_tokens, t.latency_s, t.finish_reason] for t in turns])
@@ -276,7 +282,7 @@ class Store:
         return after - before
 
     def _insert_runs(self, runs: Sequence[RunRecord], skip_existing: bool = False) -> None:
-        rows = [[getattr(r, c) for c in _RUN_COLUMNS] for r in runs]
+        rows = [[plain(getattr(r, c)) for c in _RUN_COLUMNS] for r in runs]
         if skip_existing:
             self._bulk_insert("runs", rows, _RUN_COLUMNS)
         else:
@@ -423,10 +429,10 @@ def _where(**filters: Any) -> tuple[str, list[Any]]:
             raise StoreError(f"unknown run column {col!r}")
         if isinstance(val, (list, tuple, set)):
             clauses.append(f"{col} IN (SELECT unnest(?))")
-            params.append(list(val))
+            params.append([plain(v) for v in val])
         else:
             clauses.append(f"{col} = ?")
-            params.append(val)
+            params.append(plain(val))
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 

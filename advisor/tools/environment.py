@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from advisor.episode import ToolCall
+from advisor.records import ToolCall
 from advisor.errors import AdvisorError, did_you_mean
 from advisor.tools.base import ToolError, ToolSpec, get_tool, registry
 from advisor.tools.files import resolve_in_workspace
