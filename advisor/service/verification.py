@@ -35,7 +35,7 @@ class ChecksVerifier:
 
     async def verify(self, reply, request_text: str) -> Verdict:
         """Run each check on the reply as a one-turn episode."""
-        from advisor.episode import Episode, ToolCall
+        from advisor.records import Episode, ToolCall
 
         episode = Episode(final=reply.final, stop_reason="final" if reply.final is not None else "max_turns",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
@@ -57,7 +57,7 @@ class JudgeReplyVerifier:
     async def verify(self, reply, request_text: str) -> Verdict:
         """Ask the judge; reject (with the reason) when it fails or scores below the threshold."""
         from advisor.checks.judge import JudgeError
-        from advisor.episode import Episode, ToolCall
+        from advisor.records import Episode, ToolCall
 
         episode = Episode(final=reply.final, stop_reason="final",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
