@@ -13,7 +13,13 @@ defined::
     POLICIES.get("cascde")       # UnknownNameError: unknown routing policy 'cascde'. Did you mean 'cascade'? ...
 
 Nothing is imported when the registry is created: the `builtins` modules are imported on the first lookup, so
-importing `advisor` stays light.
+importing `advisor` stays light. A registry created with ``entry_points="advisor.checks"`` (say) also imports,
+on that first lookup, every module an installed package declares in that entry-point group, so parts of other
+packages are known to the command line too::
+
+    # the other package's pyproject.toml
+    [project.entry-points."advisor.checks"]
+    word_count = "mypackage.checks"      # a module that registers its parts when imported
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from advisor.errors import AdvisorError, did_you_mean
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "UnknownNameError", "DuplicateNameError"]
+__all__ = ["Registry", "UnknownNameError", "DuplicateNameError", "PluginError"]
 
 
 class UnknownNameError(AdvisorError, KeyError):
@@ -41,20 +47,38 @@ class DuplicateNameError(AdvisorError):
     """Two parts registered under one name in one registry."""
 
 
+class PluginError(AdvisorError):
+    """An installed package's entry point for a registry could not be imported."""
+
+
 class Registry(Generic[T]):
     """Names of one kind of part. `kind` reads in messages ("check type", "tool", "routing policy")."""
 
-    def __init__(self, kind: str, builtins: Iterable[str] = ()) -> None:
+    def __init__(self, kind: str, builtins: Iterable[str] = (), entry_points: str | None = None) -> None:
         self.kind = kind
         self._builtins = tuple(builtins)
+        self._group = entry_points
         self._items: dict[str, T] = {}
-        self._loaded = not self._builtins
+        self._loaded = not self._builtins and not entry_points
 
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True  # before importing: a builtin module registering itself must not recurse
             for module in self._builtins:
                 importlib.import_module(module)
+            if self._group:
+                self._load_entry_points(self._group)
+
+    def _load_entry_points(self, group: str) -> None:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=group):
+            try:
+                ep.load()
+            except Exception as exc:  # a broken plugin is one clear line, not a traceback
+                raise PluginError(f"{self.kind} plugin {ep.name!r} ({ep.value}, entry point group {group!r}) "
+                                  f"failed to load: {type(exc).__name__}: {exc}; fix or uninstall the package "
+                                  "that declares it") from None
 
     def add(self, name: str, obj: T, *, replace: bool = False) -> T:
         """Register `obj` under `name`; a second registration of one name is an error unless `replace`."""

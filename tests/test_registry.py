@@ -78,3 +78,41 @@ def test_builtins_are_imported_lazily_on_first_lookup():
     finally:
         sys.meta_path.remove(Loader)
         sys.modules.pop(name, None)
+
+
+def test_entry_points_of_installed_packages_are_imported_on_first_lookup(monkeypatch, tmp_path):
+    import importlib.metadata
+
+    (tmp_path / "advisor_test_plugin_mod.py").write_text(
+        "from tests_registry_target import REG\nREG.add('from_plugin', 42)\n")
+    target = types.ModuleType("tests_registry_target")
+    reg = Registry("thing", entry_points="advisor.test_things")
+    target.REG = reg
+    monkeypatch.setitem(sys.modules, "tests_registry_target", target)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = [importlib.metadata.EntryPoint("toy", "advisor_test_plugin_mod", "advisor.test_things")]
+    asked = []
+
+    def entry_points(group=None):
+        asked.append(group)
+        return found if group == "advisor.test_things" else []
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    assert asked == []  # nothing at creation
+    assert reg.get("from_plugin") == 42 and asked == ["advisor.test_things"]
+    sys.modules.pop("advisor_test_plugin_mod", None)
+
+
+def test_a_broken_plugin_is_one_clear_error(monkeypatch):
+    import importlib.metadata
+
+    from advisor.registry import PluginError
+
+    reg = Registry("check type", entry_points="advisor.test_broken")
+    broken = [importlib.metadata.EntryPoint("bad", "advisor_no_such_plugin_module", "advisor.test_broken")]
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: broken)
+    with pytest.raises(PluginError) as info:
+        reg.names()
+    msg = str(info.value)
+    assert "check type plugin 'bad' (advisor_no_such_plugin_module" in msg and "ModuleNotFoundError" in msg
+    assert "\n" not in msg

@@ -31,7 +31,7 @@ from advisor.registry import Registry
 FINAL_MARKER = "FINAL ANSWER:"
 
 #: Every tool-call format by name: the names a ladder's ``tool_call_format`` may use.
-FORMATS: Registry["ToolFormat"] = Registry("tool-call format")
+FORMATS: Registry["ToolFormat"] = Registry("tool-call format", entry_points="advisor.formats")
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ class Importer:
 
 
 #: Every importer by name; the builtin importer modules register themselves when first looked up.
-IMPORTERS: Registry[Importer] = Registry("importer", builtins=("advisor.importers.recorded",
-                                                              "advisor.importers.tessl"))
+IMPORTERS: Registry[Importer] = Registry("importer", builtins=("advisor.importers.recorded", "advisor.importers.tessl"),
+                                         entry_points="advisor.importers")
 
 
 def register_importer(name: str, *, produces: str, description: str = "") -> Callable[[F], F]:

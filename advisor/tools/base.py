@@ -48,7 +48,8 @@ class Tool(Protocol):
 
 #: Every tool by name; the builtin tool modules register themselves when the registry is first used.
 TOOLS: Registry[Tool] = Registry("tool", builtins=(
-    "advisor.tools.files", "advisor.tools.docs", "advisor.tools.fixture_api", "advisor.tools.python_tool"))
+    "advisor.tools.files", "advisor.tools.docs", "advisor.tools.fixture_api", "advisor.tools.python_tool"),
+    entry_points="advisor.tools")
 
 T = TypeVar("T", bound=type)
 
