@@ -1,16 +1,17 @@
-"""Benchmark: the learned router vs baselines on recorded per-prompt results (grouped CV by prompt).
+"""Benchmark: the learned router vs the tf-idf logistic baseline, the cascade and the per-class floor on
+recorded per-prompt results (grouped CV by prompt), in one table per mode.
 
-Default data: ``../shared/data/llmrouter-nim9/dev.csv`` (relative to the repository root) with the ladder
-``ladders/llmrouter-nim9.yaml``. Any other wide table in RouterBench's convention works too (one row per
-prompt, ``prompt``, a task column, one score column per model, ``<model>|total_cost`` columns); with
-``--ladder auto`` a placeholder ladder is built from the table's model columns (ordered by mean recorded cost),
-which is enough when every cost is recorded.
+Default data: ``../shared/data/llmrouter-nim9/dev.csv`` beside the repository root (or ``$ADVISOR_SHARED``)
+with the ladder ``ladders/llmrouter-nim9.yaml``. Any other wide table in RouterBench's convention works too
+(one row per prompt, ``prompt``, a task column, one score column per model, ``<model>|total_cost`` columns);
+with ``--ladder auto`` a placeholder ladder is built from the table's model columns (ordered by mean recorded
+cost), which is enough when every cost is recorded.
 
 Cost assumption (llmrouter-nim9 records no cost): per attempt, input tokens = est_prompt_tokens (characters / 4)
 and output tokens = --output-tokens (default 256) at the ladder's list prices. Recorded ``|total_cost`` values
 are used as they are. Only dev.csv may be used for tuning; the held-out split is elsewhere on purpose.
 
-Run:  /work/venv/bin/python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-dir DIR]
+Run:  python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "llmrouter-nim9" / "dev.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _paths import ROOT, require, shared_dir  # noqa: E402
+
+DEFAULT_DATA = shared_dir() / "data" / "llmrouter-nim9" / "dev.csv"
 DEFAULT_LADDER = ROOT / "ladders" / "llmrouter-nim9.yaml"
 
 
@@ -75,7 +78,7 @@ def run(argv: list[str] | None = None) -> dict:
     from advisor.router.train import training_data_from_store
     from advisor.store import Store
 
-    path = Path(args.path)
+    path = require(Path(args.path))
     if args.ladder == "auto":
         ladder, mapping = auto_ladder(path, [])
     else:
@@ -88,7 +91,7 @@ def run(argv: list[str] | None = None) -> dict:
     single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
                            fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings})
-    summary = ev.summarise(cv)
+    summary = ev.summarise(cv, seed=args.seed)
     elapsed = time.perf_counter() - t0
     summary["how"] = f"{args.folds}-fold CV grouped by prompt on {path}"
     summary["cost_assumption"] = (f"{rep.cost_recorded} costs recorded, {rep.cost_estimated} estimated: "
@@ -98,8 +101,9 @@ def run(argv: list[str] | None = None) -> dict:
     print(f"cost: {summary['cost_assumption']}")
     print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}")
     print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
-          f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs above the start in ladder "
-          f"order (router_prob_order: by the router's probabilities); {elapsed:.0f}s")
+          f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "
+          f"{elapsed:.0f}s")
+    print_models(cv)
     for mode in ("single", "escalate"):
         print_mode(summary, mode)
     if args.out_dir:
@@ -110,44 +114,20 @@ def run(argv: list[str] | None = None) -> dict:
     return summary
 
 
-def _point(pts, pred):
-    ok = [p for p in pts if pred(p)]
-    return min(ok, key=lambda p: p["cost"]) if ok else None
+def print_models(cv: dict) -> None:
+    """Per rung, mean over the outer folds of the router's inner-CV AUC and cost error (MdAPE)."""
+    from advisor.router.report import model_lines
+
+    for line in model_lines(cv["fold_metrics"], cv["rungs"]):
+        print(line)
 
 
 def print_mode(summary: dict, mode: str) -> None:
-    """Print one mode's table: quality and cost per request of every policy, parity, oracle gap."""
-    s = summary[mode]
-    print(f"\n=== {mode} mode (cost in USD per 1,000 requests; quality = usable rate) ===")
-    print(f"{'policy':<44}{'quality':>9}{'cost/1k':>10}{'AIQ':>8}")
-    curves = s["curves"]
-    best_q = s["parity"]["best_single"]["quality"]
-    for name, pts in curves.items():
-        if len(pts) == 1:
-            p = pts[0]
-            print(f"{name:<44}{p['quality']:>9.3f}{p['cost'] * 1e3:>10.4f}{s['summary'][name]['aiq']:>8.3f}")
-            continue
-        default = pts[0]  # target / threshold 0
-        top = max(pts, key=lambda p: (p["quality"], -p["cost"]))
-        par = _point(pts, lambda p: p["quality"] >= best_q - 1e-12)
-        print(f"{name + ' @ ' + format(default['param'], '.3g'):<44}{default['quality']:>9.3f}{default['cost'] * 1e3:>10.4f}"
-              f"{s['summary'][name]['aiq']:>8.3f}")
-        if par is not None:
-            print(f"{'  at parity with best single (param ' + format(par['param'], '.3g') + ')':<44}{par['quality']:>9.3f}"
-                  f"{par['cost'] * 1e3:>10.4f}")
-        print(f"{'  best quality (param ' + format(top['param'], '.3g') + ')':<44}{top['quality']:>9.3f}{top['cost'] * 1e3:>10.4f}")
-    for label in ("best_single", "largest"):
-        ref = s["parity"][label]
-        print(f"cost at quality parity with {label} ({ref['rung']}, quality {ref['quality']:.3f}, "
-              f"{ref['cost'] * 1e3:.4f}/1k):")
-        for name, par in s["parity_by_policy"].items():
-            p = par[label]
-            rc = "never reached" if p["router_cost"] is None else \
-                f"{p['router_cost'] * 1e3:.4f}/1k, saving {p['saving'] * 100:.1f}%"
-            print(f"    {name:<20} {rc}")
-    o = s["oracle"]
-    print(f"oracle: quality {o['quality']:.3f} at {o['cost'] * 1e3:.4f}/1k; gap to the best router quality "
-          f"{o['quality_gap_to_router_best']:.3f}")
+    """Print one mode's table (see advisor.router.report.mode_table)."""
+    from advisor.router.report import mode_table
+
+    print()
+    print(mode_table(summary, mode))
 
 
 if __name__ == "__main__":

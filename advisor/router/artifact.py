@@ -1,10 +1,15 @@
 """The router artifact: a versioned file holding a trained router and everything needed to trust it.
 
 Content: format name and version, advisor version, training provenance (store, suite, ladder and its hash,
-runs, prompts, classes, bar, how many costs were estimated), the featuriser state, per-rung linear weights and
-calibration maps (piecewise linear, raw score -> probability), per-rung cost and latency model, and the
-cross-validated metrics. It is plain data (no pickled code): ``.json`` (arrays base64-encoded) or ``.joblib``.
-Loading a file of another format version is a `RouterError`.
+runs, prompts, classes, bar, how many costs were estimated or simulated), the featuriser state, per-rung linear
+weights and calibration maps (piecewise linear, raw score -> probability), the per-request cost model
+(`costmodel.py`), the chain dependence, the default rule chosen in cross-validation, and the metrics.
+
+It is plain data, never code: ``.json`` (arrays base64-encoded with their dtype and shape) or ``.npz`` (numpy
+arrays, read with ``allow_pickle=False``, beside a JSON skeleton). Pickle and joblib files are refused *before
+reading a byte* (unpickling runs code). Every load is validated against the schema (`schema.py`): known
+version, array shapes, finite values, probabilities in [0, 1], non-negative costs; a bad file is one
+`RouterError` line.
 
 Scoring is numpy only (no sklearn call in the hot path): a sparse dot product of the hashed n-grams with the
 weight rows they touch, a dense dot product, and ``np.interp`` through each rung's calibration map.
@@ -13,18 +18,22 @@ weight rows they touch, a dense dot product, and ``np.interp`` through each rung
 from __future__ import annotations
 
 import base64
+import binascii
 import json
-from dataclasses import dataclass, field
+import zipfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from advisor.errors import RouterError
+from advisor.router.costmodel import CostModel
 from advisor.router.features import Featurizer
 
 FORMAT = "advisor-router"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+SUFFIXES = (".json", ".npz")
 
 
 @dataclass
@@ -40,15 +49,16 @@ class RungModel:
     data_leaves_org: bool = False
     latency_s: float | None = None  #: median recorded latency; None when the data has none
     base_rate: float = 0.0  #: usable rate in the training data
+    usd_per_output_token: float = 0.0
 
     def attempt_cost(self, input_tokens: float) -> float:
-        """Estimated USD of one attempt for a prompt of `input_tokens`."""
+        """Mean-remainder estimate of one attempt's USD (the simple cost the baseline uses)."""
         return input_tokens * self.usd_per_input_token + self.fixed_cost_usd
 
 
 @dataclass
 class RouterModel:
-    """A trained router: featuriser + per-rung calibrated logistic models + rung cost facts."""
+    """A trained router: featuriser + per-rung calibrated logistic models + cost model + rung facts."""
 
     featurizer: Featurizer
     rungs: list[RungModel]
@@ -57,6 +67,9 @@ class RouterModel:
     bias: np.ndarray  #: (R,)
     calib_x: list[np.ndarray]  #: per rung, increasing raw scores
     calib_y: list[np.ndarray]  #: per rung, calibrated probabilities at calib_x
+    cost_model: CostModel | None = None
+    dependence: float = 0.0  #: chain failure dependence rho (see policy.chain_outcome_batch)
+    default: dict[str, Any] = field(default_factory=dict)  #: the rule and operating point chosen in CV
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
@@ -65,6 +78,11 @@ class RouterModel:
     def rung_names(self) -> list[str]:
         """Rung names in ladder order."""
         return [r.name for r in self.rungs]
+
+    @property
+    def simulated(self) -> bool:
+        """True when the router was trained on runs of stand-in (simulated) rungs."""
+        return bool(self.provenance.get("simulated_runs"))
 
     @property
     def version_tag(self) -> str:
@@ -79,27 +97,47 @@ class RouterModel:
         return out
 
     def predict_one(self, text: str, task_class: str | None = None) -> np.ndarray:
-        """Calibrated P(usable) per rung for one request (the fast path)."""
+        """Calibrated P(usable) per rung for one request."""
+        return self.score_one(text, task_class)[0]
+
+    def score_one(self, text: str, task_class: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(calibrated P(usable) per rung, predicted attempt cost per rung) for one request (the fast path)."""
         idx, val, dense = self.featurizer.transform_one(text, task_class)
         raw = val @ self.w_sparse[idx] + dense @ self.w_dense + self.bias
-        return self._calibrate(raw)
+        return self._calibrate(raw), self._costs(np.array([len(text)], float), dense[None, :])[0]
 
     def raw_scores(self, texts: Sequence[str], classes: Sequence[str | None]) -> np.ndarray:
         """Uncalibrated linear scores, shape (n, R)."""
         xs, xd = self.featurizer.transform(texts, classes)
         return np.asarray(xs @ self.w_sparse) + xd @ self.w_dense + self.bias
 
+    def predict_with_costs(self, texts: Sequence[str],
+                           classes: Sequence[str | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(calibrated P(usable), predicted USD per attempt), both (n, R), features computed once."""
+        classes = classes if classes is not None else [None] * len(texts)
+        xs, xd = self.featurizer.transform(texts, classes)
+        raw = np.asarray(xs @ self.w_sparse) + xd @ self.w_dense + self.bias
+        return self._calibrate(raw), self._costs(np.array([len(t) for t in texts], float), xd)
+
     def predict(self, texts: Sequence[str], classes: Sequence[str | None] | None = None) -> np.ndarray:
         """Calibrated P(usable), shape (n, R), for many requests."""
         classes = classes if classes is not None else [None] * len(texts)
         return self._calibrate(self.raw_scores(texts, classes))
 
-    def attempt_costs(self, texts: Sequence[str]) -> np.ndarray:
-        """Estimated USD per attempt, shape (n, R): input tokens = characters / 4."""
-        tokens = np.array([len(t) / 4.0 for t in texts])
+    def _costs(self, chars: np.ndarray, dense: np.ndarray) -> np.ndarray:
+        if self.cost_model is not None:
+            return self.cost_model.predict(chars, dense[:, : self.cost_model.n_features])
+        return self.simple_costs(chars)
+
+    def simple_costs(self, chars: np.ndarray) -> np.ndarray:
+        """Characters/4 x input price + each rung's mean remainder, shape (n, R) (the pre-cost-model estimate)."""
         pin = np.array([r.usd_per_input_token for r in self.rungs])
         fixed = np.array([r.fixed_cost_usd for r in self.rungs])
-        return tokens[:, None] * pin[None, :] + fixed[None, :]
+        return (np.asarray(chars, float) / 4.0)[:, None] * pin[None, :] + fixed[None, :]
+
+    def attempt_costs(self, texts: Sequence[str], classes: Sequence[str | None] | None = None) -> np.ndarray:
+        """Predicted USD per attempt, shape (n, R) (the cost model; see `costmodel.py`)."""
+        return self.predict_with_costs(texts, classes)[1]
 
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> dict[str, Any]:
@@ -107,20 +145,18 @@ class RouterModel:
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION, "advisor_version": _advisor_version(),
             "provenance": self.provenance, "training": self.training, "metrics": self.metrics,
-            "featurizer": self.featurizer.state(), "rungs": [r.__dict__ for r in self.rungs],
+            "featurizer": self.featurizer.state(), "rungs": [asdict(r) for r in self.rungs],
             "w_sparse": self.w_sparse, "w_dense": self.w_dense, "bias": self.bias,
-            "calib_x": list(self.calib_x), "calib_y": list(self.calib_y)}
+            "calib_x": list(self.calib_x), "calib_y": list(self.calib_y),
+            "cost_model": self.cost_model.state() if self.cost_model else None,
+            "dependence": float(self.dependence), "default": self.default}
 
     @classmethod
     def from_state(cls, state: dict[str, Any], source: str = "<state>") -> "RouterModel":
-        """Rebuild from `to_state()`, checking the format and its version."""
-        if not isinstance(state, dict) or state.get("format") != FORMAT:
-            raise RouterError(f"{source}: not an advisor router artifact")
-        version = state.get("format_version")
-        if version != FORMAT_VERSION:
-            raise RouterError(f"{source}: router artifact format version {version} (written by advisor "
-                              f"{state.get('advisor_version', '?')}); this advisor reads version {FORMAT_VERSION}. "
-                              "Retrain it with `advisor router train`.")
+        """Rebuild from `to_state()` after validating it (`schema.validate_state`)."""
+        from advisor.router.schema import validate_state
+
+        validate_state(state, source)
         try:
             return cls(
                 featurizer=Featurizer.from_state(state["featurizer"]),
@@ -130,65 +166,94 @@ class RouterModel:
                 bias=np.asarray(state["bias"], dtype=np.float64),
                 calib_x=[np.asarray(x, dtype=np.float64) for x in state["calib_x"]],
                 calib_y=[np.asarray(y, dtype=np.float64) for y in state["calib_y"]],
+                cost_model=CostModel.from_state(state["cost_model"]) if state.get("cost_model") else None,
+                dependence=float(state.get("dependence", 0.0)), default=dict(state.get("default") or {}),
                 provenance=state.get("provenance", {}), metrics=state.get("metrics", {}),
                 training=state.get("training", {}))
         except (KeyError, TypeError, ValueError) as exc:
-            raise RouterError(f"{source}: damaged router artifact ({exc})") from None
+            raise RouterError(f"{source}: damaged router artifact ({type(exc).__name__}: {exc})") from None
 
     def save(self, path: str | Path) -> Path:
-        """Write the artifact as .json (portable) or .joblib (compact)."""
+        """Write the artifact as .json (portable, one text file) or .npz (numpy arrays + JSON skeleton)."""
         path = Path(path)
+        if path.suffix not in SUFFIXES:
+            raise RouterError(f"{path}: router artifacts end in .json or .npz (plain data; pickle/joblib are "
+                              "not written because loading them can run code)")
         path.parent.mkdir(parents=True, exist_ok=True)
         state = self.to_state()
-        if path.suffix == ".joblib":
-            import joblib
-
-            joblib.dump(state, path, compress=3)
-        elif path.suffix == ".json":
-            path.write_text(json.dumps(_encode(state)))
+        if path.suffix == ".npz":
+            arrays: dict[str, np.ndarray] = {}
+            skeleton = _encode(state, arrays)
+            np.savez_compressed(path, __skeleton__=np.frombuffer(json.dumps(skeleton).encode(), dtype=np.uint8),
+                                **arrays)
         else:
-            raise RouterError(f"{path}: router artifacts end in .json or .joblib")
+            path.write_text(json.dumps(_encode(state)))
         return path
 
 
 def load_router(path: str | Path) -> RouterModel:
-    """Load a router artifact; RouterError when missing, damaged or of another format version."""
+    """Load and validate a router artifact; RouterError (one line) when missing, unsafe, damaged or of another
+    version. Nothing in the file is executed: pickle/joblib are refused by name before opening."""
     path = Path(path)
-    if not path.exists():
+    if path.suffix not in SUFFIXES:
+        raise RouterError(f"{path}: not loaded: router artifacts are .json or .npz (plain data); pickle/joblib "
+                          "files are refused because loading them can run code. Retrain with "
+                          "`advisor router train --out router.json`.")
+    if not path.is_file():
         raise RouterError(f"{path}: no router artifact here (train one with `advisor router train`)")
     try:
-        if path.suffix == ".joblib":
-            import joblib
-
-            state = joblib.load(path)
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            skeleton = json.loads(arrays.pop("__skeleton__").tobytes().decode())
+            state = _decode(skeleton, arrays)
         else:
-            state = _decode(json.loads(path.read_text()))
-    except (ValueError, EOFError, OSError) as exc:
-        raise RouterError(f"{path}: cannot read router artifact ({exc})") from None
+            state = _decode(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, EOFError, OSError, UnicodeDecodeError, binascii.Error,
+            zipfile.BadZipFile) as exc:
+        raise RouterError(f"{path}: cannot read router artifact ({type(exc).__name__}: {exc}); "
+                          "retrain it with `advisor router train`") from None
     return RouterModel.from_state(state, str(path))
 
 
-def _encode(obj: Any) -> Any:
+def _encode(obj: Any, arrays: dict[str, np.ndarray] | None = None) -> Any:
     if isinstance(obj, np.ndarray):
         arr = np.ascontiguousarray(obj)
+        if arr.dtype == object:
+            raise RouterError("router artifacts hold numeric arrays only")
+        if arrays is not None:
+            key = f"a{len(arrays)}"
+            arrays[key] = arr
+            return {"__npz__": key}
         return {"__ndarray__": base64.b64encode(arr.tobytes()).decode(), "dtype": str(arr.dtype),
                 "shape": list(arr.shape)}
     if isinstance(obj, dict):
-        return {k: _encode(v) for k, v in obj.items()}
+        return {k: _encode(v, arrays) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_encode(v) for v in obj]
+        return [_encode(v, arrays) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
     return obj
 
 
-def _decode(obj: Any) -> Any:
+_DTYPES = {"float32", "float64", "int32", "int64", "uint8", "bool"}
+
+
+def _decode(obj: Any, arrays: dict[str, np.ndarray] | None = None) -> Any:
     if isinstance(obj, dict):
+        if "__npz__" in obj:
+            return arrays[obj["__npz__"]]
         if "__ndarray__" in obj:
-            return np.frombuffer(base64.b64decode(obj["__ndarray__"]), dtype=obj["dtype"]).reshape(obj["shape"]).copy()
-        return {k: _decode(v) for k, v in obj.items()}
+            dtype = obj.get("dtype")
+            if dtype not in _DTYPES:
+                raise ValueError(f"array without a known numeric dtype (dtype {dtype!r})")
+            shape = obj.get("shape")
+            if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+                raise ValueError(f"array with a bad shape {shape!r}")
+            return np.frombuffer(base64.b64decode(obj["__ndarray__"], validate=True), dtype=dtype).reshape(shape).copy()
+        return {k: _decode(v, arrays) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_decode(v) for v in obj]
+        return [_decode(v, arrays) for v in obj]
     return obj
 
 

@@ -1,19 +1,24 @@
-"""The routing policy: the rung (and escalation chain) with the lowest expected cost per usable result.
+"""The routing rule's maths: candidate chains, their expected cost and P(usable), and the choice among them.
 
-Given per-rung usable probabilities p and attempt costs c for one request, every allowed rung r is a candidate
-start. In **escalation** mode (a verifier exists) the candidate chains are r followed by the allowed rungs
-above it in the escalation order (ladder order by default, or by falling probability), at most `max_chain`
-rungs (with ``stop_early``, also every shorter prefix: stopping early and delivering the last answer), each
-rung tried up to k times; its expected cost and P(usable) come from `advisor.scores.chain_outcome` with the
-verifier's error rates. In **single-shot** mode (no verifier) the chain is r alone, tried once: cost c_r,
-quality p_r.
+Given per-rung usable probabilities P and attempt costs C for a **batch** of requests (one request is a batch
+of one: there is no second scalar copy of the rule), every allowed rung r is a candidate start. In
+**escalation** mode (a verifier exists) the candidate chains are r followed by the allowed rungs above it in the
+escalation order (ladder order by default, or by falling probability), at most `max_chain` rungs (with
+``stop_early``, also every shorter prefix), each rung tried up to k times; `chain_outcome_batch` gives each
+chain's expected cost and P(usable) under the verifier's error rates and the **dependence** between rungs'
+failures (below). In **single-shot** mode (no verifier) the chain is r alone, tried once: cost c_r, quality p_r.
 
-Decision rule: among candidates whose P(usable) reaches `target`, pick the lowest preference-weighted cost
-per usable result (or, when the user states what a usable result is worth, ``value_usd``, the highest net value
-value x P(usable) - weighted E[cost], RouterBench's willingness-to-pay trade-off) (E[cost] / P(usable), each rung's spend divided by its preference weight, in the spirit of
-ToolOrchestra's preference reward); when none reaches the target, pick the highest P(usable) (cheapest on a
-tie). Preferences filter first: allowed rungs, self-hosted only, latency limit (rungs with unknown latency are
-kept and the explanation says so), weight 0 = never. The reported expected cost is always the real one.
+Decision rule: among candidates whose P(usable) reaches `target`, the lowest preference-weighted cost per usable
+result; or, with ``value_usd`` (what a usable result is worth), the highest value x P(usable) - weighted
+E[cost]. When none reaches the target: the highest P(usable) (cheapest on a tie). Preferences filter first:
+allowed rungs, self-hosted only, latency limit (rungs with unknown latency are kept and the explanation says
+so), weight 0 = never. The reported expected cost is always the real one.
+
+Retry and dependence model (the one stated model, shared with `advisor.scores.chain_outcome`): attempts on one
+rung are independent draws with that rung's p; across rungs, P(every step rejected) =
+(1 - rho) x prod(fail_s) + rho x min(fail_s), a mixture of independent and fully dependent failures (a request
+that fails one rung is likelier to fail the next). rho = 0 is the independent model; the router fits rho on
+out-of-fold training outcomes (`tuning.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from advisor.errors import RouterError, did_you_mean
-from advisor.scores import PERFECT, Step, Verifier, chain_outcome
+from advisor.scores import PERFECT, Verifier
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ class PolicyConfig:
     max_chain: int = 3  #: at most this many rungs in one chain
     stop_early: bool = False  #: also consider stopping before the end of the chain (delivering a rejected answer)
     value_usd: float | None = None  #: when set: maximise value x P(usable) - E[cost] instead (see module doc)
+    dependence: float | None = None  #: rho of the dependence model (module doc); None = the router's fitted rho
+    #: (independent, 0, when there is no router)
 
     def k_of(self, rung: str) -> int:
         """Attempts allowed on `rung`."""
@@ -66,7 +73,7 @@ class PolicyConfig:
 
 @dataclass
 class Decision:
-    """One routing decision and why it was taken."""
+    """One routing decision and why it was taken (`reason` is structured; `rule` is rendered from it)."""
 
     rung: str  #: the rung tried first
     chain: list[str]  #: rungs in escalation order (just [rung] in single-shot mode)
@@ -78,13 +85,42 @@ class Decision:
     attempt_costs: dict[str, float]
     candidates: list[dict[str, Any]]
     excluded: dict[str, str]
+    reason: dict[str, Any] = field(default_factory=dict)
+    policy: str = "router"
 
     def explain(self) -> dict[str, Any]:
         """The decision as plain data (stored with the decision, printed by `advisor route --json`)."""
-        return {"rung": self.rung, "chain": self.chain, "expected_cost_usd": self.expected_cost,
-                "p_usable": self.p_usable, "cost_per_usable_usd": self.cost_per_usable, "rule": self.rule,
+        return {"policy": self.policy, "rung": self.rung, "chain": self.chain,
+                "expected_cost_usd": self.expected_cost, "p_usable": self.p_usable,
+                "cost_per_usable_usd": self.cost_per_usable, "rule": self.rule, "reason": self.reason,
                 "probabilities": self.probabilities, "attempt_costs_usd": self.attempt_costs,
                 "candidates": self.candidates, "excluded": self.excluded}
+
+
+def describe(reason: dict[str, Any]) -> str:
+    """The sentence of a structured reason (built from data, never parsed back)."""
+    kind, w = reason.get("rule"), "preference-weighted " if reason.get("weighted") else ""
+    target = reason.get("target", 0.0)
+    if kind == "max_net_value":
+        text = (f"highest net value ({reason['value_usd']:g} USD x P(usable) - {w}expected cost) among "
+                f"{reason['candidates']} candidate(s) with P(usable) >= {target:g}")
+    elif kind == "min_cost_per_usable":
+        text = f"lowest {w}expected cost per usable result among {reason['candidates']} candidate(s) with " \
+               f"P(usable) >= {target:g}"
+    elif kind == "highest_p":
+        text = f"no candidate reaches P(usable) >= {target:g}: highest P(usable)"
+    else:
+        text = reason.get("text", str(kind))
+    if reason.get("mode") == "single":
+        text += " (single-shot: no verifier, no retry)"
+    elif reason.get("mode") == "escalate":
+        text += (f" (escalation: k={reason['k']}, verifier false accept {reason['false_accept']:g}, false reject "
+                 f"{reason['false_reject']:g}, failure dependence {reason.get('dependence', 0.0):.2f})")
+    if reason.get("latency_unchecked"):
+        text += f"; latency unknown, not checked for: {', '.join(reason['latency_unchecked'])}"
+    if reason.get("default"):
+        text += f"; {reason['default']}"
+    return text
 
 
 def eligible(rungs: Sequence[RungFacts], prefs: Preferences) -> tuple[list[int], dict[str, str]]:
@@ -110,106 +146,47 @@ def eligible(rungs: Sequence[RungFacts], prefs: Preferences) -> tuple[list[int],
     return keep, out
 
 
-def chains(keep: list[int], p: np.ndarray, config: PolicyConfig) -> list[list[int]]:
-    """Candidate chains (lists of rung indices), one per allowed start rung."""
-    if config.mode == "single":
-        return [[i] for i in keep]
-    out = []
-    for pos, i in enumerate(keep):
-        above = keep[pos + 1:]
-        if config.order == "probability":
-            above = sorted(above, key=lambda j: -p[j])
-        full = [i, *above[: max(0, config.max_chain - 1)]]
-        lengths = range(1, len(full) + 1) if config.stop_early else [len(full)]
-        out.extend(full[:length] for length in lengths)
-    return out
-
-
-def decide(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts], config: PolicyConfig,
-           prefs: Preferences | None = None) -> Decision:
-    """Choose the chain for one request (see the module docstring); the decision explains itself."""
-    prefs = prefs or Preferences()
-    p = np.asarray(p, dtype=float)
-    cost = np.asarray(cost, dtype=float)
-    keep, excluded = eligible(rungs, prefs)
-    verifier = None if config.mode == "single" else config.verifier
-    cands = []
-    for chain in chains(keep, p, config):
-        steps = [Step(p[i], cost[i], config.k_of(rungs[i].name), rungs[i].name) for i in chain]
-        real = chain_outcome(steps, verifier)
-        weighted = real if not prefs.weights else chain_outcome(
-            [Step(s.p, s.cost / prefs.weights.get(s.name, 1.0), s.k, s.name) for s in steps], verifier)
-        cands.append({"chain": [rungs[i].name for i in chain], "expected_cost_usd": real.expected_cost,
-                      "p_usable": real.p_usable, "cost_per_usable_usd": real.cost_per_usable,
-                      "objective": weighted.cost_per_usable, "meets_target": real.p_usable >= config.target,
-                      "weighted_cost_usd": weighted.expected_cost})
-    ok = [c for c in cands if c["meets_target"]]
-    if ok and config.value_usd is not None:
-        best = max(ok, key=lambda c: (config.value_usd * c["p_usable"] - c["weighted_cost_usd"],
-                                      -c["expected_cost_usd"]))
-        rule = (f"highest net value ({config.value_usd:g} USD x P(usable) - {'preference-weighted ' if prefs.weights else ''}"
-                f"expected cost) among {len(ok)} candidate(s) with P(usable) >= {config.target:g}")
-    elif ok:
-        best = min(ok, key=lambda c: (c["objective"], c["expected_cost_usd"]))
-        rule = (f"lowest {'preference-weighted ' if prefs.weights else ''}expected cost per usable result among "
-                f"{len(ok)} candidate(s) with P(usable) >= {config.target:g}")
-    else:
-        best = max(cands, key=lambda c: (c["p_usable"], -c["expected_cost_usd"]))
-        rule = f"no candidate reaches P(usable) >= {config.target:g}: highest P(usable)"
-    if config.mode == "single":
-        rule += " (single-shot: no verifier, no retry)"
-    else:
-        rule += f" (escalation: k={config.k}, verifier false accept {config.verifier.false_accept:g}, " \
-                f"false reject {config.verifier.false_reject:g})"
-    unknown_latency = [rungs[i].name for i in keep if rungs[i].latency_s is None]
-    if prefs.max_latency_s is not None and unknown_latency:
-        rule += f"; latency unknown, not checked for: {', '.join(unknown_latency)}"
-    return Decision(rung=best["chain"][0], chain=best["chain"], expected_cost=best["expected_cost_usd"],
-                    p_usable=best["p_usable"], cost_per_usable=best["cost_per_usable_usd"], rule=rule,
-                    probabilities={r.name: float(p[i]) for i, r in enumerate(rungs)},
-                    attempt_costs={r.name: float(cost[i]) for i, r in enumerate(rungs)},
-                    candidates=cands, excluded=excluded)
-
-
-# ------------------------------------------------------------------------------------- vectorised (batches)
 def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k: Sequence[int], verifier: Verifier | None,
-                        valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """`chain_outcome` for many requests at once: p, cost (n, S) along each chain -> (E[cost], P(usable)).
+                        valid: np.ndarray | None = None, dependence: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Expected cost and P(usable) of chains for many requests: p, cost (n, S) along each chain.
 
-    `valid` (n, S) marks the steps that exist (chains shorter than S are padded with False). Same maths as
-    `advisor.scores.chain_outcome` (the tests check they agree).
+    `valid` (n, S) marks the steps that exist (shorter chains are padded with False). With ``dependence`` 0 this
+    is `advisor.scores.chain_outcome` (the tests check they agree); see the module docstring for rho.
     """
     p = np.clip(p, 0.0, 1.0)
     n, S = p.shape
     valid = np.ones_like(p, dtype=bool) if valid is None else valid
     if verifier is None:
         return cost[:, 0].copy(), p[:, 0].copy()
-    reach = np.ones(n)
+    rho = float(dependence)
+    reach, prod, low = np.ones(n), np.ones(n), np.ones(n)
     exp_cost, p_use = np.zeros(n), np.zeros(n)
-    last = np.zeros((n, S), dtype=bool)
-    last[np.arange(n), valid.sum(axis=1) - 1] = True
+    last_step = valid.sum(axis=1) - 1
     for s in range(S):
         v = valid[:, s]
         a = verifier.accept_rate(p[:, s])
         kk = max(1, int(k[s]))
         fail = (1.0 - a) ** kk
+        new_prod, new_low = prod * fail, np.minimum(low, fail)
+        new_reach = (1.0 - rho) * new_prod + rho * new_low if rho else new_prod
         with np.errstate(divide="ignore", invalid="ignore"):
             attempts = np.where(a > 0, (1.0 - fail) / a, kk)
-            accepted_usable = np.where(a > 0, (1.0 - fail) * p[:, s] * (1 - verifier.false_reject) / a, 0.0)
-            rejected_usable = np.where((last[:, s]) & (fail > 0),
-                                       fail * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
+            share = np.where(a > 0, p[:, s] * (1 - verifier.false_reject) / a, 0.0)
+            rejected = np.where((last_step == s) & (fail > 0),
+                                new_reach * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
         exp_cost += np.where(v, reach * cost[:, s] * attempts, 0.0)
-        p_use += np.where(v, reach * (accepted_usable + rejected_usable), 0.0)
-        reach = np.where(v, reach * fail, reach)
+        p_use += np.where(v, (reach - new_reach) * share + rejected, 0.0)
+        reach = np.where(v, new_reach, reach)
+        prod, low = np.where(v, new_prod, prod), np.where(v, new_low, low)
     return exp_cost, np.minimum(p_use, 1.0)
 
 
 def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], config: PolicyConfig,
                     prefs: Preferences | None = None) -> dict[str, np.ndarray]:
-    """For a batch (n, R): per candidate start rung, E[cost], P(usable) and objective, all (n, R').
+    """For a batch (n, R): per candidate chain, E[cost], P(usable), weighted cost and objective, all (n, K).
 
-    Also returns the chains as rung indices (n, R', max_chain) padded with -1, for realised-outcome evaluation.
-    Same candidates and maths as `decide` (the tests check they agree).
+    Also the chains as rung indices (n, K, max_chain) padded with -1. Candidates: one chain per allowed start
+    rung (and every prefix with ``stop_early``), in ladder order of the start.
     """
     prefs = prefs or Preferences()
     keep, _ = eligible(rungs, prefs)
@@ -227,19 +204,21 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
             tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
         chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
         lengths = range(1, chain.shape[1] + 1) if config.stop_early else [chain.shape[1]]
-        full.extend(chain[:, :length] for length in lengths)  # as in `chains`
+        full.extend(chain[:, :length] for length in lengths)
     exp_cost, p_use, obj, wcost = (np.zeros((n, len(full))) for _ in range(4))
     chain_idx = -np.ones((n, len(full), L), dtype=int)
     for c, chain in enumerate(full):
         chain_idx[:, c, : chain.shape[1]] = chain
-        # per-rung k follows the first request's chain (exact for ladder order, where every chain is the same)
+        # per-rung k follows the first request's chain (exact for ladder order and for a batch of one)
         ks = [config.k_of(rungs[int(chain[0, s])].name) for s in range(chain.shape[1])]
         pc, cc = P[rows, chain], C[rows, chain]
-        exp_cost[:, c], p_use[:, c] = chain_outcome_batch(pc, cc, ks, verifier)
-        weighted, _ = chain_outcome_batch(pc, cc / w[chain], ks, verifier)
-        wcost[:, c] = weighted
-        with np.errstate(divide="ignore"):
-            obj[:, c] = np.where(p_use[:, c] > 0, weighted / np.maximum(p_use[:, c], 1e-300), np.inf)
+        exp_cost[:, c], p_use[:, c] = chain_outcome_batch(pc, cc, ks, verifier, dependence=config.dependence or 0.0)
+        if prefs.weights:
+            wcost[:, c] = chain_outcome_batch(pc, cc / w[chain], ks, verifier, dependence=config.dependence or 0.0)[0]
+        else:
+            wcost[:, c] = exp_cost[:, c]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
             "weighted_cost": wcost}
 
@@ -250,14 +229,49 @@ def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:
 
 
 def select(table: dict[str, np.ndarray], target: float, value_usd: float | None = None) -> np.ndarray:
-    """Index (into the candidates) chosen per request under `decide`'s rule for a given target (and value)."""
+    """Index (into the candidates) chosen per request under the decision rule (module docstring)."""
     meets = table["p_usable"] >= target
     if value_usd is not None:
         obj = np.where(meets, -(value_usd * table["p_usable"] - table["weighted_cost"]), np.inf)
     else:
         obj = np.where(meets, table["objective"], np.inf)
-    # tie-break on expected cost, as `decide` does
-    obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0] if obj.shape[1] > 1 else np.zeros(len(obj), int)
-    fallback = np.lexsort((table["expected_cost"].T, -table["p_usable"].T), axis=0)[0] \
-        if obj.shape[1] > 1 else np.zeros(len(obj), int)
+    if obj.shape[1] == 1:
+        return np.zeros(len(obj), dtype=int)
+    # ties broken on the real expected cost
+    obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0]
+    fallback = np.lexsort((table["expected_cost"].T, -table["p_usable"].T), axis=0)[0]
     return np.where(meets.any(axis=1), obj_rank, fallback)
+
+
+def base_reason(config: PolicyConfig, prefs: Preferences, rungs: Sequence[RungFacts], keep: Sequence[int]) -> dict:
+    """The configuration part of a structured reason (mode, retries, verifier, dependence, weights, latency)."""
+    out: dict[str, Any] = {"mode": config.mode, "target": config.target, "weighted": bool(prefs.weights)}
+    if config.mode == "escalate":
+        out.update(k=config.k, false_accept=config.verifier.false_accept,
+                   false_reject=config.verifier.false_reject, dependence=config.dependence or 0.0)
+    unknown = [rungs[i].name for i in keep if rungs[i].latency_s is None]
+    if prefs.max_latency_s is not None and unknown:
+        out["latency_unchecked"] = unknown
+    return out
+
+
+def decide(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts], config: PolicyConfig,
+           prefs: Preferences | None = None) -> Decision:
+    """Choose the chain for one request: the vectorised rule on a batch of one, with its candidate table."""
+    from advisor.router.policies import decisions_from_table
+
+    P = np.asarray(p, dtype=float)[None, :]
+    C = np.asarray(cost, dtype=float)[None, :]
+    return decisions_from_table(P, C, rungs, config, prefs or Preferences(), explain=True)[0]
+
+
+def realised_outcome(Y: np.ndarray, C: np.ndarray, chains: np.ndarray, config: PolicyConfig):
+    """Realised (cost, quality) per request of chains (n, L; -1 padded) from recorded outcomes Y and costs C
+    (n, R). With one recorded answer per prompt x rung a retry repeats it, so k = 1 here; recorded outcomes are
+    the actual joint outcomes, so no dependence model is applied."""
+    valid = chains >= 0
+    idx = np.where(valid, chains, 0)
+    rows = np.arange(len(Y))[:, None]
+    if config.mode == "single":
+        return C[rows[:, 0], idx[:, 0]], Y[rows[:, 0], idx[:, 0]]
+    return chain_outcome_batch(Y[rows, idx], C[rows, idx], [1] * chains.shape[1], config.verifier, valid)

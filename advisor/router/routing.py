@@ -1,14 +1,22 @@
-"""Routing requests with a trained router: probabilities from the artifact, the choice from the policy."""
+"""Routing requests with a trained router: probabilities and costs from the artifact, the choice from a policy.
+
+The policy is named (`policies.POLICIES`); by default `policy_name` resolves it from the configuration: an
+explicit ``--value`` or ``--target`` uses that rule, otherwise the artifact's default (chosen in
+cross-validation at training). One request goes through the same vectorised decision as a batch (of one).
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from advisor.errors import DataError
 from advisor.router.artifact import RouterModel
-from advisor.router.policy import (Decision, PolicyConfig, Preferences, RungFacts, candidate_table, chosen_chains,
-                                   decide, eligible, select)
+from advisor.router.policies import Context, Requests, make_policy, to_decisions
+from advisor.router.policy import Decision, PolicyConfig, Preferences, RungFacts
 
 
 def rung_facts(model: RouterModel) -> list[RungFacts]:
@@ -16,53 +24,44 @@ def rung_facts(model: RouterModel) -> list[RungFacts]:
     return [RungFacts(r.name, r.self_hosted, r.latency_s) for r in model.rungs]
 
 
+def policy_name(model: RouterModel, config: PolicyConfig) -> str:
+    """`router` (target or value rule) when the config states one, else the artifact's `default`, if any."""
+    if config.value_usd is not None or config.target > 0 or not (model.default or {}).get("value_usd"):
+        return "router"
+    return "default"
+
+
+def context(model: RouterModel, config: PolicyConfig, prefs: Preferences | None = None, baseline=None) -> Context:
+    """A policy context with the router's fitted chain dependence unless the config sets one."""
+    if config.dependence is None:
+        config = replace(config, dependence=float(model.dependence))
+    return Context(model, config, prefs or Preferences(), baseline)
+
+
 def route_one(model: RouterModel, text: str, task_class: str | None, config: PolicyConfig,
-              prefs: Preferences | None = None, facts: list[RungFacts] | None = None) -> Decision:
-    """One decision in-process (the fast path: no sklearn call)."""
-    p = model.predict_one(text, task_class)
-    tokens = len(text) / 4.0
-    cost = [r.attempt_cost(tokens) for r in model.rungs]
-    return decide(p, cost, facts or rung_facts(model), config, prefs)
+              prefs: Preferences | None = None, facts: list[RungFacts] | None = None,
+              policy: str | None = None, **params: Any) -> Decision:
+    """One decision in-process (a batch of one through the vectorised policy, with its candidate table)."""
+    p, c = model.score_one(text, task_class)
+    batch = Requests([text], [task_class], p[None, :], c[None, :])
+    ctx = context(model, config, prefs)
+    pol = make_policy(policy or policy_name(model, config), ctx, **params)
+    return to_decisions(pol.decide(batch), batch, ctx, pol.excluded, explain=True)[0]
 
 
 def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str | None], config: PolicyConfig,
-                prefs: Preferences | None = None, explain: bool = False) -> list[Decision]:
-    """Decisions for many requests: probabilities in one batch, the choice vectorised (same rule as `decide`).
+                prefs: Preferences | None = None, explain: bool = False, policy: str | None = None,
+                **params: Any) -> list[Decision]:
+    """Decisions for many requests: probabilities and costs in one batch, the choice vectorised.
 
-    With ``explain=True`` every decision is made by `decide` and carries its full candidate table; otherwise
-    the decision keeps the probabilities, attempt costs, exclusions and rule but not the candidate list.
+    With ``explain=True`` every decision carries its full candidate table.
     """
-    import numpy as np
-
-    P = model.predict(texts, classes)
-    C = model.attempt_costs(texts)
-    facts = rung_facts(model)
-    if explain or not len(texts):
-        return [decide(P[i], C[i], facts, config, prefs) for i in range(len(texts))]
-    prefs = prefs or Preferences()
-    _, excluded = eligible(facts, prefs)
-    table = candidate_table(P, C, facts, config, prefs)
-    pick = select(table, config.target, config.value_usd)
-    rows = np.arange(len(texts))
-    chains = chosen_chains(table, pick)
-    cost, p_use = table["expected_cost"][rows, pick], table["p_usable"][rows, pick]
-    met = (table["p_usable"] >= config.target).any(axis=1)
-    head = decide(P[0], C[0], facts, config, prefs).rule  # the rule's wording for this configuration
-    tail = head[head.index(" ("):] if " (" in head else ""
-    weighted = "preference-weighted " if prefs.weights else ""
-    lead = (f"highest net value ({config.value_usd:g} USD x P(usable) - {weighted}expected cost)"
-            if config.value_usd is not None else f"lowest {weighted}expected cost per usable result")
-    names = model.rung_names
-    out = []
-    for i in range(len(texts)):
-        chain = [names[j] for j in chains[i] if j >= 0]
-        rule = (lead + f" among candidates with P(usable) >= {config.target:g}" if met[i] else
-                f"no candidate reaches P(usable) >= {config.target:g}: highest P(usable)") + tail
-        out.append(Decision(rung=chain[0], chain=chain, expected_cost=float(cost[i]), p_usable=float(p_use[i]),
-                            cost_per_usable=float(cost[i] / p_use[i]) if p_use[i] > 0 else float("inf"), rule=rule,
-                            probabilities=dict(zip(names, map(float, P[i]))),
-                            attempt_costs=dict(zip(names, map(float, C[i]))), candidates=[], excluded=excluded))
-    return out
+    batch = Requests.score(model, texts, classes)
+    ctx = context(model, config, prefs)
+    pol = make_policy(policy or policy_name(model, config), ctx, **params)
+    if not len(texts):
+        return []
+    return to_decisions(pol.decide(batch), batch, ctx, pol.excluded, explain=explain)
 
 
 def read_requests(path: str | Path, prompt_column: str = "prompt",
@@ -85,7 +84,8 @@ def read_requests(path: str | Path, prompt_column: str = "prompt",
     return rows, texts, classes
 
 
-def decision_row(decision: Decision, request: dict[str, Any] | None = None, verbose: bool = False) -> dict[str, Any]:
+def decision_row(decision: Decision, request: dict[str, Any] | None = None, verbose: bool = False,
+                 simulated: bool = False) -> dict[str, Any]:
     """One output line of `advisor route`: chosen rung, expected cost and probability (+ explanation)."""
     out: dict[str, Any] = {}
     if request:
@@ -94,13 +94,23 @@ def decision_row(decision: Decision, request: dict[str, Any] | None = None, verb
                 out[key] = request[key]
     out.update({"rung": decision.rung, "chain": decision.chain, "expected_cost_usd": decision.expected_cost,
                 "p_usable": decision.p_usable, "p_usable_first_rung": decision.probabilities[decision.rung],
-                "cost_per_usable_usd": decision.cost_per_usable, "rule": decision.rule})
+                "cost_per_usable_usd": _finite(decision.cost_per_usable), "policy": decision.policy,
+                "rule": decision.rule, "simulated": simulated})
     if verbose:
-        out["explanation"] = decision.explain()
+        out["explanation"] = {k: _finite(v) if isinstance(v, float) else v for k, v in decision.explain().items()}
+        for cand in out["explanation"]["candidates"]:
+            for key in ("cost_per_usable_usd", "objective"):
+                cand[key] = _finite(cand[key])
     return out
 
 
-def iter_rows(decisions: Iterable[Decision], rows: Sequence[dict[str, Any]], verbose: bool) -> Iterable[dict]:
+def _finite(x: float) -> float | None:
+    """Strict JSON: None instead of inf/NaN."""
+    return float(x) if np.isfinite(x) else None
+
+
+def iter_rows(decisions: Iterable[Decision], rows: Sequence[dict[str, Any]], verbose: bool,
+              simulated: bool = False) -> Iterable[dict]:
     """Output rows for a batch."""
     for d, r in zip(decisions, rows):
-        yield decision_row(d, r, verbose)
+        yield decision_row(d, r, verbose, simulated)

@@ -35,13 +35,15 @@ class TrainingData:
     cost: np.ndarray  #: (n, R) mean recorded or estimated cost per attempt (USD)
     input_tokens: np.ndarray  #: (n,) input tokens of the prompt
     provenance: dict[str, Any] = field(default_factory=dict)
+    cost_estimated: np.ndarray | None = None  #: (n, R) fraction of the runs whose cost was estimated at import
 
     def subset(self, idx: Sequence[int]) -> "TrainingData":
         """The rows `idx` (prompt-level) as a new data set."""
         idx = np.asarray(idx)
         return replace(self, texts=[self.texts[i] for i in idx], classes=[self.classes[i] for i in idx],
                        groups=[self.groups[i] for i in idx], usable=self.usable[idx], runs=self.runs[idx],
-                       cost=self.cost[idx], input_tokens=self.input_tokens[idx])
+                       cost=self.cost[idx], input_tokens=self.input_tokens[idx],
+                       cost_estimated=None if self.cost_estimated is None else self.cost_estimated[idx])
 
 
 def training_data_from_store(store, suite_name: str | None = None, kinds: Sequence[str] = ("probe", "imported"),
@@ -78,19 +80,21 @@ def training_data_from_store(store, suite_name: str | None = None, kinds: Sequen
             groups.append(key)
             tokens.append(float(r["input_tokens"]))
     n, R = len(keys), len(rung_names)
-    usable_sum, count, cost_sum = np.zeros((n, R)), np.zeros((n, R)), np.zeros((n, R))
+    usable_sum, count, cost_sum, est_sum = (np.zeros((n, R)) for _ in range(4))
     for r in rows:
         i, j = keys[r["prompt_hash"] or f"{r['suite_hash']}:{r['task_id']}"], col[r["rung"]]
         usable_sum[i, j] += r["overall"] >= r["bar"]
         count[i, j] += 1
         cost_sum[i, j] += r["cost_usd"]  # a judge's cost is reported apart (design), not routed on
+        est_sum[i, j] += bool(r["cost_estimated"])
     with np.errstate(invalid="ignore", divide="ignore"):
         usable = np.where(count > 0, usable_sum / count, np.nan)
         cost = np.where(count > 0, cost_sum / count, np.nan)
+        estimated = np.where(count > 0, est_sum / count, np.nan)
     rungs = []
     for j, name in enumerate(rung_names):
         m = ladder.rung(name) if ladder else None
-        pin = m.price.per_token()[0] if m else 0.0
+        pin, pout = m.price.per_token()[:2] if m else (0.0, 0.0)
         rr = [r for r in rows if r["rung"] == name]
         fixed = max(0.0, float(np.mean([r["cost_usd"] - r["input_tokens"] * pin for r in rr])))
         lat = [r["latency_s"] for r in rr if r["latency_s"] and r["latency_s"] > 0]
@@ -98,14 +102,15 @@ def training_data_from_store(store, suite_name: str | None = None, kinds: Sequen
             name=name, position=j, usd_per_input_token=pin, fixed_cost_usd=fixed,
             mean_output_tokens=float(np.mean([r["output_tokens"] for r in rr])),
             self_hosted=m.self_hosted if m else True, data_leaves_org=m.data_leaves_org if m else False,
-            latency_s=float(np.median(lat)) if lat else None, base_rate=float(np.nanmean(usable[:, j]))))
+            latency_s=float(np.median(lat)) if lat else None, base_rate=float(np.nanmean(usable[:, j])),
+            usd_per_output_token=float(pout)))
     digest = hashlib.sha256("\x1f".join(sorted(r["run_key"] for r in rows)).encode()).hexdigest()
     prov = {"store": str(store.path), "suite_name": suite_name, "run_kinds": list(kinds),
             "ladder_name": next(iter(names)), "ladder_hashes": sorted(ladders), "runs": len(rows), "prompts": n,
             "classes": sorted({c for c in classes if c}), "bar": sorted({r["bar"] for r in rows}),
             "cost_estimated_runs": sum(bool(r["cost_estimated"]) for r in rows),
             "simulated_runs": sum(bool(r["simulated"]) for r in rows), "data_hash": digest}
-    return TrainingData(texts_out, classes, groups, rungs, usable, count, cost, np.array(tokens), prov)
+    return TrainingData(texts_out, classes, groups, rungs, usable, count, cost, np.array(tokens), prov, estimated)
 
 
 def grouped_folds(groups: Sequence[str], n_folds: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -185,21 +190,44 @@ def training_stats(data: TrainingData) -> dict[str, Any]:
                                 for x in np.nanmean(data.usable[cls == c], axis=0)] for c in sorted(set(cls))}}
 
 
+AUC_FLOOR = 0.55  #: below this cross-validated AUC a rung's model has no signal: class-level rate instead
+
+
+def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Sequence[str], j: int) -> np.ndarray:
+    """Per class in `names` the mean usable fraction of rung j (the rung's overall rate for an absent class)."""
+    col = usable[:, j]
+    overall = float(np.nanmean(col)) if np.isfinite(col).any() else 0.5
+    cls = np.array([c or "" for c in classes])
+    out = []
+    for c in names:
+        m = (cls == c) & np.isfinite(col)
+        out.append(float(col[m].mean()) if m.any() else overall)
+    return np.clip(np.array(out), 1e-3, 1 - 1e-3)
+
+
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
-               use_embeddings: bool = False, n_hash: int = 2 ** 16) -> RouterModel:
-    """Train the per-rung calibrated models on `data` (see the module docstring)."""
+               use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True) -> RouterModel:
+    """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
+    `tune`, choose the default operating point and the chain dependence on out-of-fold predictions."""
+    import warnings
+
     import scipy.sparse as sp
+
+    from advisor.router.costmodel import fit_cost_model, mdape
+    from advisor.router.features import CUE_NAMES
 
     if len(data.texts) < 2 * folds:
         raise RouterError(f"too little data to train a router: {len(data.texts)} prompts (need {2 * folds}+)")
     feat = Featurizer(n_hash=n_hash, use_embeddings=use_embeddings).fit(data.texts, data.classes)
     xs, xd = feat.transform(data.texts, data.classes)
     X = sp.hstack([xs, sp.csr_matrix(xd)], format="csr")
-    R = len(data.rungs)
+    n, R = len(data.texts), len(data.rungs)
     W = np.zeros((feat.n_sparse + feat.n_dense, R), dtype=np.float32)
     bias = np.zeros(R)
-    cx, cy, metrics = [], [], {}
+    cx, cy, metrics, fallback = [], [], {}, []
     cv = grouped_folds(data.groups, folds, seed)
+    P_oof = np.full((n, R), np.nan)
+    base = feat.n_sparse + len(CUE_NAMES)
     for j, rung in enumerate(data.rungs):
         rows, y, w = _rows_for_rung(data.usable, data.runs, j)
         method = calibration if calibration != "auto" else ("isotonic" if len(rows) >= 400 else "sigmoid")
@@ -216,6 +244,28 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
             kx, ky = _calibrator(raw_oof[~m], y[~m], w[~m], method)
             p_oof[m] = np.interp(raw_oof[m], kx, ky)
         metrics[rung.name] = {**calibration_metrics(p_oof, y, w), "calibration": method}
+        auc = metrics[rung.name]["auc"]
+        if auc is not None and auc < AUC_FLOOR:
+            # no signal: the class-level rate (out of fold for the metrics, all data for the artifact)
+            fallback.append(rung.name)
+            warnings.warn(f"rung {rung.name!r}: cross-validated AUC {auc:.2f} < {AUC_FLOOR}: no signal, "
+                          "using its class-level usable rate instead", stacklevel=2)
+            cls_of = np.array([feat.classes.index(c) if c in feat.classes else -1 for c in data.classes])
+            for f, (train_prompts, test_prompts) in enumerate(cv):
+                rates = _class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
+                                     feat.classes, j)
+                P_oof[test_prompts, j] = np.where(cls_of[test_prompts] >= 0, rates[cls_of[test_prompts]],
+                                                  float(np.mean(rates)) if len(rates) else 0.5)
+            m2 = np.isfinite(data.usable[:, j])
+            P_oof[~m2, j] = np.nan
+            metrics[rung.name]["fallback"] = "class-level rate (AUC below %.2f)" % AUC_FLOOR
+            rates = _class_rates(data.usable, data.classes, feat.classes, j)
+            W[base: base + len(feat.classes), j] = np.log(rates / (1 - rates))
+            grid = np.linspace(-12.0, 12.0, 97)
+            cx.append(grid)
+            cy.append(1.0 / (1.0 + np.exp(-grid)))
+            continue
+        P_oof[rows, j] = p_oof
         kx, ky = _calibrator(raw_oof, y, w, method)
         coef, b = _fit_linear(X[rows], y, w, C, seed)
         if coef is not None:
@@ -223,16 +273,37 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
         bias[j] = b
         cx.append(kx)
         cy.append(ky)
+    # the per-request cost model, with its cross-validated error
+    n_cost = len(CUE_NAMES) + len(feat.classes) + 1
+    chars = np.array([len(t) for t in data.texts], float)
+    pin = np.array([r.usd_per_input_token for r in data.rungs])
+    C_oof = np.zeros((n, R))
+    for train_prompts, test_prompts in cv:
+        cm = fit_cost_model(chars[train_prompts], data.input_tokens[train_prompts], data.cost[train_prompts], pin,
+                            xd[train_prompts, :n_cost])
+        C_oof[test_prompts] = cm.predict(chars[test_prompts], xd[test_prompts, :n_cost])
+    cost_model = fit_cost_model(chars, data.input_tokens, data.cost, pin, xd[:, :n_cost])
+    errors = mdape(C_oof, data.cost)
+    est = (np.nanmean(data.cost_estimated, axis=0) if data.cost_estimated is not None else np.full(R, np.nan))
+    for j, rung in enumerate(data.rungs):
+        metrics[rung.name]["cost_mdape"] = errors[j]
+        metrics[rung.name]["cost_estimated_share"] = None if np.isnan(est[j]) else float(est[j])
     stats = training_stats(data)
     aucs = [m["auc"] for m in metrics.values() if m["auc"] is not None]
     summary = {"macro_auc": float(np.mean(aucs)) if aucs else None,
                "macro_brier": float(np.mean([m["brier"] for m in metrics.values()])),
                "macro_ece": float(np.mean([m["ece"] for m in metrics.values()]))}
-    return RouterModel(
+    model = RouterModel(
         featurizer=feat, rungs=list(data.rungs), w_sparse=W[: feat.n_sparse], w_dense=W[feat.n_sparse:],
-        bias=bias, calib_x=cx, calib_y=cy, provenance=dict(data.provenance),
+        bias=bias, calib_x=cx, calib_y=cy, cost_model=cost_model, provenance=dict(data.provenance),
         metrics={"per_rung": metrics, **summary, "how": f"{folds}-fold CV grouped by prompt; out-of-fold "
-                 "probabilities with cross-fitted calibration"},
+                 "probabilities with cross-fitted calibration; cost error = median absolute percentage error "
+                 "of the out-of-fold predicted attempt cost", "fallback_rungs": fallback},
         training={"stats": stats, "model": "L2 logistic regression per rung (liblinear)", "C": C, "calibration": calibration,
                   "folds": folds, "seed": seed, "features": {"sparse": feat.n_sparse,
                                                              "dense": feat.dense_names()[:40]}})
+    if tune:
+        from advisor.router.tuning import tune_default
+
+        tune_default(model, data, P_oof, C_oof)
+    return model

@@ -1,0 +1,87 @@
+"""Choosing the router's default rule, operating point and chain dependence from out-of-fold predictions.
+
+At training, the out-of-fold calibrated probabilities (`train.fit_router`) and out-of-fold predicted costs are
+routed as if they were new requests, and their recorded outcomes realised. The default rule is the **value
+rule** (highest value x P(usable) - expected cost; a target on P(usable) alone sends almost everything to the
+cheapest rung). Its operating point, the value V of a usable result, is chosen per mode by a stated criterion:
+**parity** -- the cheapest out-of-fold point whose quality reaches that of the best single rung (on the training
+data), i.e. "as good as the best single model, for the least money"; when no point reaches it, the point of
+highest quality (the cheapest within `TOLERANCE` of it). The sweep is scale-free: V runs over the mean cost of
+the dearest rung times 10^-1.5 .. 10^3.5.
+
+The dependence rho of the escalation model (`policy.chain_outcome_batch`) is the grid value whose predicted
+mean chain P(usable) is closest to the realised one for the default escalation decisions; V is then chosen
+again with that rho.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from advisor.router.policy import PolicyConfig, RungFacts, candidate_table, chosen_chains, realised_outcome, select
+
+TOLERANCE = 0.002  #: quality within this of the best counts as a tie (the cheaper point wins)
+RHO_GRID = np.round(np.linspace(0.0, 1.0, 21), 3)
+
+
+def value_grid(mean_costs: np.ndarray) -> np.ndarray:
+    """Values of a usable result (USD) swept: 0 and the dearest rung's mean cost x 10^-1.5 .. 10^3.5."""
+    scale = float(np.nanmax(mean_costs)) if np.isfinite(mean_costs).any() and np.nanmax(mean_costs) > 0 else 1e-4
+    return np.concatenate([[0.0], scale * np.logspace(-1.5, 3.5, 61)])
+
+
+def sweep(P, Cp, Y, C, facts, config: PolicyConfig, values) -> list[dict[str, float]]:
+    """Per value V: realised mean cost and quality, and mean predicted P(usable), of the value rule."""
+    table = candidate_table(P, Cp, facts, config)
+    rows = np.arange(len(P))
+    out = []
+    for v in values:
+        pick = select(table, 0.0, float(v))
+        cost, qual = realised_outcome(Y, C, chosen_chains(table, pick), config)
+        out.append({"value_usd": float(v), "cost": float(np.mean(cost)), "quality": float(np.mean(qual)),
+                    "predicted": float(np.mean(table["p_usable"][rows, pick]))})
+    return out
+
+
+def pick_point(points: list[dict[str, float]], quality: float) -> dict[str, float]:
+    """The criterion of the module docstring on a sweep: the cheapest point reaching `quality`, else the best."""
+    ok = [p for p in points if p["quality"] >= quality - 1e-12]
+    if ok:
+        return min(ok, key=lambda p: p["cost"])
+    best = max(p["quality"] for p in points)
+    return min((p for p in points if p["quality"] >= best - TOLERANCE), key=lambda p: p["cost"])
+
+
+def tune_default(model, data, P_oof: np.ndarray, C_oof: np.ndarray) -> dict[str, Any]:
+    """Set `model.default` and `model.dependence` from out-of-fold predictions (module docstring)."""
+    keep = (np.isfinite(P_oof).all(axis=1) & np.isfinite(data.usable).all(axis=1)
+            & np.isfinite(data.cost).all(axis=1))
+    if keep.sum() < 10:
+        return {}
+    P, Cp, Y, C = P_oof[keep], C_oof[keep], data.usable[keep], data.cost[keep]
+    facts = [RungFacts(r.name, r.self_hosted, r.latency_s) for r in model.rungs]
+    q, c = Y.mean(axis=0), C.mean(axis=0)
+    best = int(max(range(len(q)), key=lambda j: (q[j], -c[j])))
+    values = value_grid(c)
+    chosen, rho, gaps = {}, 0.0, {}
+    single = sweep(P, Cp, Y, C, facts, PolicyConfig(mode="single"), values)
+    chosen["single"] = pick_point(single, float(q[best]))
+    esc0 = PolicyConfig(mode="escalate")
+    first = pick_point(sweep(P, Cp, Y, C, facts, esc0, values), float(q[best]))
+    for r in RHO_GRID:
+        pt = sweep(P, Cp, Y, C, facts, PolicyConfig(mode="escalate", dependence=float(r)), [first["value_usd"]])[0]
+        gaps[float(r)] = pt["predicted"] - pt["quality"]
+    rho = min(gaps, key=lambda r: (abs(gaps[r]), r))
+    chosen["escalate"] = pick_point(sweep(P, Cp, Y, C, facts, PolicyConfig(mode="escalate", dependence=rho),
+                                          values), float(q[best]))
+    model.dependence = float(rho)
+    model.default = {
+        "policy": "value", "value_usd": {m: p["value_usd"] for m, p in chosen.items()},
+        "criterion": (f"value rule at the cheapest out-of-fold point reaching the quality of the best single rung "
+                      f"({model.rungs[best].name}, {q[best]:.3f})"),
+        "out_of_fold": chosen, "best_single": {"rung": model.rungs[best].name, "quality": float(q[best]),
+                                               "cost": float(c[best])},
+        "dependence_gap_independent": gaps[0.0], "dependence_gap_fitted": gaps[rho]}
+    return model.default
