@@ -1,12 +1,12 @@
 """Benchmark: routing overhead in-process. One decision (features -> calibrated probabilities -> policy) p50 and
-p99, without sentence embeddings and with them (when the embeddings extra is installed), and batch decisions/s.
+p99 (the artifact's default policy, a batch of one through the vectorised decision), without sentence embeddings and with them (when the embeddings extra is installed), and batch decisions/s.
 
 A router is trained on the recorded table first (3-fold calibration; quality is not measured here), unless
 --router / --router-emb give artifacts. Requests are the table's prompts with their task classes, cycled.
 The machine's load average is printed beside the figures: other processes inflate the wall-clock tail, so
 the CPU time of the deciding thread (time.thread_time) is reported beside it.
 
-Run:  /work/venv/bin/python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
+Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "llmrouter-nim9" / "dev.csv"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _paths import ROOT, require, shared_dir  # noqa: E402
+
+DEFAULT_DATA = shared_dir() / "data" / "llmrouter-nim9" / "dev.csv"
 DEFAULT_LADDER = ROOT / "ladders" / "llmrouter-nim9.yaml"
 
 
@@ -91,7 +93,7 @@ def run(argv: list[str] | None = None) -> dict:
     from advisor.router.features import embeddings_available
     from advisor.router.policy import PolicyConfig
 
-    path = Path(args.path)
+    path = require(Path(args.path))
     model, data = (load_router(args.router), None) if args.router else train(path, Path(args.ladder), False)
     if data is None:
         from advisor.importers.recorded import read_table

@@ -118,8 +118,7 @@ def predicted_outcome(P: np.ndarray, C: np.ndarray, chains: np.ndarray, ctx: Con
     valid = chains >= 0
     idx = np.where(valid, chains, 0)
     rows = np.arange(len(chains))[:, None]
-    names = [r.name for r in ctx.model.rungs]
-    ks = [cfg.k_of(names[int(j)]) if j >= 0 else 1 for j in chains[0]] if len(chains) else []
+    ks = np.array([cfg.k_of(r.name) for r in ctx.model.rungs])[idx]
     verifier = None if cfg.mode == "single" else cfg.verifier
     return chain_outcome_batch(P[rows, idx], C[rows, idx], ks, verifier, valid, cfg.dependence or 0.0)
 

@@ -146,11 +146,12 @@ def eligible(rungs: Sequence[RungFacts], prefs: Preferences) -> tuple[list[int],
     return keep, out
 
 
-def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k: Sequence[int], verifier: Verifier | None,
+def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: Verifier | None,
                         valid: np.ndarray | None = None, dependence: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost and P(usable) of chains for many requests: p, cost (n, S) along each chain.
 
-    `valid` (n, S) marks the steps that exist (shorter chains are padded with False). With ``dependence`` 0 this
+    `k`: attempts per step, (S,) or (n, S). `valid` (n, S) marks the steps that exist (shorter chains are padded
+    with False). With ``dependence`` 0 this
     is `advisor.scores.chain_outcome` (the tests check they agree); see the module docstring for rho.
     """
     p = np.clip(p, 0.0, 1.0)
@@ -158,6 +159,7 @@ def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k: Sequence[int], verif
     valid = np.ones_like(p, dtype=bool) if valid is None else valid
     if verifier is None:
         return cost[:, 0].copy(), p[:, 0].copy()
+    k = np.broadcast_to(np.maximum(1, np.asarray(k, dtype=int)), (n, S))
     rho = float(dependence)
     reach, prod, low = np.ones(n), np.ones(n), np.ones(n)
     exp_cost, p_use = np.zeros(n), np.zeros(n)
@@ -165,7 +167,7 @@ def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k: Sequence[int], verif
     for s in range(S):
         v = valid[:, s]
         a = verifier.accept_rate(p[:, s])
-        kk = max(1, int(k[s]))
+        kk = k[:, s]
         fail = (1.0 - a) ** kk
         new_prod, new_low = prod * fail, np.minimum(low, fail)
         new_reach = (1.0 - rho) * new_prod + rho * new_low if rho else new_prod
@@ -195,7 +197,6 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     L = 1 if config.mode == "single" else config.max_chain
     w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
     full = []
-    rows = np.arange(n)[:, None]
     for c, start in enumerate(keep):
         above = np.array(keep[c + 1:], dtype=int) if L > 1 else np.zeros(0, dtype=int)
         if config.order == "probability" and len(above) > 1:
@@ -205,18 +206,22 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
         chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
         lengths = range(1, chain.shape[1] + 1) if config.stop_early else [chain.shape[1]]
         full.extend(chain[:, :length] for length in lengths)
-    exp_cost, p_use, obj, wcost = (np.zeros((n, len(full))) for _ in range(4))
-    chain_idx = -np.ones((n, len(full), L), dtype=int)
+    K = len(full)
+    chain_idx = -np.ones((n, K, L), dtype=int)
     for c, chain in enumerate(full):
         chain_idx[:, c, : chain.shape[1]] = chain
-        # per-rung k follows the first request's chain (exact for ladder order and for a batch of one)
-        ks = [config.k_of(rungs[int(chain[0, s])].name) for s in range(chain.shape[1])]
-        pc, cc = P[rows, chain], C[rows, chain]
-        exp_cost[:, c], p_use[:, c] = chain_outcome_batch(pc, cc, ks, verifier, dependence=config.dependence or 0.0)
-        if prefs.weights:
-            wcost[:, c] = chain_outcome_batch(pc, cc / w[chain], ks, verifier, dependence=config.dependence or 0.0)[0]
-        else:
-            wcost[:, c] = exp_cost[:, c]
+    # every candidate of every request in one call: (n x K) chains of at most L steps
+    flat = chain_idx.reshape(n * K, L)
+    valid = flat >= 0
+    idx = np.where(valid, flat, 0)
+    rows = np.repeat(np.arange(n), K)[:, None]
+    ks = np.array([config.k_of(r.name) for r in rungs])[idx]
+    pc, cc = P[rows, idx], C[rows, idx]
+    rho = config.dependence or 0.0
+    e, q = chain_outcome_batch(pc, cc, ks, verifier, valid, rho)
+    exp_cost, p_use = e.reshape(n, K), q.reshape(n, K)
+    wcost = chain_outcome_batch(pc, cc / w[idx], ks, verifier, valid, rho)[0].reshape(n, K) if prefs.weights \
+        else exp_cost
     with np.errstate(divide="ignore", invalid="ignore"):
         obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,

@@ -1,0 +1,89 @@
+"""The policy registry: names with did-you-mean, every built-in policy's vectorised decision, a batch of one
+equal to the same request inside a batch, explanations built from structured data."""
+
+import numpy as np
+import pytest
+
+from advisor.registry import UnknownNameError
+from advisor.router.baseline import TfidfLogistic
+from advisor.router.policies import POLICIES, Requests, make_policy, to_decisions
+from advisor.router.policy import PolicyConfig
+from advisor.router.routing import context, route_batch, route_one
+from test_router_train import trained  # noqa: F401  (fixture)
+from test_router_train import synth
+
+BUILTIN = {"router", "value", "default", "class_floor", "threshold", "always", "cascade", "baseline"}
+PARAMS = {"value": {"value_usd": 1e-3}, "always": {"rung": "small"}, "class_floor": {"target": 0.7},
+          "threshold": {"threshold": 0.6}, "baseline": {"value_usd": 1e-2}, "router": {"target": 0.7}}
+
+
+def test_registry_names_and_did_you_mean():
+    assert BUILTIN <= set(POLICIES.names())
+    with pytest.raises(UnknownNameError, match="Did you mean 'cascade'"):
+        POLICIES.get("cascde")
+
+
+def test_unknown_policy_on_the_command_line(tmp_path, trained, capsys):  # noqa: F811
+    from advisor.cli import main
+
+    art = trained.save(tmp_path / "r.json")
+    code = main(["route", "--router", str(art), "--prompt", "x", "--policy", "casade"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Did you mean 'cascade'" in err and err.count("\n") == 1
+
+
+@pytest.fixture(scope="module")
+def baseline(trained):  # noqa: F811
+    texts, hard, rng = synth(300, 7)
+    from advisor.router.train import TrainingData
+
+    usable = np.stack([~hard, np.ones(len(texts), bool)], axis=1).astype(float)
+    data = TrainingData(texts, ["a"] * len(texts), [str(i) for i in range(len(texts))], trained.rungs, usable,
+                        np.ones(usable.shape), np.tile([1e-4, 1e-3], (len(texts), 1)), np.full(len(texts), 10.0))
+    return TfidfLogistic().fit(data)
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+@pytest.mark.parametrize("mode", ["single", "escalate"])
+def test_one_row_batch_equals_the_row_in_a_batch(trained, baseline, name, mode):  # noqa: F811
+    texts, _, _ = synth(12, 3)
+    classes = ["a", "b"] * 6
+    ctx = context(trained, PolicyConfig(mode=mode), baseline=baseline)
+    policy = make_policy(name, ctx, **PARAMS.get(name, {}))
+    batch = Requests.score(trained, texts, classes)
+    many = to_decisions(policy.decide(batch), batch, ctx, policy.excluded)
+    for i, t in enumerate(texts):
+        one = Requests.score(trained, [t], [classes[i]])
+        d = to_decisions(policy.decide(one), one, ctx, policy.excluded)[0]
+        assert d.chain == many[i].chain and d.expected_cost == pytest.approx(many[i].expected_cost)
+        assert d.p_usable == pytest.approx(many[i].p_usable) and d.policy == name
+        assert d.rule and d.reason["mode"] == mode  # explanation from structured data
+
+
+def test_route_one_is_the_batch_of_one(trained):  # noqa: F811
+    texts, _, _ = synth(20, 4)
+    cfg = PolicyConfig(mode="escalate")
+    batch = route_batch(trained, texts, ["a"] * 20, cfg)
+    for t, d in zip(texts, batch):
+        one = route_one(trained, t, "a", cfg)
+        assert one.chain == d.chain and one.p_usable == pytest.approx(d.p_usable)
+        assert one.policy == "default" and "default chosen in CV" in one.rule and one.candidates
+
+
+def test_cascade_is_cheapest_first_over_all_rungs(trained):  # noqa: F811
+    ctx = context(trained, PolicyConfig(mode="escalate"))
+    texts, _, _ = synth(3, 5)
+    choice = make_policy("cascade", ctx).decide(Requests.score(trained, texts))
+    order = np.argsort(trained.training["stats"]["rung_mean_cost"])
+    assert (choice.chains == order).all()
+
+
+def test_dependence_lowers_chain_p_usable():
+    from advisor.router.policy import chain_outcome_batch
+    from advisor.scores import PERFECT
+
+    p, c = np.array([[0.5, 0.9]]), np.array([[1.0, 4.0]])
+    _, indep = chain_outcome_batch(p, c, [1, 1], PERFECT)
+    _, full = chain_outcome_batch(p, c, [1, 1], PERFECT, dependence=1.0)
+    _, half = chain_outcome_batch(p, c, [1, 1], PERFECT, dependence=0.5)
+    assert indep[0] == pytest.approx(0.95) and full[0] == pytest.approx(0.9) and half[0] == pytest.approx(0.925)
