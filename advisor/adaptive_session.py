@@ -33,7 +33,10 @@ def run_adaptive_probe(config, settings: FloorSettings | None = None, batch: int
     from advisor.probe.summary import summarize
     from advisor.store import Store
 
+    from advisor.tools.sandbox import require_sandbox
+
     ladder, suite, _, suite_path = load_inputs(config)
+    require_sandbox(suite, config.allow_unsandboxed)  # refused before any server starts
     if config.tasks:
         wanted = set(config.tasks)
         suite = suite.model_copy(update={"tasks": [t for t in suite.tasks if t.id in wanted]})
@@ -72,7 +75,8 @@ async def _drive(plan: AdaptivePlan, ladder, suite, store, urls, config, on_resu
         out = await execute(specs, ladder=ladder, suite=suite, store=store,
                             client_for_rung=client_for_rung, judge=judge_for(ladder, suite, client_for_rung),
                             concurrency=config.concurrency, max_cost=max_cost, max_runs=max_runs,
-                            workdir=config.workdir, on_result=on_result)
+                            workdir=config.workdir, allow_unsandboxed=config.allow_unsandboxed,
+                            on_result=on_result)
         total.results.extend(out.results)
         total.cost_usd += out.cost_usd
         total.judge_cost_usd += out.judge_cost_usd

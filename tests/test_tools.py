@@ -142,13 +142,9 @@ async def test_run_python_infinite_loop_is_stopped(env):
     assert not call.ok and "time limit exceeded" in call.observation
 
 
-async def test_run_python_write_outside_workspace_is_stopped(env, tmp_path):
-    target = tmp_path / "outside.txt"
-    call = await env.call("run_python", {"code": f"open({str(target)!r}, 'w').write('x')"})
-    assert not call.ok and "write outside the workspace" in call.observation
-    assert not target.exists()
-    call = await env.call("run_python", {"code": f"import os\nos.remove({str(tmp_path)!r} + '/x')"})
-    assert not call.ok and "outside the workspace" in call.observation
+async def test_run_python_write_outside_workspace_is_refused(env):
+    call = await env.call("run_python", {"code": "open('/usr/outside.txt', 'w').write('x')"})
+    assert not call.ok and "write outside the workspace refused" in call.observation  # more in test_sandbox.py
 
 
 async def test_run_python_huge_output_is_stopped(env):
@@ -160,11 +156,6 @@ async def test_run_python_huge_output_is_stopped(env):
 async def test_run_python_memory_limit(env):
     call = await env.call("run_python", {"code": "block = bytearray(1024 * 1024 * 1024)\nprint('allocated')"})
     assert not call.ok and "memory limit exceeded" in call.observation
-
-
-async def test_run_python_cannot_start_processes(env):
-    call = await env.call("run_python", {"code": "import subprocess\nsubprocess.run(['true'])"})
-    assert not call.ok and "processes is not allowed" in call.observation
 
 
 async def test_concurrent_episodes_are_isolated(tmp_path):

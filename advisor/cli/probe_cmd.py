@@ -50,6 +50,10 @@ def probe(
     allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Probe even when runs would be "
                                                  "unscored whatever the models do (no judge role for judge "
                                                  "criteria; stand-ins on tasks without a reference).")] = False,
+    allow_unsandboxed: Annotated[bool, typer.Option("--allow-unsandboxed", help="Trusted suites only: where "
+                                                    "bubblewrap is unavailable, run run_python and python checks "
+                                                    "without a sandbox instead of refusing (docs/sandbox.md); "
+                                                    "printed and recorded in every run.")] = False,
 ) -> None:
     """Probe every task x rung x {baseline, skill} x replica, store each run, print the summary.
 
@@ -65,12 +69,17 @@ def probe(
     from advisor.probe.summary import render
 
     config = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=store, url=url, replicas=replicas,
-                         concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung)
+                         concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung,
+                         allow_unsandboxed=allow_unsandboxed)
     if dry_run or not allow_unscored:
         _check_up_front(config, dry_run, as_json)
         if dry_run:
             return
     err = Console(stderr=True)
+    if allow_unsandboxed:
+        from advisor.tools.sandbox import unsandboxed_line
+
+        err.print(unsandboxed_line())
     bar = _Progress(err)
     try:
         if adaptive:

@@ -28,8 +28,8 @@ The library entry point is `execute` (the CLI and adaptive probing build on it):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 from advisor.probe.plan import RunSpec
 from advisor.scores import Thresholds
 from advisor.records import UNSCORABLE_STOPS, RunRecord, StopReason, now
+from advisor.tools.sandbox import private_root, sandbox_mode, unsandboxed_allowed
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_SAMPLING = {"temperature": 0.7}
@@ -89,7 +90,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                   client_for_rung: Callable[[Any], Any], concurrency: int = DEFAULT_CONCURRENCY,
                   max_cost: float | None = None, max_runs: int | None = None,
                   thresholds: Thresholds = Thresholds(), judge: Any = None, workdir: str | Path | None = None,
-                  sampling: dict[str, Any] | None = None,
+                  sampling: dict[str, Any] | None = None, allow_unsandboxed: bool = False,
                   on_result: Callable[[RunResult], None] | None = None) -> ProbeOutcome:
     """Run `specs` (see the module docstring); return one `RunResult` per spec."""
     from advisor import __version__
@@ -121,9 +122,12 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
             on_result(results[i])
 
     semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.rungs}
-    root = Path(workdir) if workdir else Path(tempfile.gettempdir()) / "advisor-probe"
+    sandbox = contextlib.ExitStack()  # episode workspaces: a private 0700 folder of this call, removed at the end
+    root = sandbox.enter_context(private_root(workdir))
+    sandbox.enter_context(unsandboxed_allowed(allow_unsandboxed))
     base_settings = {"limits": None, "sampling": {**DEFAULT_SAMPLING, **(sampling or {})},
-                     "concurrency": concurrency, "judge": getattr(getattr(judge, "model", None), "name", None)}
+                     "concurrency": concurrency, "judge": getattr(getattr(judge, "model", None), "name", None),
+                     "sandbox": sandbox_mode(allow_unsandboxed)}
 
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
@@ -164,6 +168,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         outcome.results = [r if r is not None else RunResult(specs[i], keys[i], "not_run")
                            for i, r in enumerate(results)]
         outcome.elapsed_s = time.monotonic() - started
+        sandbox.close()
     return outcome
 
 

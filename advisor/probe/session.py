@@ -53,7 +53,8 @@ class ProbeConfig:
     tasks: list[str] | None = None
     client_timeout_s: float = 60.0
     client_retries: int = 2
-    workdir: Path | None = None
+    workdir: Path | None = None  #: parent of the probe's private workspace folder (default: the temp folder)
+    allow_unsandboxed: bool = False  #: run code without bubblewrap where it is unavailable (trusted suites)
 
 
 @dataclass
@@ -93,7 +94,10 @@ def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None =
     from advisor.probe.summary import summarize
     from advisor.store import Store
 
+    from advisor.tools.sandbox import require_sandbox
+
     ladder, suite, _, suite_path = load_inputs(config)
+    require_sandbox(suite, config.allow_unsandboxed)  # refused before any server starts
     specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks)
     with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
         if on_start:
@@ -170,4 +174,4 @@ async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: Pr
         return await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=client_for_rung,
                              concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
                              judge=judge_for(ladder, suite, client_for_rung), workdir=config.workdir,
-                             on_result=on_result)
+                             allow_unsandboxed=config.allow_unsandboxed, on_result=on_result)

@@ -1,4 +1,8 @@
-"""The run_python tool: run a Python snippet in the sandbox (see `advisor.tools.sandbox`)."""
+"""The run_python tool: run a Python snippet in the bubblewrap sandbox (see `advisor.tools.sandbox`).
+
+Where the sandbox cannot be built the call is refused (`SandboxUnavailable`, an ``ok=False`` observation)
+unless running unsandboxed was allowed for the probe (``--allow-unsandboxed``).
+"""
 
 from __future__ import annotations
 
@@ -22,13 +26,13 @@ def format_run(returncode: int | None, stdout: str, stderr: str) -> str:
 
 @register_tool
 class RunPython:
-    """Run Python code in the workspace, without network, with bounded time, memory and output."""
+    """Run Python code in the workspace inside the sandbox: no network, bounded time, memory, processes, output."""
 
     spec = ToolSpec(
         name="run_python",
         description="Run a Python 3 program in the workspace folder (standard library only, no network, "
-        "limited time and memory). Returns the exit code, stdout and stderr. Files of the workspace can be "
-        "imported and read; only files inside the workspace can be written.",
+        "limited time, memory and processes). Returns the exit code, stdout and stderr. Files of the workspace "
+        "can be imported and read; only the workspace and a private /tmp can be written.",
         parameters=object_schema({
             "code": {"type": "string", "description": "The Python source to run."},
             "args": {"type": "array", "items": {"type": "string"}, "description": "Command-line arguments (sys.argv[1:])."},
@@ -36,7 +40,8 @@ class RunPython:
     )
 
     async def run(self, env, arguments: dict[str, Any]) -> str:
-        """Run the code; a stopped run (limit or sandbox violation) raises `ToolError` with partial output."""
+        """Run the code; a stopped run (limit or sandbox violation) raises `ToolError` with partial output, and
+        a missing sandbox raises `SandboxUnavailable` (both become an ok=False observation)."""
         code = arguments["code"]
         if len(code) > MAX_CODE_CHARS:
             raise ToolError(f"code too long ({len(code)} characters; limit {MAX_CODE_CHARS})")

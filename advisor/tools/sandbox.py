@@ -1,87 +1,78 @@
-"""Run Python in a sandboxed subprocess: no network, bounded wall time, memory and output, writes only
-inside the workspace.
+"""Run model-written Python in a bubblewrap sandbox (``bwrap``), or refuse to.
 
-Layers, from strongest to weakest:
+The sandbox of one run (see docs/sandbox.md):
 
-1. a fresh network namespace (``unshare -rn``) when the kernel allows unprivileged user namespaces, so
-   there is no network interface to reach at all;
-2. resource limits the child sets on itself before any code runs: address space (memory), CPU seconds,
-   file size, open files, no core;
-3. an audit hook installed before the code runs (``sys.addaudithook``, which code cannot remove) that
-   stops the process on a socket connect/bind/DNS lookup, on starting processes or signalling others, and on
-   opening, creating, renaming or deleting a file outside the workspace;
-4. the parent kills the whole process group when the wall time or the output cap is exceeded.
+- a fresh mount namespace whose only contents are read-only binds of ``/usr`` (and the ``/bin``, ``/lib*``
+  links), the interpreter's own prefix, ``/etc/ld.so.cache``; the episode workspace, bound read-write at
+  ``/workspace`` (the only writable host path); a private, size-bounded tmpfs ``/tmp``; a fresh ``/dev`` and
+  the ``/proc`` of its own PID namespace. The root is remounted read-only. No ``/etc/shadow``, no home, no
+  other episode's workspace: they are not there;
+- its own PID, network (no interface but a private loopback), IPC, UTS and cgroup namespaces: no signal,
+  socket or shared memory reaches a process outside; ``--die-with-parent`` and the PID namespace end every
+  child (``setsid`` ones too) when the run ends; ``--new-session`` detaches it from the terminal;
+- no capabilities, ``no_new_privs``, and resource limits set before any code runs: address space, CPU
+  seconds, file size, open files, no core, and a process limit (``RLIMIT_NPROC``);
+- the parent stops it on the wall-time or output limit.
 
-A stopped run is reported in `SandboxResult.problem`, which tools turn into an ``ok=False`` observation.
-This guards against agent mistakes; it is not a boundary against a determined attacker with native code.
+As root (CI containers) the kernel ignores ``RLIMIT_NPROC`` for uid 0, even in a user namespace, so bwrap runs
+without a user namespace and the code drops to a fresh unprivileged uid of its own before it runs (the
+workspace is handed to that uid); as any other user bwrap makes a user namespace (``--unshare-user``,
+``--disable-userns`` where supported).
+
+Where bwrap is missing or cannot build the sandbox, running code is refused with `SandboxUnavailable`, unless
+the caller allowed running without it (`unsandboxed_allowed`, ``advisor probe --allow-unsandboxed``): then the
+code runs as a plain subprocess with the same limits and no isolation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
+import itertools
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
+
+from advisor.errors import AdvisorError
 
 VIOLATION_EXIT = 113
+WORKSPACE = "/workspace"  #: where the episode workspace is mounted inside the sandbox
 _MARK = "[sandbox] "
+_UID_BASE = 1_500_000_000  #: as root, each run gets a fresh uid from here (no account has one this high)
+_uids = itertools.count()
 
 _PREAMBLE = r'''
 import os, sys, resource
-_ws = os.path.realpath(sys.argv[1])
-_kind, _payload = sys.argv[2], sys.argv[3]
-for _name, _value in zip(("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE"),
-                         map(int, sys.argv[4].split(","))):
-    try:
+for _name, _value in zip(("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE",
+                          "RLIMIT_NPROC"), map(int, sys.argv[1].split(","))):
+    if _value >= 0:
         resource.setrlimit(getattr(resource, _name), (_value, _value))
-    except (ValueError, OSError):
-        pass
-_ok_paths = ("/dev/null",)
 def _stop(what):
     os.write(2, ("\n[sandbox] " + what + "\n").encode("utf-8", "replace"))
     os._exit(113)
-def _inside(p):
-    if isinstance(p, int) or p is None:
-        return True
+_uid = int(sys.argv[2])
+if _uid >= 0:
     try:
-        p = os.path.realpath(os.fsdecode(p))
-    except Exception:
-        return False
-    return p == _ws or p.startswith(_ws + os.sep) or p in _ok_paths
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_NET = {"socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-        "socket.sendto", "socket.sendmsg"}
-_PROC = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.kill", "os.killpg",
-         "os.fork", "os.forkpty", "pty.spawn"}
-_FS1 = {"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate", "os.utime",
-        "shutil.rmtree", "os.removexattr", "os.setxattr"}
-_FS2 = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move", "shutil.copytree"}
-def _hook(event, args):
-    if event == "open":
-        path, mode, flags = (tuple(args) + (None, None, None))[:3]
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & _WRITE_FLAGS)
-        if writing and not _inside(path):
-            _stop("write outside the workspace refused: " + str(path))
-    elif event in _NET:
-        _stop("network access refused (" + event + ")")
-    elif event in _PROC:
-        _stop("starting or signalling processes is not allowed (" + event + ")")
-    elif event in _FS1:
-        if args and not _inside(args[0]):
-            _stop("changing a path outside the workspace refused: " + str(args[0]))
-    elif event in _FS2:
-        for p in args[:2]:
-            if isinstance(p, (str, bytes, os.PathLike)) and not _inside(p):
-                _stop("changing a path outside the workspace refused: " + str(p))
-sys.addaudithook(_hook)
-sys.path.insert(0, _ws)
-sys.argv = [_payload if _kind == "file" else "<run_python>"] + sys.argv[5:]
+        os.setgroups([])
+        os.setresgid(_uid, _uid, _uid)
+        os.setresuid(_uid, _uid, _uid)
+    except OSError as exc:
+        _stop("could not drop to an unprivileged uid: " + str(exc))
+    with open("/proc/self/status") as _f:
+        if any(l.startswith(("CapEff:", "CapPrm:")) and int(l.split()[1], 16) for l in _f):
+            _stop("capabilities left after dropping privileges")
+os.chdir(sys.argv[3])
+_kind, _payload = sys.argv[4], sys.argv[5]
+sys.path.insert(0, os.getcwd())
+sys.argv = [_payload if _kind == "file" else "<run_python>"] + sys.argv[6:]
 if _kind == "file":
     import runpy
     runpy.run_path(_payload, run_name="__main__")
@@ -90,14 +81,22 @@ else:
 '''
 
 
+class SandboxUnavailable(AdvisorError):
+    """Code would have to run without the sandbox, and running unsandboxed was not allowed."""
+
+    exit_code = 2
+
+
 @dataclass
 class SandboxLimits:
     """Bounds of one sandboxed Python run."""
 
     timeout_s: float = 10.0  #: wall time, seconds
-    memory_mb: int = 512  #: address space, MiB
+    memory_mb: int = 512  #: address space of each process, MiB
     max_output: int = 32_000  #: characters of stdout + stderr kept; more stops the run
     max_file_mb: int = 16  #: largest file the code may write
+    max_processes: int = 32  #: processes (and threads) the run may have at once, its own included
+    tmp_mb: int = 64  #: size of the private /tmp
 
 
 @dataclass
@@ -108,27 +107,172 @@ class SandboxResult:
     stdout: str
     stderr: str
     problem: str | None = None  #: set when the sandbox stopped the run (limit or violation)
+    mode: str = "bubblewrap"  #: bubblewrap | unsandboxed
+
+
+@dataclass(frozen=True)
+class Bubblewrap:
+    """A bwrap that works here, and how to call it."""
+
+    exe: str
+    as_root: bool  #: no user namespace; the code drops to a fresh uid itself (RLIMIT_NPROC binds only then)
+    disable_userns: bool  #: bwrap knows --disable-userns (0.8+)
+    perms: bool  #: bwrap knows --perms and --size (0.8+)
+
+
+# ------------------------------------------------------------------------------------------- availability
+_ALLOW_UNSANDBOXED: contextvars.ContextVar[bool] = contextvars.ContextVar("advisor_allow_unsandboxed",
+                                                                         default=False)
+
+
+@contextlib.contextmanager
+def unsandboxed_allowed(allow: bool = True) -> Iterator[None]:
+    """Within this block (and the asyncio tasks started in it) code may run unsandboxed where bwrap fails."""
+    token = _ALLOW_UNSANDBOXED.set(allow)
+    try:
+        yield
+    finally:
+        _ALLOW_UNSANDBOXED.reset(token)
 
 
 @functools.lru_cache(maxsize=1)
-def network_namespace_available() -> bool:
-    """True when ``unshare -rn`` works here (unprivileged user + network namespaces)."""
-    exe = shutil.which("unshare")
-    if not exe:
-        return False
+def sandbox_status() -> tuple[Bubblewrap | None, str | None]:
+    """(the working bwrap, None), or (None, why there is none); found on PATH and tried once per process."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None, "bubblewrap (bwrap) is not installed or not on PATH"
     try:
-        return subprocess.run([exe, "-rn", "true"], capture_output=True, timeout=5).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
+        usage = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"bubblewrap ({exe}) does not run: {exc}"
+    bw = Bubblewrap(exe, as_root=os.geteuid() == 0, disable_userns="--disable-userns" in usage,
+                    perms="--size" in usage and "--perms" in usage)
+    with tempfile.TemporaryDirectory(prefix="advisor-sandbox-check-") as tmp:
+        argv, uid = _bwrap_argv(bw, Path(tmp), SandboxLimits())
+        try:
+            if uid >= 0:
+                _hand_over(Path(tmp), uid)
+            done = subprocess.run(argv + _python_args(SandboxLimits(), uid, WORKSPACE, "code", "print('ok')", []),
+                                  capture_output=True, text=True, timeout=30, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"bubblewrap ({exe}) could not start a sandbox: {exc}"
+    if done.returncode != 0 or done.stdout.strip() != "ok":
+        why = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return None, (f"bubblewrap ({exe}) cannot build a sandbox here ({why}; user namespaces may be disabled "
+                      "in this container or kernel)")
+    return bw, None
 
 
-def _rlimits(limits: SandboxLimits) -> str:
-    """The resource limits the child sets on itself before running any code (no preexec_fn: the parent may
-    have threads, e.g. gRPC, and forking with a Python callback is unsafe there)."""
-    values = (limits.memory_mb * 1024 * 1024, int(limits.timeout_s) + 2, limits.max_file_mb * 1024 * 1024, 256, 0)
-    return ",".join(str(v) for v in values)
+def refusal(problem: str) -> str:
+    """The one-line message refusing to run code without the sandbox."""
+    return (f"run_python refused: {problem}, and model-written code is never run unsandboxed by default; "
+            "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) or, for a suite you trust, pass "
+            "--allow-unsandboxed to `advisor probe` (docs/sandbox.md)")
 
 
+def sandbox_mode(allow_unsandboxed: bool | None = None) -> str:
+    """How code would run now: ``bubblewrap``, ``unsandboxed`` (allowed fallback) or ``refused``."""
+    allow = _ALLOW_UNSANDBOXED.get() if allow_unsandboxed is None else allow_unsandboxed
+    if sandbox_status()[0] is not None:
+        return "bubblewrap"
+    return "unsandboxed" if allow else "refused"
+
+
+def suite_runs_code(suite) -> bool:
+    """True when some task of the suite offers run_python or has a check that runs a workspace file."""
+    return any("run_python" in t.tools or any(c.check.type == "python" for c in
+                                              (*t.instruction_following, *t.task_completion))
+               for t in suite.tasks)
+
+
+def require_sandbox(suite, allow_unsandboxed: bool) -> None:
+    """Before a probe: raise `SandboxUnavailable` when the suite runs code, the sandbox does not work here and
+    running unsandboxed was not allowed."""
+    if suite_runs_code(suite) and not allow_unsandboxed:
+        bw, problem = sandbox_status()
+        if bw is None:
+            raise SandboxUnavailable(refusal(problem or "no sandbox"))
+
+
+def unsandboxed_line() -> str:
+    """The line ``advisor probe --allow-unsandboxed`` prints: whether code will in fact run unsandboxed."""
+    bw, problem = sandbox_status()
+    if bw is not None:
+        return "sandbox: --allow-unsandboxed given, but bubblewrap works here: code still runs sandboxed"
+    return (f"WARNING: --allow-unsandboxed: {problem}; run_python and python checks run WITHOUT a sandbox "
+            "(resource limits only, no isolation); every run records sandbox=unsandboxed")
+
+
+# ------------------------------------------------------------------------------------------- the command
+def _interpreter() -> str:
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _python_prefixes() -> list[str]:
+    """Host folders the interpreter needs beyond /usr (its prefix when it lives elsewhere, e.g. pyenv)."""
+    found = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    found.add(os.path.dirname(os.path.dirname(_interpreter())))
+    keep = sorted(p for p in found if p != "/" and not (p + "/").startswith("/usr/"))
+    return [p for p in keep if not any(p.startswith(q + "/") for q in keep if q != p)]
+
+
+def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple[list[str], int]:
+    """The bwrap command line up to (not including) the interpreter's arguments, and the uid to drop to."""
+    argv = [bw.exe, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    uid = -1
+    if bw.as_root:  # no user namespace: RLIMIT_NPROC never binds uid 0, so the code drops to a fresh uid
+        uid = _UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user"] + (["--disable-userns"] if bw.disable_userns else [])
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    made: set[str] = set()
+    for prefix in _python_prefixes():
+        parts = Path(prefix).parts
+        for i in range(2, len(parts)):  # bwrap makes missing parents 0700; the dropped uid must traverse them
+            parent = str(Path(*parts[:i]))
+            if parent not in made and bw.perms:
+                argv += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        argv += ["--ro-bind", prefix, prefix]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache", "--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/tmp", "/dev/shm"):  # private to this run; sized where bwrap can
+        if bw.perms:
+            argv += ["--size", str(limits.tmp_mb * 1024 * 1024), "--perms", "1777"]
+        argv += ["--tmpfs", tmp]
+    argv += ["--bind", str(workspace), WORKSPACE, "--remount-ro", "/",
+             "--clearenv"]
+    for name, value in _child_env(WORKSPACE).items():
+        argv += ["--setenv", name, value]
+    return argv + ["--", _interpreter()], uid
+
+
+def _child_env(home: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+
+
+def _python_args(limits: SandboxLimits, uid: int, cwd: str, kind: str, payload: str, args: list[str],
+                 nproc: bool = True) -> list[str]:
+    values = (limits.memory_mb * 1024 * 1024, int(limits.timeout_s) + 2, limits.max_file_mb * 1024 * 1024, 256, 0,
+              limits.max_processes if nproc else -1)
+    return ["-I", "-B", "-c", _PREAMBLE, ",".join(str(v) for v in values), str(uid), cwd, kind, payload, *args]
+
+
+def _hand_over(workspace: Path, uid: int) -> None:
+    """Make the dropped uid own the workspace tree (symlinks are changed, never followed)."""
+    os.chown(workspace, uid, uid)
+    for folder, dirs, files in os.walk(workspace):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+
+
+# ------------------------------------------------------------------------------------------- running
 async def _drain(stream: asyncio.StreamReader, sink: list[bytes], budget: list[int], full: asyncio.Event) -> None:
     while True:
         chunk = await stream.read(8192)
@@ -141,20 +285,35 @@ async def _drain(stream: asyncio.StreamReader, sink: list[bytes], budget: list[i
             full.set()
 
 
+def _command(workspace: Path, kind: str, payload: str, args: list[str], limits: SandboxLimits
+             ) -> tuple[list[str], str, dict[str, str] | None]:
+    """(argv, mode, environment) of one run; raises `SandboxUnavailable` when it may not run at all."""
+    bw, problem = sandbox_status()
+    if bw is None:
+        if not _ALLOW_UNSANDBOXED.get():
+            raise SandboxUnavailable(refusal(problem or "no sandbox"))
+        argv = [sys.executable, *_python_args(limits, -1, str(workspace), kind, payload, args, nproc=False)]
+        return argv, "unsandboxed", {**_child_env(str(workspace))}
+    if kind == "file":  # the file as the sandbox sees it
+        payload = f"{WORKSPACE}/{Path(payload).resolve().relative_to(workspace).as_posix()}"
+    argv, uid = _bwrap_argv(bw, workspace, limits)
+    if uid >= 0:
+        _hand_over(workspace, uid)
+    return argv + _python_args(limits, uid, WORKSPACE, kind, payload, args), "bubblewrap", {}
+
+
 async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str] | None = None,
                         limits: SandboxLimits | None = None) -> SandboxResult:
-    """Run Python code (``kind="code"``) or a workspace file (``kind="file"``) in the sandbox.
+    """Run Python code (``kind="code"``) or a workspace file (``kind="file"``, a path inside `workspace`).
 
-    The working directory is the workspace; the environment is minimal; stdin is empty.
+    The working directory is the workspace (``/workspace`` inside the sandbox); stdin is empty. Raises
+    `SandboxUnavailable` when bwrap does not work here and running unsandboxed was not allowed.
     """
     limits = limits or SandboxLimits()
-    workspace = workspace.resolve()
-    cmd = [sys.executable, "-I", "-B", "-c", _PREAMBLE, str(workspace), kind, payload, _rlimits(limits), *(args or [])]
-    if network_namespace_available():
-        cmd = [shutil.which("unshare") or "unshare", "-rn", *cmd]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(workspace), "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
+    workspace = Path(workspace).resolve()
+    argv, mode, env = _command(workspace, kind, payload, list(args or []), limits)
     proc = await asyncio.create_subprocess_exec(
-        *cmd, cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        *argv, cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True)
     out: list[bytes] = []
     err: list[bytes] = []
@@ -174,7 +333,7 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
     finally:
         overflow.cancel()
         if proc.returncode is None:
-            _kill_group(proc.pid)
+            _kill_group(proc.pid)  # bwrap dies; with it its PID namespace, every child included
         try:
             await asyncio.wait_for(readers, timeout=5)
         except (asyncio.TimeoutError, asyncio.CancelledError):
@@ -183,7 +342,7 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
     stderr = b"".join(err).decode("utf-8", "replace")
     if problem is None:
         problem = _diagnose(proc.returncode, stderr, limits)
-    return SandboxResult(proc.returncode, stdout, stderr, problem)
+    return SandboxResult(proc.returncode, stdout, stderr, problem, mode)
 
 
 def _kill_group(pid: int) -> None:
@@ -193,15 +352,51 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _signal_of(returncode: int | None) -> int | None:
+    """The signal that ended the code: negative codes from a plain subprocess, 128+N from bwrap."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    return returncode - 128 if 128 < returncode < 128 + 65 else None
+
+
 def _diagnose(returncode: int | None, stderr: str, limits: SandboxLimits) -> str | None:
     if returncode == VIOLATION_EXIT and _MARK in stderr:
         what = stderr.rsplit(_MARK, 1)[1].strip()
         return f"sandbox violation: {what}; the process was stopped"
-    tail = stderr.strip().splitlines()[-1:] or [""]
-    if "MemoryError" in tail[0]:
+    if returncode == 0:
+        return None
+    tail = (stderr.strip().splitlines() or [""])[-1]
+    sig = _signal_of(returncode)
+    if "MemoryError" in tail:
         return f"memory limit exceeded ({limits.memory_mb} MiB); the process was stopped"
-    if returncode in (-signal.SIGXCPU, -signal.SIGKILL) and not stderr.strip():
+    if sig in (signal.SIGXCPU, signal.SIGKILL) and not stderr.strip():
         return "CPU time limit exceeded; the process was stopped"
-    if returncode == -signal.SIGXFSZ or "File too large" in tail[0]:
+    if sig == signal.SIGXFSZ or "File too large" in tail:
         return f"file size limit exceeded ({limits.max_file_mb} MiB); the process was stopped"
+    if "Network is unreachable" in tail or "Temporary failure in name resolution" in tail:
+        return "network access refused: the sandbox has no network"
+    if "Read-only file system" in tail:
+        return f"write outside the workspace refused: only {WORKSPACE} and /tmp are writable"
+    if "BlockingIOError: [Errno 11]" in tail:
+        return f"process limit reached ({limits.max_processes} processes)"
     return None
+
+
+@contextlib.contextmanager
+def private_root(parent: str | Path | None = None) -> Iterator[Path]:
+    """A fresh 0700 folder for one probe's episode workspaces (under `parent`, default the temp folder),
+    removed on exit; folders of probes whose process is gone are removed first."""
+    base = Path(parent) if parent else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    for stale in base.glob("advisor-probe-*-*"):
+        pid = stale.name.split("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    root = Path(tempfile.mkdtemp(prefix=f"advisor-probe-{os.getpid()}-", dir=base))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
