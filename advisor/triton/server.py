@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import sys
 import sysconfig
@@ -53,6 +54,26 @@ def ensure_libpython_on_path() -> None:
     current = os.environ.get("LD_LIBRARY_PATH", "")
     if libdir not in current.split(":"):
         os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
+
+
+def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list[Path]:
+    """Remove what a killed embedded Triton left behind: its PyTriton workspace (``<PYTRITON_HOME>/advisor-<pid>-*``,
+    the model store and tritonserver copy) and its shared-memory segments (``/dev/shm/pytrtion<pid>-*``), for
+    every <pid> that no longer runs. Returns what was removed."""
+    if home is None:
+        from pytriton.constants import PYTRITON_HOME
+
+        home = Path(PYTRITON_HOME)
+    removed = []
+    for path, pid in [*((p, p.name.split("-")[1]) for p in home.glob("advisor-*-*")),
+                      *((p, p.name[len("pytrtion"):].split("-")[0]) for p in shm.glob("pytrtion*-*"))]:
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 class EmbeddedTriton:
@@ -121,12 +142,16 @@ class EmbeddedTriton:
         if not self.verbose:
             logging.getLogger("pytriton").setLevel(logging.ERROR)
         ensure_libpython_on_path()
+        from pytriton.constants import PYTRITON_HOME
+
+        clean_leaked(Path(PYTRITON_HOME))  # a killed probe leaves its workspace and shared memory behind
+        workspace = Path(PYTRITON_HOME) / f"advisor-{os.getpid()}-{os.urandom(4).hex()}"
         config = TritonConfig(
             grpc_port=self._ports["grpc"], http_port=self._ports["http"], metrics_port=self._ports["metrics"],
             grpc_address=self.host, http_address=self.host, metrics_address=self.host,
             log_verbose=1 if self.verbose else 0, exit_timeout_secs=2, strict_readiness=True)
         triton = _QuietTriton(config=config, security_config=TritonSecurityConfig(restricted_endpoints=[]),
-                              verbose=self.verbose)
+                              verbose=self.verbose, workspace=workspace)
         self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="standin")
         inputs, outputs = pytriton_tensors()
         for model in self.ladder.models():
