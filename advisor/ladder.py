@@ -22,21 +22,16 @@ LADDER_VERSION = 1
 
 
 class _Strict(BaseModel):
-    #: strict types: no bool for an int, no "3" for 3
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-def _finite(ge: float | None = None, gt: float | None = None, description: str = "") -> Any:
-    """A float field that refuses inf and NaN (prices and throughputs must be real numbers)."""
-    return Field(ge=ge, gt=gt, allow_inf_nan=False, description=description)
+    #: strict types: no bool for an int, no "3" for 3; `.inf` and `.nan` are refused
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class TokenPrice(_Strict):
     """List price in USD per million tokens."""
 
     basis: Literal["tokens"] = "tokens"
-    usd_per_m_input: float = _finite(ge=0, description="USD per million input (prompt) tokens.")
-    usd_per_m_output: float = _finite(ge=0, description="USD per million output (generated) tokens.")
+    usd_per_m_input: float = Field(ge=0, description="USD per million input (prompt) tokens.")
+    usd_per_m_output: float = Field(ge=0, description="USD per million output (generated) tokens.")
     source: str = Field(description="Where the price comes from (provider or 'measured').")
     as_of: str = Field(description="Date the price was read, YYYY-MM or YYYY-MM-DD.")
 
@@ -49,10 +44,10 @@ class GpuHourPrice(_Strict):
     """Self-hosted cost: GPU-hour price divided by measured throughput."""
 
     basis: Literal["gpu_hour"] = "gpu_hour"
-    usd_per_gpu_hour: float = _finite(gt=0, description="USD per GPU-hour.")
+    usd_per_gpu_hour: float = Field(gt=0, description="USD per GPU-hour.")
     gpus: int = Field(ge=1, description="GPUs one replica of the model occupies.")
-    input_tokens_per_hour: float = _finite(gt=0, description="Measured prompt tokens processed per hour per replica.")
-    output_tokens_per_hour: float = _finite(gt=0, description="Measured tokens generated per hour per replica.")
+    input_tokens_per_hour: float = Field(gt=0, description="Measured prompt tokens processed per hour per replica.")
+    output_tokens_per_hour: float = Field(gt=0, description="Measured tokens generated per hour per replica.")
     source: str = Field(description="Where the GPU price and the throughput come from.")
     as_of: str = Field(description="Date of the measurement, YYYY-MM or YYYY-MM-DD.")
 

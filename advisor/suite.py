@@ -24,8 +24,8 @@ SUITE_VERSION = 1
 
 
 class _Strict(BaseModel):
-    #: strict: `max_turns: true` or `verifier: "yes"` is an error, not 1 or True
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    #: strict: `max_turns: true` or `verifier: "yes"` is an error, not 1 or True; `.inf` and `.nan` are refused
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Limits(_Strict):

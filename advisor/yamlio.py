@@ -233,11 +233,30 @@ def line_of(data: Any, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def _data_loc(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location without the tags of tagged unions (``price.tokens.usd_per_m_input`` ->
+    ``price.usd_per_m_input``): a part that is not a key of the data is dropped when the next part is."""
+    out: list[Any] = []
+    node = data
+    parts = list(loc)
+    for i, part in enumerate(parts):
+        if isinstance(node, dict):
+            if part not in node and i + 1 < len(parts) and parts[i + 1] in node:
+                continue
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            node = None
+        out.append(part)
+    return tuple(out)
+
+
 def format_validation_error(path: str | Path, data: Any, exc: ValidationError) -> str:
     """Turn a pydantic ValidationError into ``file:line: key: message`` lines."""
     lines = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
+        loc = _data_loc(data, tuple(err["loc"]))
         line = line_of(data, loc)
         key = ".".join(str(p) for p in loc) or "(top level)"
         msg = err["msg"]

@@ -289,6 +289,8 @@ CASES: list[Case] = [
          ["suite.yaml:3", "limits.max_turns", "integer"]),
     Case("max-turns-string", suite_case(replace("{max_turns: 20}", "{max_turns: '20'}")),
          ["suite.yaml:3", "limits.max_turns", "integer"]),
+    Case("timeout-inf", suite_case(replace("{max_turns: 20}", "{max_turns: 20, timeout_s: .inf}")),
+         ["suite.yaml:3", "limits.timeout_s", "finite"]),
     Case("verifier-string", suite_case(replace("{name: multi}", "{name: multi, verifier: 'yes'}")),
          ["suite.yaml:4", "classes.1.verifier", "boolean"]),
     Case("check-count-true", suite_case(replace("tool: list_files}", "tool: list_files, max_calls: true}")),
@@ -310,6 +312,8 @@ CASES: list[Case] = [
          ["ladder.yaml:8", "usd_per_m_input", "finite"]),
     Case("negative-price", ladder_case(replace("usd_per_m_input: 1.0", "usd_per_m_input: -1", LADDER)),
          ["ladder.yaml:8", "usd_per_m_input", "0"]),
+    Case("params-inf", ladder_case(replace("params_total_b: 1\n", "params_total_b: .inf\n", LADDER)),
+         ["ladder.yaml:6", "rungs.0.params_total_b", "finite"]),
     Case("context-length-true", ladder_case(replace("context_length: 4096", "context_length: true", LADDER)),
          ["ladder.yaml:9", "rungs.0.context_length", "integer"]),
     # ------------------------------------------------------------------ imports
