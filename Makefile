@@ -1,11 +1,12 @@
-# Two commands for a fresh machine:
+# Commands for a fresh machine:
 #   make probe   # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
+#   make serve   # the OpenAI-compatible routing service on the embedded Triton (after make probe)
 #   make test    # set up .venv and run the test suite (starts its own tritonserver)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: probe test setup clean
+.PHONY: probe serve test setup clean
 
 setup: $(VENV)/.installed
 
@@ -17,6 +18,9 @@ $(VENV)/.installed: pyproject.toml
 
 probe: setup
 	$(BIN)/advisor probe
+
+serve: setup
+	$(BIN)/advisor serve
 
 test: setup
 	$(BIN)/python -m pytest -q

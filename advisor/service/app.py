@@ -89,10 +89,11 @@ def create_app(settings=None):
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-def _json(obj: Any, status: int = 200, headers: dict | None = None):
+def _json(obj: Any, status: int = 200, headers: dict | None = None, background=None):
     from starlette.responses import Response
 
-    return Response(json.dumps(obj, default=str), status_code=status, media_type="application/json", headers=headers)
+    return Response(json.dumps(obj, default=str), status_code=status, media_type="application/json", headers=headers,
+                    background=background)
 
 
 async def _read_body(rt, request) -> Any:
@@ -203,26 +204,40 @@ def usage_of(rt, out) -> dict[str, Any]:
                                       "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
 
 
-def record(rt, out, key, started: float, started_at) -> float:
-    """Write the request's records and count it; return its latency."""
+def record(rt, out, key, started: float, started_at, write: bool = True) -> list[dict]:
+    """Count the request and return its records; write them now unless `write` is False (the caller then
+    writes them once the response is sent: `finish` does, as a background task of the response)."""
     from advisor.service.dispatch import records
 
     latency = time.perf_counter() - started
-    rt.writer.write(records(rt, out, key, started_at, latency))
+    rows = records(rt, out, key, started_at, latency)
+    if write:
+        rt.writer.write(rows)
     outcome = "error" if out.status != 200 else out.verdict
     rt.metrics.requests.labels(out.rung or "", out.plan.task_class or "", outcome,
                                "true" if out.rung and rt.simulated(out.rung) else "false").inc()
     rt.metrics.request_seconds.observe(latency)
-    return latency
+    return rows
 
 
 def finish(rt, req, out, key, started: float, started_at):
-    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks)."""
-    record(rt, out, key, started, started_at)
+    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks).
+
+    The records are written right after the response is sent (a background task the server awaits, also
+    while draining on SIGTERM), so the segment's flush is not on the request's latency.
+    """
+    from starlette.background import BackgroundTask
+
+    async def write(rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
+        rt.writer.write(rows)
+
+    later = BackgroundTask(write, record(rt, out, key, started, started_at, write=False))
     headers = headers_of(rt, out)
     if out.status != 200:
         kind = "timeout_error" if out.status == 504 else "service_unavailable"
-        return _error(out.status, out.error or "failed", kind=kind, code="no_rung_answered", headers=headers)
+        response = _error(out.status, out.error or "failed", kind=kind, code="no_rung_answered", headers=headers)
+        response.background = later
+        return response
     last = out.attempts[-1] if out.attempts else None
     finish_reason = "length" if last is not None and last.finish_reason == "length" else out.reply.finish_reason
     cid, created = "chatcmpl-" + out.plan.decision_id[4:], int(time.time())
@@ -241,8 +256,8 @@ def finish(rt, req, out, key, started: float, started_at):
             for c in chunks:
                 yield c
 
-        return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers, background=later)
     return _json({"id": cid, "object": "chat.completion", "created": created, "model": out.rung,
                   "choices": [{"index": 0, "message": out.reply.message(), "finish_reason": finish_reason,
                                "logprobs": None}],
-                  "usage": usage_of(rt, out)}, headers=headers)
+                  "usage": usage_of(rt, out)}, headers=headers, background=later)

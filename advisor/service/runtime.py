@@ -66,6 +66,7 @@ class Runtime:
             raise ConfigError(f"{settings.router_path}: router rungs {', '.join(unknown)} are not on ladder "
                               f"{self.ladder.name!r} ({', '.join(names)}): train it on this ladder's runs")
         self.rungs = {r.name: r for r in self.ladder.rungs}
+        self.router.predict_one("warm up", None)  # loads the featuriser's libraries now, not on the first request
         self.keys = KeyRing.from_state(settings.keys)
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"

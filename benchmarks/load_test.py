@@ -1,0 +1,159 @@
+"""Load test of the routing service on loopback: N requests at C concurrent clients against the embedded demo.
+
+Starts `advisor triton serve` (the embedded Triton with the demo ladder's SIMULATED stand-ins, which answer at
+once and know the example suite) in its own process, stores a small probe of it in a temporary DuckDB file (the router's training data),
+then starts `advisor serve --url ... --workers W` (router trained from that store at start) and sends the
+requests with httpx (keep-alive, one client, C tasks). Bounded: loopback only, a fixed number of requests, a
+timeout per request. At the end the service is stopped with SIGTERM (it drains and ingests its records) and the
+store is asked how many decisions and attempts it holds. Prints errors, requests/s, p50/p99 latency and
+decisions recorded vs requests sent.
+
+    .venv/bin/python benchmarks/load_test.py [--requests 10000] [--concurrency 64] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "ladders" / "demo.yaml"
+SUITE = REPO / "suites" / "example" / "suite.yaml"
+KEY = "sk-bench"
+ADVISOR = [sys.executable, "-c", "from advisor.cli import console; console()"]
+
+
+def _read_until(proc: subprocess.Popen, prefix: str, timeout: float = 180.0) -> str:
+    lines, end = [], time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"process exited ({proc.wait()}): {''.join(lines)}")
+        lines.append(line)
+        if line.startswith(prefix):
+            threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # keep the pipe drained
+            return line.strip()
+    raise SystemExit(f"no {prefix!r} line within {timeout:.0f}s: {''.join(lines)}")
+
+
+def start_triton(ladder: Path = DEMO) -> tuple[subprocess.Popen, str]:
+    """`advisor triton serve` in its own process; (process, gRPC address)."""
+    proc = subprocess.Popen([*ADVISOR, "triton", "serve", "--ladder", str(ladder), "--suite", str(SUITE)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = _read_until(proc, "ready ")
+    return proc, line.split("grpc=")[1].split()[0]
+
+
+def small_probe(url: str, store: Path) -> None:
+    """Two example tasks per class, baseline only, one replica: enough runs to train a router."""
+    from advisor.probe import ProbeConfig, run_probe
+    from advisor.suite import load_suite
+
+    by_class: dict[str, list[str]] = {}
+    for t in load_suite(SUITE).tasks:
+        by_class.setdefault(t.task_class, []).append(t.id)
+    tasks = [i for ids in by_class.values() for i in ids[:2]]
+    run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=url, store_path=store, replicas=1,
+                          conditions=("baseline",), tasks=tasks))
+
+
+def start_service(url: str, store: Path, workers: int, extra: list[str] = ()) -> tuple[subprocess.Popen, str]:
+    """`advisor serve --url` in its own process; (process, base URL)."""
+    env = {**os.environ, "ADVISOR_API_KEYS": KEY}
+    proc = subprocess.Popen([*ADVISOR, "serve", "--url", url, "--ladder", str(DEMO), "--store", str(store),
+                             "--port", "0", "--workers", str(workers), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    line = _read_until(proc, "ready http=")
+    return proc, "http://" + line.split("=", 1)[1]
+
+
+def stop(proc: subprocess.Popen, timeout: float = 120.0) -> int:
+    """SIGTERM and wait."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=timeout)
+
+
+async def drive(base: str, bodies, concurrency: int, timeout_s: float = 30.0) -> tuple[list[float], list[str]]:
+    """Send every body (a list of dicts) with `concurrency` tasks; (latencies of successes, error strings)."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    latencies, errors = [], []
+    queue = list(reversed(bodies))
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout_s,
+                                 headers={"Authorization": f"Bearer {KEY}"}) as client:
+        async def worker():
+            while queue:
+                body = queue.pop()
+                started = time.perf_counter()
+                try:
+                    resp = await client.post("/v1/chat/completions", json=body)
+                    if resp.status_code != 200:
+                        errors.append(f"HTTP {resp.status_code}: {resp.text[:120]}")
+                        continue
+                except httpx.HTTPError as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                latencies.append(time.perf_counter() - started)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile (0-1) of values."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    from advisor.store import Store
+
+    triton, url = start_triton()
+    try:
+        with tempfile.TemporaryDirectory(prefix="advisor-load-") as tmp:
+            store = Path(tmp) / "load.duckdb"
+            small_probe(url, store)
+            service, base = start_service(url, store, args.workers)
+            bodies = [{"model": "auto", "max_tokens": 64,
+                       "messages": [{"role": "user", "content": f"Request {i}: summarise ticket #{i % 97} in one line."}]}
+                      for i in range(args.requests)]
+            try:
+                started = time.perf_counter()
+                latencies, errors = asyncio.run(drive(base, bodies, args.concurrency))
+                wall = time.perf_counter() - started
+            finally:
+                code = stop(service)
+            with Store.open(store, read_only=True) as s:
+                decisions = s.query("SELECT count(*) AS n FROM routing_decisions")[0]["n"]
+                attempts = s.query("SELECT count(*) AS n FROM live_outcomes")[0]["n"]
+    finally:
+        stop(triton)
+    print(f"load test: {args.requests} requests, {args.concurrency} concurrent clients, {args.workers} workers, "
+          f"loopback, SIMULATED stand-in rungs (demo ladder, instant)")
+    print(f"  errors {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
+    print(f"  {len(latencies) / wall:.0f} requests/s over {wall:.1f}s; latency p50 {pct(latencies, .5) * 1e3:.1f} ms, "
+          f"p99 {pct(latencies, .99) * 1e3:.1f} ms, mean {statistics.mean(latencies) * 1e3:.1f} ms")
+    print(f"  decisions recorded {decisions} (requests sent {args.requests}), attempts {attempts}; "
+          f"service exit code {code}")
+    if errors or decisions != args.requests or code != 0:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

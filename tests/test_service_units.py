@@ -1,0 +1,148 @@
+"""Fast tests of the service's parts without a server: config, keys, request parsing, reply parsing, records."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from advisor.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_config_errors_name_file_key_and_line(tmp_path):
+    from advisor.ladder import load_ladder
+    from advisor.service.config import load_config
+
+    bad = tmp_path / "s.yaml"
+    bad.write_text("version: 1\nclasses:\n  a:\n    verifier:\n      checks:\n        - {type: file, path: x}\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:6: classes.a.verifier.checks.0: .*does not apply to a reply"):
+        load_config(bad)
+    bad.write_text("version: 1\nclasses:\n  a:\n    retries: 2\n    bogus: 1\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:5: classes.a.bogus: unknown key"):
+        load_config(bad)
+    bad.write_text("version: 1\nclasses:\n  a:\n    chain: [nano-12b, nano-31b]\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:4: classes.a.chain.1: .*Did you mean 'nano-30b'"):
+        load_config(bad, load_ladder(REPO / "ladders" / "demo.yaml"))
+    bad.write_text("version: 2\n")
+    with pytest.raises(ConfigError, match="version 2"):
+        load_config(bad)
+
+
+def test_class_prediction_by_rules_then_default(tmp_path):
+    from advisor.service.config import load_config
+
+    path = tmp_path / "s.yaml"
+    path.write_text("version: 1\ndefault_class: chat\nclasses:\n  chat: {verifier: none}\n"
+                    "  extraction:\n    match: ['(?i)\\bextract\\b']\n"
+                    "    verifier: {checks: [{type: regex, pattern: 'ORD-\\d+'}]}\n")
+    config = load_config(path)
+    assert config.predict_class("Please EXTRACT the id")[0] == "extraction"
+    assert config.predict_class("hello") == ("chat", "predicted: default_class (no rule matched)")
+    assert config.class_config("extraction").verifier_config.checks[0].type == "regex"
+    assert config.class_config("unknown").verifier_config is None
+
+
+def test_keys_are_kept_hashed_and_limit_rungs(tmp_path):
+    from advisor.service.auth import key_hash, load_keys
+
+    f = tmp_path / "keys"
+    f.write_text(f"# comment\nalice sk-a\nbob sha256:{key_hash('sk-b')} nano-12b\n")
+    ring = load_keys(f, ["nano-12b", "nano-30b"], environ={"ADVISOR_API_KEYS": "sk-c, "})
+    assert len(ring) == 3 and "sk-a" not in json.dumps(ring.to_state())
+    assert ring.lookup("Bearer sk-a").name == "alice" and ring.lookup("Bearer sk-x") is None
+    assert ring.lookup(None) is None and ring.lookup("sk-a") is None
+    bob = ring.lookup("Bearer sk-b")
+    assert bob.may_use("nano-12b") and not bob.may_use("nano-30b")
+    assert ring.lookup("Bearer sk-c").name == "env-1"
+    f.write_text("carol sk-c nano-13b\n")
+    with pytest.raises(ConfigError, match=r"keys:1: unknown rung 'nano-13b'"):
+        load_keys(f, ["nano-12b", "nano-30b"], environ={})
+
+
+def test_unsupported_fields_and_header_preferences():
+    from advisor.service.request import RequestError, parse_request
+
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.raises(RequestError) as err:
+        parse_request({"model": "auto", "messages": msgs, "logprobs": True}, {})
+    assert err.value.status == 400 and err.value.param == "logprobs"
+    with pytest.raises(RequestError, match="'n'"):
+        parse_request({"model": "auto", "messages": msgs, "n": 2}, {})
+    req = parse_request({"model": "auto", "messages": msgs, "advisor": {"target": 0.5}},
+                        {"x-advisor-class": "chat", "x-advisor-rungs": "nano-12b, nano-30b", "x-advisor-target": "0.9"})
+    assert req.advisor.task_class == "chat" and req.advisor.rungs == ["nano-12b", "nano-30b"]
+    assert req.advisor.target == 0.5, "the body wins over headers"
+    assert parse_request({"model": "auto", "messages": msgs, "stop": "x", "seed": 3}, {}).sampling() == \
+        {"seed": 3, "stop": ["x"]}
+
+
+def test_tool_calls_round_trip_through_each_format():
+    from advisor.agent.chat import parse_default
+    from advisor.ladder import load_ladder
+    from advisor.service.chat import parse_reply, render_prompt
+    from advisor.service.request import parse_request
+
+    ladder = load_ladder(REPO / "ladders" / "demo.yaml")
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
+                                               "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+    req = parse_request({"model": "auto", "tools": tools, "messages": [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Read a.py"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "print(1)"}]}, {})
+    for rung in ladder.rungs:
+        from advisor.agent.formats import format_for
+
+        fmt = format_for(rung.tool_call_format)
+        messages = parse_default(render_prompt(rung, req))
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]
+        assert "Be brief." in messages[0]["content"] and "read_file" in messages[0]["content"]
+        assert fmt.parse(messages[2]["content"], [t["function"] for t in tools]).name == "read_file"
+        reply = parse_reply(rung, "Reading.\n" + fmt.render_call("read_file", {"path": "b.py"}), req)
+        assert reply.finish_reason == "tool_calls" and reply.content == "Reading."
+        assert json.loads(reply.tool_calls[0]["function"]["arguments"]) == {"path": "b.py"}
+        final = parse_reply(rung, "Done.\nFINAL ANSWER: 42", req)
+        assert final.final == "42" and final.content == "Done.\nFINAL ANSWER: 42" and not final.tool_calls
+
+
+def test_segments_ingest_once_skip_torn_lines_and_wait_for_open_ones(tmp_path):
+    from advisor.service.recording import SegmentWriter, ingest
+    from advisor.store import Store, now
+
+    spool = tmp_path / "spool"
+    writer = SegmentWriter(spool, "w1")
+    rows = [{"record": "decision", "decision_id": "d1", "created_at": now(), "request_hash": "h", "policy": "p",
+             "mode": "single", "chosen_rung": "r", "status": "ok"},
+            {"record": "attempt", "decision_id": "d1", "attempt": 1, "rung": "r", "created_at": now(),
+             "failover": False}]
+    writer.write(rows)
+    with Store.open(tmp_path / "s.duckdb") as store:
+        assert ingest(spool, store)["segments"] == 0, "an open segment of a live process is not touched"
+        writer.close()
+        seg = next(spool.glob("*.jsonl"))
+        copy = spool / "w1-copy-000009.jsonl"
+        copy.write_text(seg.read_text() + '{"record": "decision", "decision_id": "d2"')  # a torn last line
+        counts = ingest(spool, store)
+        assert counts == {"segments": 2, "decisions": 1, "attempts": 1, "torn_lines": 1}
+        assert not list(spool.iterdir())
+        dead = spool / f"w2-{_dead_pid()}-000001.open"
+        dead.write_text(json.dumps({**rows[0], "decision_id": "d3", "created_at": str(now())}) + "\n")
+        assert ingest(spool, store)["decisions"] == 1, "the open segment of a dead process is ingested"
+        assert [r["decision_id"] for r in store.query("SELECT decision_id FROM routing_decisions ORDER BY 1")] == \
+            ["d1", "d3"]
+
+
+def _dead_pid() -> int:
+    pid = 999_999
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except PermissionError:
+            pass
+        pid -= 1
