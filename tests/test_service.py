@@ -181,7 +181,10 @@ def test_plain_chat_is_routed_answered_costed_and_recorded(service):
     extra = usage.model_extra["advisor"]
     assert extra["cost_usd"] > 0 and extra["attempts"][0]["rung"] == reply.model
     decision, attempts = service.records(headers["x-advisor-decision-id"])
-    assert decision["policy"].startswith("learned-router") and decision["final_rung"] == reply.model
+    from advisor.router.policies import POLICIES
+
+    assert decision["policy"].split(":")[0] in POLICIES and decision["final_rung"] == reply.model
+    assert headers["x-advisor-policy"] == decision["policy"] and json.loads(decision["explanation_json"])["rule"]
     assert decision["prompt_text"] is None and len(decision["request_hash"]) == 64  # hash only by default
     assert decision["simulated"] and decision["class_source"].startswith("predicted")
     assert [a["rung"] for a in attempts] == [reply.model] and attempts[0]["simulated"]

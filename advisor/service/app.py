@@ -64,7 +64,8 @@ def create_app(settings=None):
         rt = state["rt"]
         created = int(time.time())
         data = [{"id": "auto", "object": "model", "created": created, "owned_by": "advisor",
-                 "advisor": {"policy": rt.policy_name}}]
+                 "advisor": {"policy": rt.policy_name or "artifact default",
+                             "router": rt.router.version_tag}}]
         data += [{"id": r.name, "object": "model", "created": created, "owned_by": "advisor",
                   "advisor": {"hf_id": r.hf_id, "triton_model": r.triton_model, "simulated": rt.simulated(r.name),
                               "self_hosted": r.self_hosted}} for r in rt.ladder.rungs]

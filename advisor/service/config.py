@@ -108,6 +108,9 @@ class ClassConfig(_Strict):
 class RoutingConfig(_Strict):
     """Defaults of the routing policy (a request's `advisor` preferences override target and value)."""
 
+    policy: str | None = Field(default=None, description="A policy of the router's registry (router, value, default, "
+                               "class_floor, threshold, cascade, always, ...); default: the artifact's choice.")
+
     target: float = Field(default=0.0, ge=0, le=1, description="Minimum P(usable) of the delivered answer.")
     max_chain: int = Field(default=3, ge=1, description="At most this many rungs in an escalation chain.")
     order: Literal["ladder", "probability"] = "ladder"

@@ -1,7 +1,8 @@
 """One live request: decide -> call the rung -> verify -> retry, escalate or fail over, within a deadline.
 
-The decision: ``model: "auto"`` asks the routing policy (the learned router's `route_one`, or the class's
-fixed ``chain`` from the service config: a cascade); a rung name pins that rung (no routing, still recorded).
+The decision: ``model: "auto"`` asks the routing policy (a policy of `advisor.router.policies.POLICIES`
+over the learned router, through `route_one`: the config's ``routing.policy`` or the artifact's default; or
+the class's fixed ``chain`` from the service config: a cascade); a rung name pins that rung (no routing, still recorded).
 The chain is then walked: each rung is tried up to k times (the class's ``retries``) while its verifier
 rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is skipped
 (a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
@@ -162,13 +163,13 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
 
         rt.facts = rung_facts(rt.router)
     try:
-        d = route_one(rt.router, plan.text, plan.task_class, config, p, rt.facts)
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, rt.facts, policy=rt.policy_name)
     except RouterError as exc:
         raise RequestError(str(exc), param="advisor") from None
-    plan.policy, plan.mode, plan.chain = rt.policy_name, config.mode, list(d.chain)
+    plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)
     plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
-    plan.explanation = {"rule": d.rule, "probabilities": d.probabilities, "excluded": d.excluded,
-                        "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
+    plan.explanation = {"rule": d.rule, "reason": d.reason, "probabilities": d.probabilities,
+                        "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
 
 
 def failover_order(rt, plan: Plan, tried: set[str], failed: str) -> list[str]:

@@ -71,7 +71,11 @@ class Runtime:
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"
         self.writer = SegmentWriter(settings.spool, self.worker)
-        self.policy_name = f"learned-router:{self.router.version_tag}"
+        if self.config.routing.policy is not None:
+            from advisor.router.policies import POLICIES
+
+            POLICIES.get(self.config.routing.policy)  # UnknownNameError with did-you-mean, at start
+        self.policy_name = self.config.routing.policy
         self._clients: dict[str, Any] = {}
         self._verifiers: dict[str, Any] = {}
         self._ready: tuple[float, bool, str] = (0.0, False, "not checked yet")
