@@ -120,16 +120,23 @@ def test_floor_cells_equal_sql(sim_report):
 def test_summary_and_gaps(sim_report):
     store, files = sim_report
     doc = json.loads(files.json.read_text())
-    summary = {r["task_class"]: r for r in doc["summary"]}
-    assert summary["lookup"]["recommended"] == "mid" and summary["multi_step"]["recommended"] == "large"
-    assert summary["lookup"]["monthly_cost"] == pytest.approx(20000 * summary["lookup"]["cost_per_usable"])
-    assert summary["lookup"]["monthly_cost_largest"] > summary["lookup"]["monthly_cost"]
-    assert summary["api_call"]["monthly_cost"] is None  # no volume given
-    # the summary's cost per usable result is the recommended rung's in floors.json
+    decision = {r["task_class"]: r for r in doc["decision"]["classes"]}
+    lookup, multi = decision["lookup"], decision["multi_step"]
+    assert lookup["chosen"]["rung"] == "mid" and multi["chosen"]["rung"] == "large"
+    assert lookup["volume"] == 20000 and not lookup["volume_assumed"]
+    assert lookup["monthly"] == pytest.approx(20000 * lookup["chosen"]["cost_per_usable"])
+    assert lookup["monthly_largest"] > lookup["monthly"]
+    # a class without --volume assumes the stated default volume
+    assert decision["api_call"]["volume_assumed"] and decision["api_call"]["volume"] == doc["decision"]["default_volume"]
+    # the total is the sum over classes, against always the largest rung
+    assert doc["decision"]["total_monthly"] == pytest.approx(sum(c["monthly"] for c in decision.values()))
+    assert doc["decision"]["total_monthly_largest"] == pytest.approx(
+        sum(c["monthly_largest"] for c in decision.values()))
+    # the decision's cost per usable result is the recommended rung's in floors.json
     for cf in doc["floors"]["classes"]:
-        if cf["task_class"] == "lookup" and cf["condition"] == summary["lookup"]["condition"]:
+        if cf["task_class"] == "lookup" and cf["condition"] == lookup["chosen"]["condition"]:
             v = next(v for v in cf["rungs"] if v["stats"]["rung"] == "mid")
-            assert summary["lookup"]["cost_per_usable"] == pytest.approx(v["cost_per_usable"])
+            assert lookup["chosen"]["cost_per_usable"] == pytest.approx(v["cost_per_usable"])
     # gaps: per task mean overall, recomputed in Python from raw rows
     with Store.open(store, read_only=True) as s:
         rows = s.query(f"SELECT task_id, condition, rung, overall FROM runs WHERE {WHERE} AND NOT unscored")
@@ -156,7 +163,7 @@ def test_html_self_contained_and_banner(sim_report, tmp_path):
     assert page.count("data:image/png;base64,") == 3
     assert "<script" not in page
     for url in re.findall(r'(?:src|href)="([^"]*)"', page):
-        assert url.startswith("data:"), url
+        assert url.startswith(("data:", "#")), url  # inline images and links within the page only
     # a store of real (non-simulated) runs gets no banner
     store = _demo_store(tmp_path / "real.duckdb", simulated=False)
     with open_store(store) as s:

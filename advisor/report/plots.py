@@ -1,8 +1,11 @@
 """The report's figures, drawn with matplotlib (imported lazily, Agg backend) and returned as PNG bytes.
 
 - score distributions per rung (the bimodality), baseline and with skill;
-- cost per attempt vs usable rate per class (the frontier), with the Wilson interval as error bars;
+- $ per usable result vs usable rate per class (the frontier: rungs sorted by cost, dominated rungs hollow), with
+  the Wilson interval as error bars and labels placed so they do not overlap;
 - turns by outcome per rung (usable vs below the bar).
+
+Every figure of a report with stand-in runs says SIMULATED in its title and as a watermark.
 """
 
 from __future__ import annotations
@@ -11,6 +14,18 @@ import io
 from typing import Any
 
 COLORS = {"baseline": "#4C72B0", "skill": "#DD8452"}
+
+
+def _title(data, text: str) -> str:
+    """A figure title, prefixed SIMULATED when the report's runs are."""
+    return f"SIMULATED. {text}" if data.simulated else text
+
+
+def _mark_simulated(fig, data) -> None:
+    """A faint diagonal SIMULATED watermark across a figure whose runs come from stand-in rungs."""
+    if data.simulated:
+        fig.text(0.5, 0.5, "SIMULATED", fontsize=56, color="#b00020", alpha=0.12, ha="center", va="center",
+                 rotation=20, weight="bold", zorder=0)
 
 
 def _plt():
@@ -24,7 +39,7 @@ def _plt():
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     _plt().close(fig)
     return buf.getvalue()
 
@@ -47,48 +62,112 @@ def score_distributions(data) -> bytes:
         ax.set_xlabel("overall score")
         ax.set_xlim(0, 100)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="upper center")
+            ax.legend(fontsize=8, loc="upper center")
     axes[0][0].set_ylabel("% of scored runs")
     s = data.settings
-    fig.suptitle(f"Score distributions (bar {s.bar:g} dashed, near-zero {s.near_zero:g} dotted)",
-                 fontsize=10, y=1.04)
+    fig.suptitle(_title(data, f"Score distributions (bar {s.bar:g} dashed, near-zero {s.near_zero:g} dotted)"),
+                 fontsize=11, y=1.04)
+    _mark_simulated(fig, data)
     return _png(fig)
 
 
+def pareto(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no cheaper-or-equal point beats on rate, sorted by cost (the frontier)."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    best, keep = -1.0, []
+    for i in order:
+        if points[i][1] > best:
+            keep.append(i)
+            best = points[i][1]
+    return keep
+
+
+#: Label offsets (points) tried in turn until a label overlaps no other label or point.
+_OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (6, 20), (6, -28), (-8, 22), (-8, -30), (10, 34), (10, -42)]
+
+
+def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
+    """Annotate (x, y, text, colour) items so no two labels overlap (greedy over `_OFFSETS`); return the texts."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    placed, texts = [], []
+    for x, y, text, color in items:
+        chosen = None
+        for dx, dy in _OFFSETS:
+            ha = "left" if dx >= 0 else "right"
+            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9, ha=ha,
+                            color=color)
+            box = t.get_window_extent(renderer).expanded(1.05, 1.1)
+            if not any(box.overlaps(b) for b in placed):
+                chosen = (t, box)
+                break
+            t.remove()
+        if chosen is None:  # every offset collides: keep the last one tried rather than drop the label
+            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=_OFFSETS[-1], fontsize=9, color=color)
+            chosen = (t, t.get_window_extent(renderer))
+        placed.append(chosen[1])
+        texts.append(chosen[0])
+    return texts
+
+
 def frontier(data) -> bytes:
-    """Cost per attempt vs usable rate per class: one panel per class, a line per condition, rungs labelled."""
+    """$ per usable result vs usable rate per class: rungs sorted by cost, the frontier joined, labels apart."""
     plt = _plt()
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    from advisor.money import column_scale, per_label, usd
+
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))
     nrows = -(-len(classes) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, 3.4 * nrows), sharey=True, squeeze=False)
     flat = [ax for row in axes for ax in row]
     for ax in flat[len(classes):]:
         ax.set_visible(False)
+    scale = column_scale([v.cost_per_usable for cf in data.floors.classes for v in cf.rungs])
+    unit = per_label("usable result", scale)
+    fig.canvas.draw()
     for ax, cls in zip(flat, classes):
+        labels = []
         for cf in [c for c in data.floors.classes if c.task_class == cls]:
-            pts = [(v.stats.cost_per_attempt, v.stats.usable_rate, v.stats.interval, v.stats.rung)
-                   for v in cf.rungs if v.stats.cost_per_attempt is not None and v.stats.usable_rate is not None]
-            if not pts:
+            vs = sorted([v for v in cf.rungs if v.cost_per_usable is not None and v.stats.usable_rate is not None],
+                        key=lambda v: v.cost_per_usable)
+            if not vs:
                 continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            err = [[max(0.0, p[1] - p[2][0]) for p in pts], [max(0.0, p[2][1] - p[1]) for p in pts]]
             color = COLORS.get(cf.condition, "grey")
-            ax.errorbar(xs, ys, yerr=err, marker="o", color=color, capsize=3, label=cf.condition)
-            for x, y, _, name in pts:
-                ax.annotate(name, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            pts = [(v.cost_per_usable * scale, v.stats.usable_rate) for v in vs]
+            front = pareto(pts)
+            err = [[max(0.0, v.stats.usable_rate - v.stats.interval[0]) for v in vs],
+                   [max(0.0, v.stats.interval[1] - v.stats.usable_rate) for v in vs]]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=err, fmt="none", ecolor=color, alpha=0.5,
+                        capsize=3)
+            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "-o", color=color,
+                    label="with skill" if cf.condition == "skill" else "without skill")
+            dominated = [i for i in range(len(pts)) if i not in front]
+            ax.plot([pts[i][0] for i in dominated], [pts[i][1] for i in dominated], "o", mfc="white", color=color)
+            labels += [(x, y, v.stats.rung, color) for (x, y), v in zip(pts, vs)]
         ax.axhline(data.settings.target, color="green", linestyle="--", linewidth=1)
-        ax.set_title(cls)
-        ax.set_xlabel("$ per attempt")
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # small dollar amounts have long tick labels
-        ax.set_ylim(-0.02, 1.05)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7, loc="lower right")
+        ax.set_title(cls, fontsize=11)
+        ax.set_xlabel(f"$ {unit}", fontsize=10)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
+        ax.set_ylim(-0.1, 1.12)
+        ax.tick_params(labelsize=9)
+        ax.margins(x=0.22)
+        fig.canvas.draw()
+        place_labels(ax, sorted(labels))
     for row in axes:
-        row[0].set_ylabel("usable rate (interval)")
+        row[0].set_ylabel("usable rate (interval)", fontsize=10)
     fig.tight_layout()
-    fig.suptitle(f"Cost vs usable rate per class (target {data.settings.target:.0%} dashed)", fontsize=10, y=1.02)
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=1 - 0.75 / height)  # room above the panels for the title and the legend
+    handles = {label: h for ax in flat for h, label in zip(*ax.get_legend_handles_labels())}
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=len(handles), fontsize=9,
+                   bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
+    fig.suptitle(_title(data, f"$ per usable result vs usable rate (target {data.settings.target:.0%} dashed)"),
+                 fontsize=11, y=1 - 0.05 / height, va="top")
+    _mark_simulated(fig, data)
     return _png(fig)
 
 
@@ -113,10 +192,11 @@ def turns_by_outcome(data) -> bytes:
     ax.bar([x - 0.2 for x in xs], [r["ok"] for r in rows], width=0.4, color="#55A868", label="usable")
     ax.bar([x + 0.2 for x in xs], [r["bad"] for r in rows], width=0.4, color="#C44E52", label="below the bar")
     ax.set_xticks(xs)
-    ax.set_xticklabels([r["label"] for r in rows], fontsize=7)
+    ax.set_xticklabels([r["label"] for r in rows], fontsize=9)
     ax.set_ylabel("mean turns")
-    ax.set_title("Turns by outcome", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title(_title(data, "Turns by outcome"), fontsize=11)
+    ax.legend(fontsize=9)
+    _mark_simulated(fig, data)
     return _png(fig)
 
 

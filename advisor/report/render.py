@@ -1,16 +1,20 @@
-"""Render a sizing report's content as tables shared by the HTML page and the Markdown file.
+"""Render a sizing report's content as tables shared by the HTML page, the Markdown file and `floors.json`.
 
-Each table is built once (`tables(data)`) as headers plus rows of formatted strings, so `index.html` and
-`report.md` always show the same numbers. Formatting: scores with one decimal, dollars with four, shares as
-whole percentages (`fmt_*` below, also used by the tests that recompute the tables with SQL).
+Each table is built once (`tables(data, decision)`) as headers plus rows of formatted strings, so `index.html`
+(a jinja2 template with autoescape, `templates/report.html.j2`) and `report.md` always show the same numbers.
+Formatting: scores with one decimal, shares as whole percentages, money through `advisor.money` (significant
+figures; a column of per-item figures under a cent is shown per 1k items, and its header says so).
 """
 
 from __future__ import annotations
 
-import base64
-import html
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+from advisor.money import column_scale, per_label, usd, usd_delta
+from advisor.report.decision import LARGE_LIFT
+
+fmt_usd = usd  #: dollars to three significant figures (the one money formatter)
 
 
 def fmt_score(x: float | None) -> str:
@@ -18,27 +22,14 @@ def fmt_score(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def fmt_usd(x: float | None) -> str:
-    """Dollars with four decimals, or three significant digits below a cent ($0.000512)."""
-    if x is None:
-        return "-"
-    return f"${x:,.{_decimals(x)}f}"
-
-
-def _decimals(x: float) -> int:
-    import math
-
-    return 4 if x == 0 or abs(x) >= 0.01 else max(4, 2 - math.floor(math.log10(abs(x))))
-
-
-def fmt_month(x: float | None) -> str:
-    """Monthly dollars with two decimals."""
-    return "-" if x is None else f"${x:,.2f}"
-
-
 def fmt_share(x: float | None) -> str:
     """A 0-1 share as a whole percentage."""
     return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def fmt_interval(iv: tuple[float, float] | None) -> str:
+    """An interval of shares: "88-100%"."""
+    return "-" if iv is None else f"{100 * iv[0]:.0f}-{100 * iv[1]:.0f}%"
 
 
 def fmt_delta(x: float | None, kind: str = "score") -> str:
@@ -46,10 +37,15 @@ def fmt_delta(x: float | None, kind: str = "score") -> str:
     if x is None:
         return "-"
     if kind == "usd":
-        return f"{'+' if x >= 0 else '-'}{fmt_usd(abs(x))}"
+        return usd_delta(x)
     if kind == "share":
         return f"{100 * x:+.0f} pts"
     return f"{x:+.1f}"
+
+
+def plural(n: int, word: str) -> str:
+    """ "1 run", "300 runs"."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
 @dataclass
@@ -61,6 +57,131 @@ class Table:
     headers: list[str]
     rows: list[list[str]]
     caption: str = ""
+    simulated: bool = False  #: its figures come from stand-in runs (marked SIMULATED)
+
+
+def _scaled(values: list[float | None], unit: str) -> tuple[Callable[[float | None], str], str]:
+    """A formatter for a money column and its unit label ("per task" or "per 1k tasks")."""
+    scale = column_scale(values)
+    return (lambda x: usd(None if x is None else x * scale)), per_label(unit, scale)
+
+
+# ------------------------------------------------------------------------------------------ the first screen
+def _why(o, settings) -> str:
+    if o.usable_rate is None:
+        return "no scored runs"
+    unsc = f", {o.unscored} unscored" if o.unscored else ""
+    head = (f"{fmt_share(o.usable_rate)} usable ({settings.confidence:.0%} interval {fmt_interval(o.interval)}; "
+            f"{plural(o.scored, 'scored run')}{unsc})")
+    if o.rung is None:
+        head = f"best is {o.best_rung}: {head}"
+    reasons = {"does_not_converge": "does not converge", "poor_results": "converges to poor results",
+               "undecided": "is undecided (needs more runs)", "below": "is below the target"}
+    lower = "; ".join(f"{r} {reasons.get(w, w)}" for r, w, _ in o.below)
+    return head + (f". Smaller rungs: {lower}" if lower else "")
+
+
+def _option_cell(o) -> str:
+    if o is None:
+        return "no skill in the suite"
+    if o.rung is None:
+        return "none clears the target"
+    text = f"{o.rung} (floor {o.floor}, {o.floor_status})"
+    if o.first_time and o.first_time != o.rung:
+        text += f"; usable first time: {o.first_time}"
+    return text
+
+
+def _run_cell(c) -> str:
+    o = c.chosen
+    if o.rung is None:
+        return "nothing clears the target"
+    cond = "with a skill" if o.condition == "skill" else "without a skill"
+    first = f" (usable first time: {o.first_time})" if o.first_time and o.first_time != o.rung else ""
+    return f"{o.rung} {cond}{first}"
+
+
+def decision_table(data, dec) -> Table:
+    """The first screen: per class what to run with and without a skill, why, and what it costs."""
+    cpu, unit = _scaled([c.chosen.cost_per_usable for c in dec.classes], "usable result")
+    largest = data.rung_order[-1] if data.rung_order else "the largest rung"
+    rows = []
+    for c in dec.classes:
+        vol = f"{c.volume:,}" + (" (assumed)" if c.volume_assumed else "")
+        rows.append([c.task_class, _run_cell(c), _option_cell(c.options.get("skill")),
+                     _option_cell(c.options.get("baseline")), _why(c.chosen, data.settings),
+                     cpu(c.chosen.cost_per_usable), vol, usd(c.monthly), usd(c.monthly_largest)])
+    return Table("decision", "What to run", ["class", "run", "with a skill", "without a skill",
+                                             "why (the rung to run, or the best when none clears)",
+                                             f"$ {unit}", "usable results / month", "$ / month",
+                                             f"$ / month, always {largest}"], rows,
+                 "\"run\" is the cheapest per usable result of the two conditions. Cost per usable result counts "
+                 "retries and escalation (see the glossary). Per month = volume x cost per usable result.",
+                 simulated=dec.simulated)
+
+
+def total_line(dec, largest: str) -> str:
+    """The total against always the largest rung."""
+    if dec.total_monthly is None:
+        return "Total: no class has a priced recommendation yet."
+    saving = 1 - dec.total_monthly / dec.total_monthly_largest if dec.total_monthly_largest else None
+    text = (f"Total: {usd(dec.total_monthly)}/month with these recommendations vs "
+            f"{usd(dec.total_monthly_largest)}/month always running {largest}")
+    if saving is not None:
+        text += f" ({fmt_share(saving)} less)"
+    if dec.incomplete_total:
+        text += f"; left out (nothing clears): {', '.join(dec.incomplete_total)}"
+    return text + "."
+
+
+def volume_line(dec, classes: list[str]) -> str:
+    """The stated volume assumption and how to change it (an example that works with this suite)."""
+    assumed = [c.task_class for c in dec.classes if c.volume_assumed]
+    example = classes[0] if classes else "CLASS"
+    if not assumed:
+        return "Volumes as given with --volume."
+    return (f"Assumption: {dec.default_volume:,} usable results per month for "
+            f"{'every class' if len(assumed) == len(dec.classes) else ', '.join(assumed)}. "
+            f"Change it with --volume, e.g. `advisor report --volume {example}=20000/month`.")
+
+
+def next_lines(dec, limit: int = 6) -> list[str]:
+    """What to do next, most useful first (more runs before skills), at most `limit` plus a count of the rest."""
+    order = {"more_runs": 0, "write_skill": 1, "larger_rung": 2, "keep_skill": 3}
+    steps = sorted(dec.next_steps, key=lambda s: order.get(s.kind, 9))
+    keep = [s for s in steps if s.kind == "keep_skill"]
+    lines = [s.text for s in steps if s.kind != "keep_skill"]
+    if keep:  # one line for every class whose skill carries it
+        lifts = ", ".join(f"{s.task_class} +{100 * s.lift:.0f} on {s.rung}" for s in keep)
+        lines.append(f"Keep the skill documents in the prompt and current: they lift the usable rate by "
+                     f"{LARGE_LIFT * 100:.0f} points or more ({lifts}).")
+    more = len(lines) - limit
+    lines = lines[:limit]
+    if more > 0:
+        lines.append(f"... and {more} more (see floors.json, decision.next_steps)")
+    return lines or ["Nothing pending: every recommendation is decided."]
+
+
+# ------------------------------------------------------------------------------------------ the evidence
+def rung_table(data) -> Table:
+    """The background.md-style table: per rung, baseline -> with skill."""
+    by = {(r["rung"], r["condition"]): r for r in data.rung_table}
+    money, unit = _scaled([r["usd_per_task"] for r in data.rung_table], "task")
+    rows = []
+    for rung in data.rung_order:
+        b, s = by.get((rung, "baseline")), by.get((rung, "skill"))
+        rows.append([rung, _pair(b, s, "goal_completion", fmt_score), _pair(b, s, "instruction_following", fmt_score),
+                     _pair(b, s, "overall", fmt_score), _pair(b, s, "usd_per_task", money),
+                     _pair(b, s, "near_zero_share", fmt_share), _pair(b, s, "usable_share", fmt_share),
+                     _pair(b, s, "runs", str), _pair(b, s, "unscored", str)])
+    scope = (f"the {data.paired_tasks} tasks that have a skill, each run with and without it" if data.paired_tasks
+             else "every task (no task has a skill)")
+    return Table("rungs", "Per rung (baseline -> with skill)",
+                 ["rung", "TC (task completion)", "IF (instruction following)", "overall", f"$ {unit}",
+                  f"near-zero share (overall < {data.settings.near_zero:g})",
+                  f"usable share (overall >= {data.settings.bar:g})", "runs", "unscored"], rows,
+                 f"Over {scope}. Means over scored runs; $ per task over every run (unscored runs cost money too). "
+                 "The per-class tables below use every task.", simulated=data.simulated)
 
 
 def _pair(base: dict | None, skill: dict | None, col: str, f) -> str:
@@ -70,77 +191,41 @@ def _pair(base: dict | None, skill: dict | None, col: str, f) -> str:
     return f"{a} -> {f(skill[col])}"
 
 
-def summary_table(data) -> Table:
-    """The manager summary: per class the recommended rung, floor, cost per usable result, monthly costs."""
-    rows = []
-    for s in data.summary:
-        rec = f"{s.recommended} ({s.condition})" if s.recommended else "none clears the target"
-        saving = None
-        if s.monthly_cost is not None and s.monthly_cost_largest:
-            saving = 1 - s.monthly_cost / s.monthly_cost_largest
-        rows.append([s.task_class, rec, f"{s.floor or 'none'} ({s.floor_status})", fmt_usd(s.cost_per_usable),
-                     fmt_share(s.usable_rate), "-" if s.volume is None else f"{s.volume:,}",
-                     fmt_month(s.monthly_cost), fmt_month(s.monthly_cost_largest),
-                     fmt_share(saving), s.first_time or "-", s.note])
-    largest = data.rung_order[-1] if data.rung_order else "largest"
-    return Table("summary", "Summary", ["class", "recommended", "floor", "$ per usable result", "usable rate",
-                                        "usable results / month", "monthly cost",
-                                        f"monthly cost, always {largest}", "saving", "if usable first time",
-                                        "note"], rows,
-                 "Cost per usable result counts retries and escalation; monthly cost = volume x cost per usable "
-                 "result.")
-
-
-def rung_table(data) -> Table:
-    """The background.md-style table: per rung, baseline -> with skill."""
-    by = {(r["rung"], r["condition"]): r for r in data.rung_table}
-    rows = []
-    for rung in data.rung_order:
-        b, s = by.get((rung, "baseline")), by.get((rung, "skill"))
-        rows.append([rung, _pair(b, s, "goal_completion", fmt_score), _pair(b, s, "instruction_following", fmt_score),
-                     _pair(b, s, "overall", fmt_score), _pair(b, s, "usd_per_task", fmt_usd),
-                     _pair(b, s, "near_zero_share", fmt_share), _pair(b, s, "usable_share", fmt_share),
-                     _pair(b, s, "runs", str), _pair(b, s, "unscored", str)])
-    scope = (f"the {data.paired_tasks} tasks that have a skill, each run with and without it" if data.paired_tasks
-             else "every task (no task has a skill)")
-    return Table("rungs", "Per rung (baseline -> with skill)",
-                 ["rung", "goal completion", "instruction following", "overall", "$/task",
-                  f"near-zero share (overall < {data.settings.near_zero:g})",
-                  f"usable share (overall >= {data.settings.bar:g})", "runs", "unscored"], rows,
-                 f"Over {scope}. Means over scored runs; $/task over every run (unscored runs cost money too). "
-                 "The per-class tables below use every task.")
-
-
 def lift_table(data) -> Table:
     """The skill's lift per rung (with skill minus baseline)."""
+    scale = column_scale([r["usd_per_task"] for r in data.lift])
     rows = [[r["rung"], fmt_delta(r["goal_completion"]), fmt_delta(r["instruction_following"]),
-             fmt_delta(r["overall"]), fmt_delta(r["usd_per_task"], "usd"), fmt_delta(r["near_zero_share"], "share")]
+             fmt_delta(r["overall"]), fmt_delta(None if r["usd_per_task"] is None else r["usd_per_task"] * scale, "usd"),
+             fmt_delta(r["near_zero_share"], "share")]
             for r in data.lift]
-    return Table("lift", "The skill's lift per rung", ["rung", "goal completion", "instruction following", "overall",
-                                                       "$/task", "near-zero share"], rows)
+    return Table("lift", "The skill's lift per rung", ["rung", "TC", "IF", "overall", f"$ {per_label('task', scale)}",
+                                                       "near-zero share"], rows, simulated=data.simulated)
 
 
 def floor_tables(data) -> list[Table]:
     """One table per class and condition: each rung's statistics, money and verdict."""
     out = []
     for cf in data.floors.classes:
+        attempt, a_unit = _scaled([v.stats.cost_per_attempt for v in cf.rungs], "attempt")
+        usable, u_unit = _scaled([v.cost_per_usable for v in cf.rungs], "usable result")
         rows = []
         for v in cf.rungs:
             c = v.stats
-            lo, hi = c.interval
-            rate = "-" if c.usable_rate is None else f"{fmt_share(c.usable_rate)} ({fmt_share(lo)}-{fmt_share(hi)})"
-            rows.append([c.rung, str(c.runs), str(c.unscored), rate, fmt_share(c.near_zero_rate),
-                         fmt_share(c.nonconvergence_rate), fmt_score(c.mean_if), fmt_score(c.mean_tc),
-                         fmt_score(c.mean_overall), f"{fmt_score(c.turns_success)} / {fmt_score(c.turns_failure)}",
-                         fmt_usd(c.cost_per_attempt), fmt_usd(v.cost_per_usable),
+            rate = "-" if c.usable_rate is None else f"{fmt_share(c.usable_rate)} ({fmt_interval(c.interval)})"
+            rows.append([c.rung + (" (SIMULATED)" if c.simulated_runs else ""), str(c.runs), str(c.unscored), rate,
+                         fmt_share(c.near_zero_rate), fmt_share(c.nonconvergence_rate), fmt_score(c.mean_if),
+                         fmt_score(c.mean_tc), fmt_score(c.mean_overall),
+                         f"{fmt_score(c.turns_success)} / {fmt_score(c.turns_failure)}",
+                         attempt(c.cost_per_attempt), usable(v.cost_per_usable),
                          "-" if v.points_per_dollar is None else f"{v.points_per_dollar:,.0f}",
                          f"{v.status}: {v.reason}"])
+        cond = "with a skill" if cf.condition == "skill" else "without a skill"
         out.append(Table(f"floor-{cf.task_class}-{cf.condition}",
-                         f"{cf.task_class} ({cf.condition}): floor {cf.floor or 'none'} ({cf.floor_status}), "
-                         f"recommended {cf.recommended or '-'}",
-                         ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "non-converged", "IF",
-                          "TC", "overall", "turns usable / failed", "$/attempt", "$/usable result", "points/$",
-                          "verdict"], rows, cf.note))
+                         f"{cf.task_class} ({cond}): floor {cf.floor or 'none'} ({cf.floor_status}), "
+                         f"recommended {cf.recommended or 'none'}",
+                         ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "does not converge",
+                          "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {u_unit}", "points/$",
+                          "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))
     return out
 
 
@@ -167,6 +252,24 @@ def unscored_table(data) -> Table:
                  ["rung", "condition", "reason", "stop reason", "runs", "tasks"], rows)
 
 
+def price_table(prices: list[dict[str, Any]]) -> Table:
+    """Each rung's price and where it comes from (list price, proxy, or GPU-hour)."""
+    rows = []
+    for p in prices:
+        price = p.get("price") or {}
+        if price.get("basis") == "gpu_hour":
+            cost = (f"{usd(price.get('usd_per_gpu_hour'))}/GPU-hour x {price.get('gpus')} GPU(s) / measured "
+                    "throughput")
+        else:
+            cost = f"{usd(price.get('usd_per_m_input'))} in, {usd(price.get('usd_per_m_output'))} out per M tokens"
+        rows.append([p["rung"], price.get("basis", "-"), cost, str(price.get("source") or "-"),
+                     str(price.get("as_of") or "-")])
+    return Table("prices", "Prices behind every dollar figure", ["rung", "basis", "price", "source", "as of"], rows,
+                 "Token prices are published list prices (a rung without one uses the nearest rung's as a proxy, "
+                 "as its source says). Self-hosting is priced instead per GPU-hour over measured throughput: set "
+                 "price: {basis: gpu_hour, ...} in the ladder file and probe again.")
+
+
 def settings_rows(data) -> list[tuple[str, str]]:
     """The settings every number depends on."""
     s = data.settings
@@ -188,77 +291,58 @@ def provenance_rows(data) -> list[tuple[str, str]]:
             ("last run", str(p["last_run"])), ("generated", p["generated_at"]), ("store", p["store"])]
 
 
-def tables(data) -> list[Table]:
-    """Every table of the report, in page order."""
-    return [summary_table(data), rung_table(data), lift_table(data), *floor_tables(data), gap_table(data),
-            unscored_table(data)]
+def tables(data, dec, prices: list[dict[str, Any]] | None = None) -> list[Table]:
+    """Every table of the report, in page order: the decision first, then the evidence."""
+    return [decision_table(data, dec), rung_table(data), lift_table(data), *floor_tables(data), gap_table(data),
+            unscored_table(data), price_table(prices or [])]
 
 
 BANNER = ("SIMULATED: {n} of these runs come from stand-in rungs (CPU simulations), not real models. "
           "The figures show the calibrated shape, not measured model quality.")
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#222;
-padding:0 16px}
-h1{font-size:24px;margin-bottom:4px} h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:8px 0;font-size:13px} th,td{border:1px solid #ccc;padding:3px 7px;
-text-align:left;vertical-align:top} th{background:#f3f3f3} td.num{text-align:right;white-space:nowrap}
-.banner{background:#b00020;color:#fff;font-weight:bold;padding:10px 14px;border-radius:4px;margin:8px 0 16px}
-.caption{color:#555;font-size:12px;margin:2px 0 10px} img{max-width:100%;border:1px solid #eee}
-.kv td:first-child{font-weight:600;background:#fafafa}
-"""
+#: Figures in page order: (file stem, title, caption).
+FIGURES = [
+    ("frontier", "Cost vs usable rate (the frontier)",
+     "Per class: $ per usable result (retries and escalation included) against the usable rate with its interval, "
+     "rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated."),
+    ("scores", "Score distributions", "Runs are mostly near-perfect or near-total failures (bimodal)."),
+    ("turns", "Turns by outcome", "How long runs that pass and runs that fail take."),
+]
 
 
-def _table_html(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
-    body = []
-    for row in t.rows:
-        cells = "".join(f"<td>{html.escape(c)}</td>" for c in row)
-        body.append(f"<tr>{cells}</tr>")
-    rows = "".join(body) or f'<tr><td colspan="{len(t.headers)}">none</td></tr>'
-    cap = f'<p class="caption">{html.escape(t.caption)}</p>' if t.caption else ""
-    return f'<h2 id="{html.escape(t.key)}">{html.escape(t.title)}</h2><table><tr>{head}</tr>{rows}</table>{cap}'
+def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[str, Any]:
+    ts = tables(data, dec, prices)
+    largest = data.rung_order[-1] if data.rung_order else "the largest rung"
+    from advisor.report.glossary import glossary
+
+    return {"title": title, "data": data, "decision": ts[0], "evidence": ts[1:], "total": total_line(dec, largest),
+            "volume": volume_line(dec, data.classes), "next": next_lines(dec), "glossary": glossary(data.settings, largest,
+                                                                                                 data.simulated),
+            "settings": settings_rows(data), "provenance": provenance_rows(data),
+            "banner": BANNER.format(n=data.simulated_runs) if data.simulated else "",
+            "intro": f"Suite {data.suite}: {plural(data.floors.runs, 'run')}, {data.floors.unscored} unscored "
+                     f"(left out of every rate), {len(data.classes)} classes, target usable rate "
+                     f"{fmt_share(data.settings.target)} at {data.settings.confidence:.0%} confidence."}
 
 
-def _kv_html(title: str, rows: list[tuple[str, str]]) -> str:
-    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{html.escape(v)}</td></tr>" for k, v in rows)
-    return f"<h2>{html.escape(title)}</h2><table class=\"kv\">{body}</table>"
+def to_html(data, dec, images: dict[str, bytes], title: str, prices: list[dict[str, Any]] | None = None) -> str:
+    """The self-contained HTML page (jinja2, autoescaped): inline CSS and base64 PNG figures, no scripts."""
+    import base64
 
+    from jinja2 import Environment, PackageLoader, StrictUndefined
 
-def to_html(data, images: dict[str, bytes], title: str) -> str:
-    """The self-contained HTML page: inline CSS and base64 PNG figures, no scripts, no external resources."""
-    ts = tables(data)
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f'<p class="caption">Sizing report for suite {html.escape(data.suite)}: {data.floors.runs} runs, '
-             f'{data.floors.unscored} unscored.</p>']
-    if data.simulated:
-        banner = html.escape(BANNER.format(n=data.simulated_runs))
-        parts.append(f'<div class="banner" id="simulated-banner">{banner}</div>')
-    parts.append(_table_html(ts[0]))
-    captions = {"scores": "Score distributions per rung: runs are mostly near-perfect or near-total failures.",
-                "frontier": "Cost per attempt vs usable rate per class (error bars: the confidence interval).",
-                "turns": "Turns by outcome: how long runs that pass and runs that fail take."}
-    figs = {"scores": "Score distributions", "frontier": "Cost vs usable rate (the frontier)",
-            "turns": "Turns by outcome"}
-    parts += [_table_html(ts[1]), _table_html(ts[2])]
-    for key in ("scores", "frontier", "turns"):
-        if key in images:
-            b64 = base64.b64encode(images[key]).decode()
-            parts.append(f'<h2>{figs[key]}</h2><img id="fig-{key}" alt="{html.escape(captions[key])}" '
-                         f'src="data:image/png;base64,{b64}"><p class="caption">{html.escape(captions[key])}</p>')
-    parts += [_table_html(t) for t in ts[3:]]
-    parts.append(_kv_html("Settings", settings_rows(data)))
-    parts.append(_kv_html("Provenance", provenance_rows(data)))
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<link rel=\"icon\" href=\"data:,\"><title>{html.escape(title)}</title><style>{_CSS}</style></head>"
-            f"<body>{''.join(parts)}</body></html>\n")
+    env = Environment(loader=PackageLoader("advisor.report", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    figures = [{"key": k, "title": t, "caption": c, "b64": base64.b64encode(images[k]).decode()}
+               for k, t, c in FIGURES if k in images]
+    return env.get_template("report.html.j2").render(figures=figures, **_view(data, dec, title, prices))
 
 
 def _table_md(t: Table) -> str:
     def cell(c: str) -> str:
         return c.replace("|", "\\|").replace("\n", " ")
-    lines = [f"## {t.title}", "", "| " + " | ".join(cell(h) for h in t.headers) + " |",
+    sim = " (SIMULATED)" if t.simulated else ""
+    lines = [f"## {t.title}{sim}", "", "| " + " | ".join(cell(h) for h in t.headers) + " |",
              "|" + "---|" * len(t.headers)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows] or ["| none |"]
     if t.caption:
@@ -266,30 +350,39 @@ def _table_md(t: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(data, title: str, image_files: dict[str, str] | None = None) -> str:
-    """The Markdown report: the same tables as the HTML page."""
+def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None,
+                prices: list[dict[str, Any]] | None = None) -> str:
+    """The Markdown report: the same first screen, glossary and tables as the HTML page."""
+    v = _view(data, dec, title, prices)
     out = [f"# {title}", ""]
-    if data.simulated:
-        out += [f"> **{BANNER.format(n=data.simulated_runs)}**", ""]
-    out += [f"Suite {data.suite}: {data.floors.runs} runs, {data.floors.unscored} unscored.", ""]
-    for t in tables(data):
+    if v["banner"]:
+        out += [f"> **{v['banner']}**", ""]
+    out += [v["intro"], "", _table_md(v["decision"]), f"**{v['total']}**", "", v["volume"], "",
+            "### What to do next", ""]
+    out += [f"- {line}" for line in v["next"]]
+    out += ["", "## Glossary", ""] + [f"- **{k}**: {d}" for k, d in v["glossary"]] + [""]
+    for t in v["evidence"]:
         out.append(_table_md(t))
-    for key, path in (image_files or {}).items():
-        out.append(f"![{key}]({path})\n")
+    sim = " (SIMULATED)" if data.simulated else ""
+    for key, t, caption in FIGURES:
+        if key in (image_files or {}):
+            out.append(f"## {t}{sim}\n\n![{t}{sim}]({image_files[key]})\n\n{caption}\n")
     out.append("## Settings\n")
-    out += [f"- {k}: {v}" for k, v in settings_rows(data)]
+    out += [f"- {k}: {val}" for k, val in v["settings"]]
     out.append("\n## Provenance\n")
-    out += [f"- {k}: {v}" for k, v in provenance_rows(data)]
+    out += [f"- {k}: {val}" for k, val in v["provenance"]]
     return "\n".join(out) + "\n"
 
 
-def to_json(data) -> dict[str, Any]:
+def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """`floors.json`: raw numbers (not formatted) behind every table, settings and provenance."""
     from dataclasses import asdict
 
-    return {"schema": "advisor.report/1", "suite": data.suite, "simulated": data.simulated,
+    from advisor.report.decision import to_dict
+
+    return {"schema": "advisor.report/2", "suite": data.suite, "simulated": data.simulated,
             "simulated_runs": data.simulated_runs, "settings": asdict(data.settings),
-            "summary": [asdict(s) for s in data.summary], "rung_table": data.rung_table,
+            "decision": to_dict(dec), "rung_table": data.rung_table,
             "paired_tasks": data.paired_tasks, "lift": data.lift,
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
-            "provenance": data.provenance, "rung_order": data.rung_order}
+            "prices": prices or [], "provenance": data.provenance, "rung_order": data.rung_order}
