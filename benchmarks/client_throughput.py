@@ -10,7 +10,7 @@ at once, then, for each concurrency level, runs the same number of requests thro
 Rounds alternate bare/advisor to share out drift. Prints requests/s and p50/p99 latency per client and the
 advisor/bare throughput ratio (goal: >= 0.80).
 
-    /work/venv/bin/python benchmarks/client_throughput.py [--requests 2000] [--rounds 3] [--concurrency 1 32]
+    .venv/bin/python benchmarks/client_throughput.py [--requests 2000] [--rounds 3] [--concurrency 1 32]
 """
 
 from __future__ import annotations

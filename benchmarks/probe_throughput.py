@@ -4,8 +4,8 @@ Measures the probe runner's own overhead (agent loop, sandboxed tools, checks, D
 the real path: the embedded Triton serving the demo ladder's stand-ins (latency 0), the example suite, a
 fresh DuckDB file per level. Concurrency is per rung (the demo ladder has 3 rungs).
 
-    /work/venv/bin/python benchmarks/probe_throughput.py                # 1, 8, 32; 150 runs per level
-    /work/venv/bin/python benchmarks/probe_throughput.py --runs 300 --levels 1 8 32 --json
+    .venv/bin/python benchmarks/probe_throughput.py                # 1, 8, 32; 150 runs per level
+    .venv/bin/python benchmarks/probe_throughput.py --runs 300 --levels 1 8 32 --json
 """
 
 from __future__ import annotations

@@ -84,3 +84,68 @@ def test_probe_writes_a_report_that_renders(tmp_path, monkeypatch, capsys):
     assert 'id="simulated-banner"' in pages[0].read_text()
     shot, log = _render(pages[0], tmp_path)
     assert _console_lines(log) == []
+    # a rerun (everything stored) without --json ends with the per-class answer and the report's path
+    assert main(["probe", "--full-grid", "--suite", "suite.yaml", "--ladder", str(ladder), "--store", "p.duckdb",
+                 "--replicas", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "The answer, per class [SIMULATED]" in out and "report: reports/" in out.replace("\n", "")
+
+
+#: Test-only probe appended to a copy of the page (the report itself has no scripts): it measures where things
+#: are at a 1280x900 window and writes the findings into the DOM, which --dump-dom prints.
+PROBE = """<script>
+const r = {};
+const answer = document.querySelector('#answer table');
+r.answerText = answer ? answer.innerText : '';
+const total = document.querySelector('#total');
+r.totalText = total ? total.innerText : '';
+r.totalBottom = total ? total.getBoundingClientRect().bottom : 1e9;
+r.nextBottom = document.querySelector('#next').getBoundingClientRect().bottom;
+r.terms = [...document.querySelectorAll('#glossary dt')].map(e => e.innerText);
+r.figures = [...document.querySelectorAll('figure')].map(f => f.innerText.includes('SIMULATED'));
+r.tables = [...document.querySelectorAll('section.tbl')].map(s => [s.id, s.querySelector('h2').innerText]);
+const pre = document.createElement('pre'); pre.id = 'probe-result'; pre.textContent = JSON.stringify(r);
+document.body.appendChild(pre);
+</script>"""
+
+
+def _measure(html: Path, tmp_path: Path) -> dict:
+    import json
+    import re
+
+    probe = tmp_path / "probe.html"
+    probe.write_text(html.read_text().replace("</body>", PROBE + "</body>"))
+    proc = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--window-size=1280,900",
+                           "--dump-dom", probe.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="probe-result">(.*?)</pre>', proc.stdout, re.S)
+    assert m, proc.stderr[-2000:]
+    import html as html_lib
+
+    return json.loads(html_lib.unescape(m.group(1)))
+
+
+def test_first_screen_gives_the_answer(tmp_path):
+    """At 1280x900 the first screen holds each class's rung and interval and the total; glossary; SIMULATED."""
+    import json
+
+    store = tmp_path / "s.duckdb"
+    with Store.open(store) as s:
+        s.add_runs_bulk(demo_oracle(simulated=True).full_grid(replicas=3))
+    with open_store(store) as s:
+        files = write_report(s, tmp_path / "reports", "first", volumes={"lookup": 20000})
+    doc = json.loads(files.json.read_text())
+    got = _measure(files.html, tmp_path)
+    for c in doc["decision"]["classes"]:
+        o = c["chosen"]
+        lo, hi = o["interval"]
+        assert c["task_class"] in got["answerText"]
+        assert f"{o['rung']} with" in got["answerText"]
+        assert f"interval {100 * lo:.0f}-{100 * hi:.0f}%" in got["answerText"]
+    assert got["totalText"].startswith("Total: $") and "always running large" in got["totalText"]
+    assert got["totalBottom"] <= 900 and got["nextBottom"] <= 900  # the answer and what to do next: first screen
+    for term in ("skill", "IF", "TC", "overall", "usable", "near-zero", "floor", "decided", "points/$",
+                 "usable first time", "cost per usable result", "SIMULATED"):
+        assert term in got["terms"], term
+    assert len(got["figures"]) == 3 and all(got["figures"])
+    assert got["tables"] and all("SIMULATED" in title for key, title in got["tables"]
+                                 if key not in ("gaps", "unscored", "prices")), got["tables"]

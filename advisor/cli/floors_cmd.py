@@ -54,13 +54,14 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     with Store.open(store, read_only=True) as s:
         result = find_floors(s, suite, settings, classes=task_class)
     if as_json:
-        typer.echo(jsonout.dumps(result.to_dict(), indent=2, default=str))
+        typer.echo(jsonout.dumps({"simulated": result.simulated_runs > 0, **result.to_dict()}, indent=2,
+                                 default=str))
         return
     typer.echo(render_text(result))
+    from advisor.report.answer import print_answer
 
-
-def _money(x: float | None) -> str:
-    return "-" if x is None else f"${x:.4f}"
+    typer.echo("")
+    print_answer(result, report=None)
 
 
 def _num(x: float | None, fmt: str = "{:.1f}") -> str:
@@ -70,6 +71,8 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
 def render_text(result) -> str:
     """The floors as plain text, one block per class and condition."""
     s = result.settings
+    from advisor.money import column_scale, per_label, usd
+
     lines = [f"suite {result.suite}: {result.runs} runs ({result.unscored} unscored, left out of rates)",
              f"bar {s.bar:g}, near-zero < {s.near_zero:g}, target usable rate {s.target:.0%} at "
              f"{s.confidence:.0%} confidence (Wilson), k={s.k}, verifier false accept {s.false_accept:g} / "
@@ -78,18 +81,31 @@ def render_text(result) -> str:
         lines.append(f"SIMULATED: {result.simulated_runs} runs come from stand-in rungs, not real models")
     for cf in result.classes:
         lines.append("")
-        lines.append(f"{cf.task_class} [{cf.condition}]  floor: {cf.floor or 'none'} ({cf.floor_status})  "
-                     f"recommended: {cf.recommended or '-'}  first-time: {cf.first_time or '-'}")
+        floor = f"{cf.floor} ({cf.floor_status})" if cf.floor else "none (no rung clears the target)"
+        cond = "with a skill" if cf.condition == "skill" else "without a skill"
+        lines.append(f"{cf.task_class} [{cond}]  floor: {floor}  recommended: {cf.recommended or 'none'}  "
+                     f"usable first time: {cf.first_time or 'none'}")
+        scale = column_scale([v.stats.cost_per_attempt for v in cf.rungs] + [v.cost_per_usable for v in cf.rungs])
+        unit = "$" if scale == 1 else "$/1k"
         lines.append(f"  {'rung':<14}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
-                     f"{'overall':>8}{'turns ok/fail':>14}{'$/attempt':>11}{'$/usable':>10}{'pts/$':>8}  status")
+                     f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable':>12}{'pts/$':>8}"
+                     "  status")
         for v in cf.rungs:
             c = v.stats
             lo, hi = c.interval
-            rate = "-" if c.usable_rate is None else f"{c.usable_rate:.0%} ({lo:.2f}-{hi:.2f})"
+            rate = "-" if c.usable_rate is None else f"{c.usable_rate:.0%} ({lo:.0%}-{hi:.0%})"
             turns = f"{_num(c.turns_success)}/{_num(c.turns_failure)}"
             lines.append(f"  {c.rung:<14}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
                          f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
-                         f"{_money(c.cost_per_attempt):>11}{_money(v.cost_per_usable):>10}"
+                         f"{_money(c.cost_per_attempt, scale):>13}{_money(v.cost_per_usable, scale):>12}"
                          f"{_num(v.points_per_dollar, '{:.0f}'):>8}  {v.status}: {v.reason}")
         lines.append(f"  note: {cf.note}")
+        if scale != 1:
+            lines.append(f"  ($/1k: dollars {per_label('attempt', scale)} or {per_label('usable result', scale)})")
     return "\n".join(lines)
+
+
+def _money(x: float | None, scale: int = 1) -> str:
+    from advisor.money import usd
+
+    return usd(None if x is None else x * scale)

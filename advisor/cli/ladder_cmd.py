@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from advisor import jsonout
 from advisor.ladder import load_ladder
+from advisor.money import usd
 
 
 class WireProtocol(str, Enum):
@@ -34,30 +36,49 @@ def register(app: typer.Typer) -> None:
 
 
 def validate(ladder: LadderArg) -> None:
-    """Validate a ladder file; print its name and hash, or the error with file, key and line."""
+    """Validate a ladder file; print its name and hash (and warnings), or the error with file, key and line."""
     lad = load_ladder(ladder)
     sim = " (SIMULATED stand-ins)" if lad.simulated else ""
     typer.echo(f"{ladder}: ok: ladder {lad.name!r}{sim}, {len(lad.rungs)} rungs, hash {lad.config_hash()}")
+    for line in ladder_warnings(lad):
+        typer.echo(f"{ladder}: warning: {line}", err=True)
+
+
+def ladder_warnings(lad) -> list[str]:
+    """What a valid ladder still gets wrong: real models without a tokenizer (so without their chat template)."""
+    models = [*lad.rungs, *(m for m in (lad.roles.orchestrator, lad.roles.judge) if m)]
+    return [f"{m.name}: no tokenizer_path, so prompts use a generic chat template instead of the model's own; set "
+            "tokenizer_path to a folder holding its tokenizer_config.json (downloaded with the weights)"
+            for m in models if not m.simulated and not m.tokenizer_path]
 
 
 def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
-    """Show a ladder's rungs and roles: sizes, Triton models, prices, formats."""
+    """Show a ladder's rungs and roles: sizes, prices, tool-call formats, then Hugging Face ids and Triton models.
+
+    Two narrow tables rather than one wide one, so nothing is cut at 80 columns (long values wrap).
+    """
     lad = load_ladder(ladder)
     if as_json:
         typer.echo(jsonout.dumps(lad.model_dump(mode="json"), indent=2))
         return
     title = f"ladder {lad.name} ({lad.config_hash()})" + ("  [SIMULATED stand-ins]" if lad.simulated else "")
-    table = Table(title=title)
-    for col in ("role", "name", "hf id", "params (B)", "triton model", "$/M in", "$/M out", "price basis", "tool calls"):
-        table.add_column(col)
     rows = [("rung", m) for m in lad.rungs]
     rows += [(role, m) for role, m in (("orchestrator", lad.roles.orchestrator), ("judge", lad.roles.judge)) if m]
+    models = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("role", "name", "params (B)", "$ per M tokens in / out", "tool calls"):
+        models.add_column(col, overflow="fold", no_wrap=col in ("role", "name", "tool calls"))
+    where = Table(title="where each model comes from", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("name", "hf id", "triton model", "price basis: source"):
+        where.add_column(col, overflow="fold", no_wrap=col == "name")
     for role, m in rows:
         pin, pout = m.price.per_token()
-        params = f"{m.params_total_b:g}" + (f" / {m.params_active_b:g} active" if m.params_active_b else "")
-        table.add_row(role, m.name, m.hf_id, params, m.triton_model, f"{pin * 1e6:.3f}", f"{pout * 1e6:.3f}",
-                      m.price.basis, m.tool_call_format)
-    Console().print(table)
+        params = f"{m.params_total_b:g}" + (f" ({m.params_active_b:g} active)" if m.params_active_b else "")
+        models.add_row(role, m.name, params, f"{usd(pin * 1e6, 2)} / {usd(pout * 1e6, 2)}",
+                       getattr(m.tool_call_format, "value", m.tool_call_format))
+        where.add_row(m.name, m.hf_id, m.triton_model, f"{m.price.basis}: {m.price.source} ({m.price.as_of})")
+    console = Console()
+    console.print(models)
+    console.print(where)
 
 
 def check(

@@ -55,7 +55,10 @@ def probe(
                                                     "without a sandbox instead of refusing (docs/sandbox.md); "
                                                     "printed and recorded in every run.")] = False,
 ) -> None:
-    """Probe every task x rung x {baseline, skill} x replica, store each run, print the summary.
+    """Probe a suite on a ladder adaptively (each cell until its interval decides it), store every run, answer.
+
+    --full-grid runs every task x rung x {baseline, skill} x replica instead. Ends with the per-class answer
+    (rung, floor, usable rate with interval, $ per usable result) and the report's path.
 
     Exits 3 when some runs ended in backend_error (they are stored unscored and retried by the next probe).
     """
@@ -91,7 +94,8 @@ def probe(
     finally:
         bar.stop()
     out = result.outcome
-    line = (f"probe: {out.count('done')} run, {out.count('skipped')} already stored, {out.count('not_run')} not run"
+    done = out.count("done")
+    line = (f"probe: {done} run{'' if done == 1 else 's'}, {out.count('skipped')} already stored, {out.count('not_run')} not run"
             f"{' (' + out.stopped + ')' if out.stopped else ''}; {out.backend_errors} backend errors "
             f"(stored unscored, retried next time); cost ${out.cost_usd:.4f}; {out.elapsed_s:.1f} s; "
             f"served by {result.served_by}; store {store}")
@@ -100,11 +104,7 @@ def probe(
     err.print(line)
     for note in result.notes:
         err.print(note)
-    # ----------------------------------------------------------------- REPORT HOOK
-    # `advisor report` (its own issue) generates the sizing report from the store here, e.g.
-    #     from advisor.report import write_report; write_report(store, suite=result.suite.name, ...)
-    if report:
-        _report_hook(store, result, err)
+    files = _report_hook(store, result, err) if report else None
     if as_json:
         typer.echo(jsonout.dumps({"outcome": {"done": out.count("done"), "skipped": out.count("skipped"),
                                            "not_run": out.count("not_run"), "stopped": out.stopped,
@@ -113,6 +113,7 @@ def probe(
                                "summary": result.summary}, indent=2, default=str))
     else:
         render(result.summary)
+        _answer(store, result, files)
     if out.backend_errors:
         raise typer.Exit(3)
 
@@ -139,7 +140,7 @@ def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
             "--allow-unscored to store the unscored runs anyway")
 
 
-def _report_hook(store: Path, result, err) -> None:
+def _report_hook(store: Path, result, err):
     """Write the sizing report of the suite just probed to reports/<suite>-<date>/ (a failure is one line)."""
     from advisor.errors import AdvisorError
     from advisor.report import open_store, write_report
@@ -148,8 +149,25 @@ def _report_hook(store: Path, result, err) -> None:
         with open_store(store) as s:
             files = write_report(s, "reports", suite=result.suite.name)
         err.print(f"report written: {files.html}")
+        return files
     except AdvisorError as exc:
         err.print(f"report not written: {exc}")
+        return None
+
+
+def _answer(store: Path, result, files) -> None:
+    """End with the per-class answer (rich table) and the report's path; a store without floors prints nothing."""
+    from advisor.errors import AdvisorError
+    from advisor.floors import find_floors
+    from advisor.report import open_store
+    from advisor.report.answer import print_answer
+
+    try:
+        with open_store(store) as s:
+            floors = find_floors(s, result.suite.name)
+    except AdvisorError:
+        return
+    print_answer(floors, report=files.html if files else None)
 
 
 class _Progress:

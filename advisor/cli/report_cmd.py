@@ -27,24 +27,34 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
            name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: suite and "
                                                        "date).")] = None,
            volume: Annotated[Optional[list[str]], typer.Option("--volume", help="Usable results needed per month "
-                                                               "for a class, CLASS=N/month (repeatable).")] = None,
+                                                               "for a class, CLASS=N/month, e.g. api_calls=20000/month "
+                                                               "(repeatable; the class must be in the store).")] = None,
+           default_volume: Annotated[int, typer.Option("--default-volume", min=1, help="Usable results per month "
+                                                       "assumed for classes --volume does not name (stated on the "
+                                                       "page).")] = 10_000,
            task_class: Annotated[Optional[list[str]], typer.Option("--class", help="Only this task class "
                                                                    "(repeatable).")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Print the written paths as JSON.")] = False,
            bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
            confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
            false_reject: FalseRejectOpt = 0.0) -> None:
-    """Write reports/<name>/ with a self-contained index.html, report.md and floors.json."""
+    """Write reports/<name>/ with a self-contained index.html, report.md and floors.json; print the answer."""
     from advisor.report import open_store, parse_volumes, write_report
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     volumes = parse_volumes(volume)
     with open_store(store) as s:
-        files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes)
+        files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes,
+                             default_volume=default_volume)
     if as_json:
-        typer.echo(jsonout.dumps({k: str(v) for k, v in vars(files).items()}))
+        typer.echo(jsonout.dumps({k: str(v) for k, v in vars(files).items() if k != "decision"}))
         return
     if files.simulated:
         typer.echo("SIMULATED: this report includes runs from stand-in rungs, not real models")
     typer.echo(f"report written: {files.html}")
     typer.echo(f"  also {files.markdown.name} and {files.json.name} in {files.folder}")
+    from rich.console import Console
+
+    from advisor.report.answer import answer_table
+
+    Console().print(answer_table(files.decision, settings, files.html))

@@ -1,4 +1,4 @@
-"""The probe summary: per rung, goal completion (TC), IF, overall, $/task, near-zero share, baseline -> skill.
+"""The probe summary: per rung, task completion (TC), IF, overall, $/task, near-zero share, baseline -> skill.
 
 The rung table compares the two conditions on the **paired** tasks (those with a skill document, run both
 ways), as the published table does; a second table gives, per task class and rung, mean overall and usable
@@ -91,6 +91,12 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
+def _usd(x: float | None, scale: int) -> str:
+    from advisor.money import usd
+
+    return usd(None if x is None else x * scale)
+
+
 def _pair(a: dict, b: dict, key: str, fmt: str = "{:.1f}") -> str:
     return f"{_num(a[key], fmt)} -> {_num(b[key], fmt)}"
 
@@ -109,23 +115,29 @@ def render(summary: dict[str, Any], console: Any = None) -> None:
     console.print(f"suite {summary['suite']} on ladder {summary['ladder']}: {summary['runs']} runs, "
                   f"{summary['unscored']} unscored (left out of every score)")
     pct = "{:.0%}"
-    t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill",
+    sim = " [SIMULATED]" if summary["simulated"] else ""
+    t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill{sim}",
               title_justify="left")
+    from advisor.money import column_scale, per_label
+
     scenario = any(row[k].get("scenario") is not None for row in summary["rungs"]
                    for k in ("paired_baseline", "paired_skill"))
-    for col in ("rung", "goal completion", "instruction following", "overall",
-                *(["scenario score (source weights)"] if scenario else []), "$/task", "near-zero share",
-                f"usable (>= {summary['bar']:g})", "turns"):
+    scale = column_scale([row[k]["cost_per_task"] for row in summary["rungs"]
+                          for k in ("paired_baseline", "paired_skill")])
+    for col in ("rung", "TC (task completion)", "IF (instruction following)", "overall",
+                *(["scenario score (source weights)"] if scenario else []), f"$ {per_label('task', scale)}",
+                "near-zero share", f"usable (>= {summary['bar']:g})", "turns"):
         t.add_column(col, justify="left" if col == "rung" else "right")
     for row in summary["rungs"]:
         b, s = row["paired_baseline"], row["paired_skill"]
+        money = f"{_usd(b['cost_per_task'], scale)} -> {_usd(s['cost_per_task'], scale)}"
         t.add_row(row["rung"], _pair(b, s, "tc"), _pair(b, s, "if_"), _pair(b, s, "overall"),
                   *([_pair(b, s, "scenario")] if scenario else []),
-                  _pair(b, s, "cost_per_task", "{:.4f}"), _pair(b, s, "near_zero", pct),
+                  money, _pair(b, s, "near_zero", pct),
                   _pair(b, s, "usable", pct), _pair(b, s, "turns"))
     console.print(t)
     rungs = [r["rung"] for r in summary["rungs"]]
-    c = Table(title="Per class: mean overall (usable share), baseline | with skill", title_justify="left")
+    c = Table(title=f"Per class: mean overall (usable share), baseline | with skill{sim}", title_justify="left")
     c.add_column("class")
     for name in rungs:
         c.add_column(name, justify="right")

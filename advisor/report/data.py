@@ -66,7 +66,7 @@ def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
     for item in items or ():
         m = re.fullmatch(r"\s*([^=\s]+)\s*=\s*([0-9][0-9_,]*)\s*(/\s*month)?\s*", item)
         if not m:
-            raise DataError(f"--volume {item!r}: expected CLASS=N or CLASS=N/month, e.g. lookup=20000/month")
+            raise DataError(f"--volume {item!r}: expected CLASS=N or CLASS=N/month, e.g. api_calls=20000/month")
         out[m.group(1)] = int(m.group(2).replace("_", "").replace(",", ""))
     return out
 

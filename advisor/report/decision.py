@@ -115,12 +115,17 @@ def _option(cf, largest: str) -> Option:
 
 def decide(data, volumes: dict[str, int] | None = None, default_volume: int = DEFAULT_VOLUME) -> Decision:
     """The first screen's content from a report's data; `volumes` per class override `default_volume`."""
+    return decide_floors(data.floors, volumes, default_volume)
+
+
+def decide_floors(floors, volumes: dict[str, int] | None = None, default_volume: int = DEFAULT_VOLUME) -> Decision:
+    """The same from a `FloorReport` alone (what `advisor floors` and `advisor probe` end with)."""
     volumes = volumes or {}
-    s = data.settings
-    largest = data.rung_order[-1] if data.rung_order else ""
+    s = floors.settings
+    largest = floors.rung_order[-1] if floors.rung_order else ""
     out, steps, missing = [], [], []
-    for cls in data.classes:
-        cfs = {cf.condition: cf for cf in data.floors.classes if cf.task_class == cls}
+    for cls in sorted({cf.task_class for cf in floors.classes}):
+        cfs = {cf.condition: cf for cf in floors.classes if cf.task_class == cls}
         options = {cond: _option(cf, largest) for cond, cf in cfs.items()}
         priced = [o for o in options.values() if o.cost_per_usable is not None]
         chosen = (min(priced, key=lambda o: o.cost_per_usable) if priced else
@@ -143,7 +148,7 @@ def decide(data, volumes: dict[str, int] | None = None, default_volume: int = DE
     rows = [c for c in out if c.monthly is not None and c.monthly_largest is not None]
     total = sum(c.monthly for c in rows) if rows else None
     total_largest = sum(c.monthly_largest for c in rows) if rows else None
-    return Decision(out, total, total_largest, steps, default_volume, data.simulated, missing)
+    return Decision(out, total, total_largest, steps, default_volume, floors.simulated_runs > 0, missing)
 
 
 def _next_steps(cls: str, cfs: dict, chosen: Option, lift: float | None, s) -> list[NextStep]:
