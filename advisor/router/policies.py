@@ -29,7 +29,8 @@ from advisor.registry import Registry
 from advisor.router.policy import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
                                    chain_outcome_batch, chosen_chains, describe, eligible, select)
 
-POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.policies",))
+POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.policies",),
+                                   entry_points="advisor.policies")
 
 
 @dataclass
