@@ -67,6 +67,7 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-chain", type=int, default=3)
     ap.add_argument("--n-hash", type=int, default=2 ** 16)
     ap.add_argument("--embeddings", action="store_true", help="add MiniLM sentence embeddings to the features")
+    ap.add_argument("--stack", action="store_true", help="add the second stage across rungs (train._fit_stack)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -90,7 +91,8 @@ def run(argv: list[str] | None = None) -> dict:
         data = training_data_from_store(store, suite_name="bench")
     single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
-                           fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings})
+                           fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings, "stack": args.stack},
+                           progress=lambda m: print(m, file=sys.stderr, flush=True))
     summary = ev.summarise(cv, seed=args.seed)
     elapsed = time.perf_counter() - t0
     summary["how"] = f"{args.folds}-fold CV grouped by prompt on {path}"
@@ -99,7 +101,8 @@ def run(argv: list[str] | None = None) -> dict:
     print(f"data: {path} ({rep.prompts} prompts, {len(rep.models)} models, {len(rep.classes)} classes); "
           f"bar: score >= {rep.bar / 100:.2f}")
     print(f"cost: {summary['cost_assumption']}")
-    print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}")
+    print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}"
+          f"{'; second stage across rungs' if args.stack else ''}")
     print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
           f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "
           f"{elapsed:.0f}s")

@@ -126,3 +126,20 @@ def test_vectorised_batch_routing_matches_explained_decisions(trained, mode, val
         assert f.chain == d.chain and f.expected_cost == pytest.approx(d.expected_cost)
         assert f.p_usable == pytest.approx(d.p_usable) and f.rule.split(" among")[0] == d.rule.split(" among")[0]
         assert route_one(trained, t, "a", cfg, prefs).chain == d.chain
+
+
+def test_stacked_second_stage_round_trips_and_matches_the_fast_path(tmp_path):
+    texts, hard, rng = synth(300, 9)
+    usable = np.stack([np.where(hard, TRUTH[r][1], TRUTH[r][0]) > rng.random(len(texts)) for r in TRUTH], axis=1)
+    rungs = [RungModel("small", 0, 1e-6, 1e-4, 100), RungModel("large", 1, 1e-5, 1e-3, 100)]
+    data = TrainingData(texts=texts, classes=[rng.choice(["a", "b"]) for _ in texts],
+                        groups=[f"g{i}" for i in range(len(texts))], rungs=rungs, usable=usable.astype(float),
+                        runs=np.ones(usable.shape), cost=np.full(usable.shape, 1e-4),
+                        input_tokens=np.full(len(texts), 10.0))
+    model = fit_router(data, folds=3, n_hash=2 ** 10, stack=True)
+    assert model.stack_w.shape == (2 + 2 + 1, 2) and all(m["stacked"] for m in model.metrics["per_rung"].values())
+    loaded = load_router(model.save(tmp_path / "s.json"))
+    P = loaded.predict(texts[:10], data.classes[:10])
+    assert np.allclose(P, model.predict(texts[:10], data.classes[:10]))
+    for i in range(10):
+        assert np.allclose(loaded.predict_one(texts[i], data.classes[i]), P[i], atol=1e-5)

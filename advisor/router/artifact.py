@@ -68,6 +68,8 @@ class RouterModel:
     calib_x: list[np.ndarray]  #: per rung, increasing raw scores
     calib_y: list[np.ndarray]  #: per rung, calibrated probabilities at calib_x
     cost_model: CostModel | None = None
+    stack_w: np.ndarray | None = None  #: (R + n_class + 1, R) second stage on logits + class (see train._fit_stack)
+    stack_b: np.ndarray | None = None  #: (R,)
     dependence: float = 0.0  #: chain failure dependence rho (see policy.chain_outcome_batch)
     default: dict[str, Any] = field(default_factory=dict)  #: the rule and operating point chosen in CV
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -90,11 +92,18 @@ class RouterModel:
         return f"{FORMAT}/{FORMAT_VERSION}:{self.provenance.get('data_hash', '')[:12]}"
 
     # ------------------------------------------------------------------ scoring
-    def _calibrate(self, raw: np.ndarray) -> np.ndarray:
+    def _calibrate(self, raw: np.ndarray, dense: np.ndarray) -> np.ndarray:
         out = np.empty_like(raw, dtype=np.float64)
         for j in range(raw.shape[-1]):
             out[..., j] = np.interp(raw[..., j], self.calib_x[j], self.calib_y[j])
-        return out
+        if self.stack_w is None:
+            return out
+        from advisor.router.features import CUE_NAMES
+
+        z = np.log(np.clip(out, 1e-4, 1 - 1e-4) / (1 - np.clip(out, 1e-4, 1 - 1e-4)))
+        R = out.shape[-1]
+        onehot = dense[..., len(CUE_NAMES): len(CUE_NAMES) + self.stack_w.shape[0] - R]
+        return 1.0 / (1.0 + np.exp(-(z @ self.stack_w[:R] + onehot @ self.stack_w[R:] + self.stack_b)))
 
     def predict_one(self, text: str, task_class: str | None = None) -> np.ndarray:
         """Calibrated P(usable) per rung for one request."""
@@ -104,7 +113,7 @@ class RouterModel:
         """(calibrated P(usable) per rung, predicted attempt cost per rung) for one request (the fast path)."""
         idx, val, dense = self.featurizer.transform_one(text, task_class)
         raw = val @ self.w_sparse[idx] + dense @ self.w_dense + self.bias
-        return self._calibrate(raw), self._costs(np.array([len(text)], float), dense[None, :])[0]
+        return self._calibrate(raw, dense), self._costs(np.array([len(text)], float), dense[None, :])[0]
 
     def raw_scores(self, texts: Sequence[str], classes: Sequence[str | None]) -> np.ndarray:
         """Uncalibrated linear scores, shape (n, R)."""
@@ -117,12 +126,11 @@ class RouterModel:
         classes = classes if classes is not None else [None] * len(texts)
         xs, xd = self.featurizer.transform(texts, classes)
         raw = np.asarray(xs @ self.w_sparse) + xd @ self.w_dense + self.bias
-        return self._calibrate(raw), self._costs(np.array([len(t) for t in texts], float), xd)
+        return self._calibrate(raw, xd), self._costs(np.array([len(t) for t in texts], float), xd)
 
     def predict(self, texts: Sequence[str], classes: Sequence[str | None] | None = None) -> np.ndarray:
         """Calibrated P(usable), shape (n, R), for many requests."""
-        classes = classes if classes is not None else [None] * len(texts)
-        return self._calibrate(self.raw_scores(texts, classes))
+        return self.predict_with_costs(texts, classes)[0]
 
     def _costs(self, chars: np.ndarray, dense: np.ndarray) -> np.ndarray:
         if self.cost_model is not None:
@@ -149,6 +157,7 @@ class RouterModel:
             "w_sparse": self.w_sparse, "w_dense": self.w_dense, "bias": self.bias,
             "calib_x": list(self.calib_x), "calib_y": list(self.calib_y),
             "cost_model": self.cost_model.state() if self.cost_model else None,
+            "stack_w": self.stack_w, "stack_b": self.stack_b,
             "dependence": float(self.dependence), "default": self.default}
 
     @classmethod
@@ -167,6 +176,8 @@ class RouterModel:
                 calib_x=[np.asarray(x, dtype=np.float64) for x in state["calib_x"]],
                 calib_y=[np.asarray(y, dtype=np.float64) for y in state["calib_y"]],
                 cost_model=CostModel.from_state(state["cost_model"]) if state.get("cost_model") else None,
+                stack_w=None if state.get("stack_w") is None else np.asarray(state["stack_w"], dtype=np.float64),
+                stack_b=None if state.get("stack_b") is None else np.asarray(state["stack_b"], dtype=np.float64),
                 dependence=float(state.get("dependence", 0.0)), default=dict(state.get("default") or {}),
                 provenance=state.get("provenance", {}), metrics=state.get("metrics", {}),
                 training=state.get("training", {}))

@@ -56,6 +56,37 @@ def _vectorizers(n_hash: int):
             HashingVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", **kw))
 
 
+@lru_cache(maxsize=4)
+def _analyzers(n_hash: int):
+    chars, words = _vectorizers(n_hash)
+    return chars.build_analyzer(), words.build_analyzer()
+
+
+_HASH: dict[str, int] = {}  #: n-gram -> bucket (the same murmurhash3 buckets as HashingVectorizer)
+_HASH_MAX = 500_000
+
+
+def _buckets(analyzer, text: str, n_hash: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket indices, counts) of one text's n-grams, as HashingVectorizer computes them, with cached hashes."""
+    from collections import Counter
+
+    from sklearn.utils import murmurhash3_32
+
+    if len(_HASH) > _HASH_MAX:
+        _HASH.clear()
+    counts = Counter(analyzer(text))
+    idx = np.empty(len(counts), dtype=np.int64)
+    get = _HASH.get
+    for i, gram in enumerate(counts):
+        h = get(gram)
+        if h is None:
+            h = _HASH[gram] = abs(murmurhash3_32(gram, seed=0)) % n_hash
+        idx[i] = h
+    cnt = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+    uniq, inv = np.unique(idx, return_inverse=True)
+    return uniq, np.bincount(inv, weights=cnt, minlength=len(uniq))
+
+
 @lru_cache(maxsize=1)
 def _embedder():
     try:
@@ -176,10 +207,11 @@ class Featurizer:
 
     def transform_one(self, text: str, task_class: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The hot path for one request: (sparse indices, sparse values, dense vector)."""
-        chars, words = _vectorizers(self.n_hash)
-        a, b = chars.transform([text[: self.char_cap]]), words.transform([text[: self.word_cap]])
-        idx = np.concatenate([a.indices, b.indices + self.n_hash])
-        val = np.log1p(np.concatenate([a.data, b.data])) * self.idf[idx]
+        chars, words = _analyzers(self.n_hash)
+        ai, ac = _buckets(chars, text[: self.char_cap], self.n_hash)
+        bi, bc = _buckets(words, text[: self.word_cap], self.n_hash)
+        idx = np.concatenate([ai, bi + self.n_hash])
+        val = np.log1p(np.concatenate([ac, bc])) * self.idf[idx]
         norm = float(np.sqrt(val @ val)) or 1.0
         dense = np.zeros(self.n_dense, dtype=np.float32)
         dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std

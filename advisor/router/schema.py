@@ -80,6 +80,9 @@ def validate_state(state: Any, source: str) -> None:
             if not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
                 raise RouterError(f"{source}: damaged router artifact: rung {r['name']!r} has {key} = {v!r} "
                                   "(must be a finite non-negative number)")
+    if state.get("stack_w") is not None:
+        _shape(_arr(state, "stack_w", source), (R + len(classes) + 1, R), "stack_w", source)
+        _shape(_arr(state, "stack_b", source), (R,), "stack_b", source)
     dep = state.get("dependence", 0.0)
     if not isinstance(dep, (int, float)) or not 0 <= dep <= 1:
         raise RouterError(f"{source}: damaged router artifact: dependence {dep!r} outside [0, 1]")

@@ -206,7 +206,8 @@ def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Seque
 
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
-               use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True) -> RouterModel:
+               use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True,
+               stack: bool = False) -> RouterModel:
     """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
     `tune`, choose the default operating point and the chain dependence on out-of-fold predictions."""
     import warnings
@@ -288,6 +289,9 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
     for j, rung in enumerate(data.rungs):
         metrics[rung.name]["cost_mdape"] = errors[j]
         metrics[rung.name]["cost_estimated_share"] = None if np.isnan(est[j]) else float(est[j])
+    stack_w = stack_b = None
+    if stack:
+        stack_w, stack_b, P_oof = _fit_stack(P_oof, xd[:, len(CUE_NAMES): n_cost], data, cv, C, seed, metrics)
     stats = training_stats(data)
     aucs = [m["auc"] for m in metrics.values() if m["auc"] is not None]
     summary = {"macro_auc": float(np.mean(aucs)) if aucs else None,
@@ -295,11 +299,13 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
                "macro_ece": float(np.mean([m["ece"] for m in metrics.values()]))}
     model = RouterModel(
         featurizer=feat, rungs=list(data.rungs), w_sparse=W[: feat.n_sparse], w_dense=W[feat.n_sparse:],
-        bias=bias, calib_x=cx, calib_y=cy, cost_model=cost_model, provenance=dict(data.provenance),
+        bias=bias, calib_x=cx, calib_y=cy, cost_model=cost_model, stack_w=stack_w, stack_b=stack_b,
+        provenance=dict(data.provenance),
         metrics={"per_rung": metrics, **summary, "how": f"{folds}-fold CV grouped by prompt; out-of-fold "
                  "probabilities with cross-fitted calibration; cost error = median absolute percentage error "
                  "of the out-of-fold predicted attempt cost", "fallback_rungs": fallback},
-        training={"stats": stats, "model": "L2 logistic regression per rung (liblinear)", "C": C, "calibration": calibration,
+        training={"stats": stats, "model": "L2 logistic regression per rung (liblinear)"
+                  + (" + a second stage across rungs (stacked logits and class)" if stack else ""), "C": C, "calibration": calibration,
                   "folds": folds, "seed": seed, "features": {"sparse": feat.n_sparse,
                                                              "dense": feat.dense_names()[:40]}})
     if tune:
@@ -307,3 +313,36 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
 
         tune_default(model, data, P_oof, C_oof)
     return model
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p))
+
+
+def _fit_stack(P_oof: np.ndarray, onehot: np.ndarray, data: TrainingData, cv, C: float, seed: int, metrics: dict):
+    """Second stage sharing strength across rungs: per rung, a logistic regression on every rung's out-of-fold
+    logit and the class one-hot (a request hard for one rung tends to be hard for the others). Returns the
+    weights (R + n_class, R), biases (R,) and the second stage's out-of-fold probabilities; metrics per rung
+    are replaced by the second stage's (`stacked: true`)."""
+    n, R = P_oof.shape
+    ok = np.isfinite(P_oof).all(axis=1)
+    Z = np.hstack([_logit(np.where(np.isfinite(P_oof), P_oof, 0.5)), onehot])
+    W, b = np.zeros((Z.shape[1], R)), np.zeros(R)
+    out = np.full_like(P_oof, np.nan)
+    for j, rung in enumerate(data.rungs):
+        rows, y, w = _rows_for_rung(data.usable, data.runs, j)
+        keep = ok[rows]
+        rows, y, w = rows[keep], y[keep], w[keep]
+        p2 = np.zeros(len(rows))
+        for _, test_prompts in cv:
+            m = np.isin(rows, test_prompts)
+            coef, bb = _fit_linear(Z[rows[~m]], y[~m], w[~m], C, seed)
+            p2[m] = 1 / (1 + np.exp(-((Z[rows[m]] @ coef + bb) if coef is not None else bb)))
+        out[rows, j] = p2
+        metrics[rung.name].update({**calibration_metrics(p2, y, w), "stacked": True})
+        coef, bb = _fit_linear(Z[rows], y, w, C, seed)
+        if coef is not None:
+            W[:, j] = coef
+        b[j] = bb
+    return W, b, out
