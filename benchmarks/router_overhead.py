@@ -1,5 +1,6 @@
 """Benchmark: routing overhead in-process. One decision (features -> calibrated probabilities -> policy) p50 and
-p99 (the artifact's default policy, a batch of one through the vectorised decision), without sentence embeddings and with them (when the embeddings extra is installed), and batch decisions/s.
+p99 (the artifact's default policy, a batch of one through the vectorised decision; the candidate list of
+the explanation is not built), without sentence embeddings and with them (when the embeddings extra is installed), and batch decisions/s.
 
 A router is trained on the recorded table first (3-fold calibration; quality is not measured here), unless
 --router / --router-emb give artifacts. Requests are the table's prompts with their task classes, cycled.
@@ -27,8 +28,9 @@ DEFAULT_DATA = shared_dir() / "data" / "llmrouter-nim9" / "dev.csv"
 DEFAULT_LADDER = ROOT / "ladders" / "llmrouter-nim9.yaml"
 
 
-def train(path: Path, ladder: Path, embeddings: bool):
-    """A router trained on the whole table (in memory)."""
+def train(path: Path, ladder: Path, embeddings: bool, rows: int | None = None):
+    """A router trained on the table (in memory; its first `rows` prompts when given: decision time does not
+    depend on the training size)."""
     from advisor.importers.recorded import ImportOptions, import_recorded
     from advisor.ladder import load_ladder
     from advisor.router.train import fit_router, training_data_from_store
@@ -37,7 +39,8 @@ def train(path: Path, ladder: Path, embeddings: bool):
     with Store.open(":memory:") as store:
         import_recorded(path, load_ladder(ladder), store, ImportOptions(suite_name="bench"))
         data = training_data_from_store(store, suite_name="bench")
-    return fit_router(data, folds=3, use_embeddings=embeddings), data
+    fit_on = data.subset(np.arange(min(rows, len(data.texts)))) if rows else data
+    return fit_router(fit_on, folds=3, use_embeddings=embeddings), data
 
 
 def _cold() -> None:
@@ -53,13 +56,13 @@ def one_decision_latency(model, texts, classes, config, n: int) -> dict[str, flo
 
     facts = rung_facts(model)
     for i in range(50):
-        route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, facts=facts)
+        route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, facts=facts, explain=False)
     _cold()
     times, cpu = np.empty(n), np.empty(n)
     for i in range(n):
         j = i % len(texts)
         c0, t0 = time.thread_time(), time.perf_counter()
-        route_one(model, texts[j], classes[j], config, facts=facts)
+        route_one(model, texts[j], classes[j], config, facts=facts, explain=False)
         times[i], cpu[i] = time.perf_counter() - t0, time.thread_time() - c0
     return {"p50_ms": float(np.percentile(times, 50) * 1e3), "p99_ms": float(np.percentile(times, 99) * 1e3),
             "max_ms": float(times.max() * 1e3), "cpu_p50_ms": float(np.percentile(cpu, 50) * 1e3),
@@ -85,6 +88,7 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--router", default=None, help="artifact without embeddings (else trained here)")
     ap.add_argument("--router-emb", default=None, help="artifact with embeddings (else trained here)")
     ap.add_argument("--no-embeddings", action="store_true")
+    ap.add_argument("--train-rows", type=int, default=None, help="train on the first N prompts only (faster)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -94,7 +98,8 @@ def run(argv: list[str] | None = None) -> dict:
     from advisor.router.policy import PolicyConfig
 
     path = require(Path(args.path))
-    model, data = (load_router(args.router), None) if args.router else train(path, Path(args.ladder), False)
+    model, data = (load_router(args.router), None) if args.router else train(path, Path(args.ladder), False,
+                                                                                    args.train_rows)
     if data is None:
         from advisor.importers.recorded import read_table
 

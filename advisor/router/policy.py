@@ -171,11 +171,12 @@ def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: Verifier |
         fail = (1.0 - a) ** kk
         new_prod, new_low = prod * fail, np.minimum(low, fail)
         new_reach = (1.0 - rho) * new_prod + rho * new_low if rho else new_prod
-        with np.errstate(divide="ignore", invalid="ignore"):
-            attempts = np.where(a > 0, (1.0 - fail) / a, kk)
-            share = np.where(a > 0, p[:, s] * (1 - verifier.false_reject) / a, 0.0)
-            rejected = np.where((last_step == s) & (fail > 0),
-                                new_reach * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
+        pos = a > 0
+        a_safe = np.where(pos, a, 1.0)
+        attempts = np.where(pos, (1.0 - fail) / a_safe, kk)
+        share = np.where(pos, p[:, s] * (1 - verifier.false_reject) / a_safe, 0.0)
+        rejected = np.where((last_step == s) & (fail > 0),
+                            new_reach * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
         exp_cost += np.where(v, reach * cost[:, s] * attempts, 0.0)
         p_use += np.where(v, (reach - new_reach) * share + rejected, 0.0)
         reach = np.where(v, new_reach, reach)
@@ -222,8 +223,7 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     exp_cost, p_use = e.reshape(n, K), q.reshape(n, K)
     wcost = chain_outcome_batch(pc, cc / w[idx], ks, verifier, valid, rho)[0].reshape(n, K) if prefs.weights \
         else exp_cost
-    with np.errstate(divide="ignore", invalid="ignore"):
-        obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
+    obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
             "weighted_cost": wcost}
 

@@ -40,13 +40,14 @@ def context(model: RouterModel, config: PolicyConfig, prefs: Preferences | None 
 
 def route_one(model: RouterModel, text: str, task_class: str | None, config: PolicyConfig,
               prefs: Preferences | None = None, facts: list[RungFacts] | None = None,
-              policy: str | None = None, **params: Any) -> Decision:
-    """One decision in-process (a batch of one through the vectorised policy, with its candidate table)."""
+              policy: str | None = None, explain: bool = True, **params: Any) -> Decision:
+    """One decision in-process (a batch of one through the vectorised policy; with `explain`, the decision
+    carries its candidate list)."""
     p, c = model.score_one(text, task_class)
     batch = Requests([text], [task_class], p[None, :], c[None, :])
     ctx = context(model, config, prefs)
     pol = make_policy(policy or policy_name(model, config), ctx, **params)
-    return to_decisions(pol.decide(batch), batch, ctx, pol.excluded, explain=True)[0]
+    return to_decisions(pol.decide(batch), batch, ctx, pol.excluded, explain=explain)[0]
 
 
 def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str | None], config: PolicyConfig,
