@@ -143,3 +143,17 @@ def test_stacked_second_stage_round_trips_and_matches_the_fast_path(tmp_path):
     assert np.allclose(P, model.predict(texts[:10], data.classes[:10]))
     for i in range(10):
         assert np.allclose(loaded.predict_one(texts[i], data.classes[i]), P[i], atol=1e-5)
+
+
+def test_one_request_features_equal_batch_features_for_any_hash_width():
+    from advisor.router.features import Featurizer
+
+    texts = ["prove the theorem about cloud music step by step", "tell me the colour of the ocean"]
+    for n_hash in (2 ** 10, 2 ** 12, 2 ** 10):  # the n-gram bucket cache is per width
+        f = Featurizer(n_hash=n_hash).fit(texts, ["a", "b"])
+        xs, xd = f.transform(texts, ["a", "b"])
+        for i, t in enumerate(texts):
+            idx, val, dense = f.transform_one(t, ["a", "b"][i])
+            row = np.zeros(f.n_sparse, np.float32)
+            np.add.at(row, idx, val)
+            assert np.allclose(row, xs[i].toarray().ravel(), atol=1e-6) and np.allclose(dense, xd[i])

@@ -62,7 +62,7 @@ def _analyzers(n_hash: int):
     return chars.build_analyzer(), words.build_analyzer()
 
 
-_HASH: dict[str, int] = {}  #: n-gram -> bucket (the same murmurhash3 buckets as HashingVectorizer)
+_HASH: dict[int, dict[str, int]] = {}  #: n_hash -> n-gram -> bucket (HashingVectorizer's murmurhash3 buckets)
 _HASH_MAX = 500_000
 
 
@@ -72,15 +72,16 @@ def _buckets(analyzer, text: str, n_hash: int) -> tuple[np.ndarray, np.ndarray]:
 
     from sklearn.utils import murmurhash3_32
 
-    if len(_HASH) > _HASH_MAX:
-        _HASH.clear()
+    cache = _HASH.setdefault(n_hash, {})
+    if len(cache) > _HASH_MAX:
+        cache.clear()
     counts = Counter(analyzer(text))
     idx = np.empty(len(counts), dtype=np.int64)
-    get = _HASH.get
+    get = cache.get
     for i, gram in enumerate(counts):
         h = get(gram)
         if h is None:
-            h = _HASH[gram] = abs(murmurhash3_32(gram, seed=0)) % n_hash
+            h = cache[gram] = abs(murmurhash3_32(gram, seed=0)) % n_hash
         idx[i] = h
     cnt = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
     uniq, inv = np.unique(idx, return_inverse=True)
