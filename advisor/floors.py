@@ -30,13 +30,11 @@ from statistics import NormalDist
 from typing import Any, Iterable, Sequence
 
 from advisor.errors import DataError, did_you_mean
-from advisor.records import FLOOR_KINDS, NONCONVERGED, StopReason
+from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Step, Verifier, chain_outcome, points_per_dollar
 
 #: Columns the floor finder needs from the runs table.
-RUN_FIELDS = ("suite_name", "task_id", "task_class", "rung", "rung_position", "condition", "replica",
-              "stop_reason", "turns", "cost_usd", "judge_cost_usd", "if_score", "tc_score", "overall",
-              "unscored", "simulated")
+RUN_FIELDS = FLOOR_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -302,9 +300,7 @@ def analyse(rows: Sequence[dict[str, Any]], settings: FloorSettings, suite: str 
 
 def suite_names(store) -> list[str]:
     """Names of the suites that have probe or imported runs in the store."""
-    rows = store.query("SELECT DISTINCT suite_name FROM runs WHERE kind IN ('probe', 'imported') "
-                       "ORDER BY suite_name")
-    return [r["suite_name"] for r in rows]
+    return store.suite_names(FLOOR_KINDS)
 
 
 def resolve_suite(store, suite: str | None) -> str:
@@ -327,9 +323,7 @@ def resolve_suite(store, suite: str | None) -> str:
 def _check_one_ladder(store, suite: str) -> None:
     """Floors compare rungs of one ladder: a suite probed on two ladders (whose rung names may coincide, as the
     demo and the real Nemotron ladder's do) would mix their runs, so that is an error, not a silent blend."""
-    ladders = [r["ladder_name"] for r in store.query(
-        "SELECT DISTINCT ladder_name FROM runs WHERE suite_name = ? AND policy = 'fixed' "
-        "AND kind IN ('probe', 'imported') ORDER BY 1", [suite])]
+    ladders = store.ladder_names(suite, FLOOR_KINDS)
     if len(ladders) > 1:
         raise DataError(f"{store.path}: suite {suite!r} has runs on several ladders ({', '.join(ladders)}); their "
                         "rungs would mix in one floor. Keep one ladder per store file (advisor probe --store ...).")
@@ -337,9 +331,7 @@ def _check_one_ladder(store, suite: str) -> None:
 
 def load_rows(store, suite: str, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The fixed-policy probe/imported runs of a suite (optionally some classes only) as dicts."""
-    rows = store.query(f"SELECT {', '.join(RUN_FIELDS)} FROM runs WHERE suite_name = ? AND policy = 'fixed' "
-                       "AND kind IN ('probe', 'imported') ORDER BY rung_position, task_class, condition, run_key",
-                       [suite])
+    rows = store.floor_rows(suite, kinds=FLOOR_KINDS)
     if classes:
         known = sorted({r["task_class"] for r in rows})
         for c in classes:

@@ -69,6 +69,10 @@ NONCONVERGED = (StopReason.MAX_TURNS, StopReason.MAX_TOKENS, StopReason.TIMEOUT,
 UNSCORABLE_STOPS = (StopReason.BACKEND_ERROR,)
 #: Run kinds the floor finder reads (live routed runs are chosen by a policy and would bias the rates).
 FLOOR_KINDS = (RunKind.PROBE, RunKind.IMPORTED)
+#: The run columns the floor finder reads (`advisor.floors`, `Store.floor_rows`).
+FLOOR_COLUMNS = ("suite_name", "task_id", "task_class", "rung", "rung_position", "condition", "replica",
+                 "stop_reason", "turns", "cost_usd", "judge_cost_usd", "if_score", "tc_score", "overall",
+                 "unscored", "simulated")
 
 
 def plain(value: Any) -> Any:

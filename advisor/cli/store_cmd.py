@@ -28,9 +28,7 @@ def info(store: StoreOpt = Path(DEFAULT_STORE),
          as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Schema migrations and run counts by kind, suite and rung (simulated runs marked)."""
     with Store.open(store, read_only=True) as s:
-        rows = s.query("SELECT kind, suite_name, rung, simulated, count(*) AS runs, "
-                       "count(*) FILTER (WHERE unscored) AS unscored FROM runs "
-                       "GROUP BY ALL ORDER BY kind, suite_name, rung")
+        rows = s.run_counts()
         out = {"store": str(store), "migrations": s.applied_migrations(), "runs": rows}
     if as_json:
         typer.echo(jsonout.dumps(out, indent=2, default=str))

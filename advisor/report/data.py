@@ -1,7 +1,7 @@
 """Everything a sizing report shows, read from the store and the floor finder (no rendering here).
 
-Tables come from SQL over the runs table (so a test can recompute each number with its own query); floors,
-intervals and money come from `advisor.floors`. Only fixed-policy probe and imported runs of one suite count.
+Tables come from the store's report queries (`advisor.store.Store.rung_table` and its neighbours, so a test
+can recompute each number with its own query); floors, intervals and money come from `advisor.floors`. Only fixed-policy probe and imported runs of one suite count.
 """
 
 from __future__ import annotations
@@ -14,10 +14,6 @@ from typing import Any, Sequence
 
 from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
-
-#: The WHERE clause every report query shares (parameter: suite name).
-BASE = "suite_name = ? AND policy = 'fixed' AND kind IN ('probe', 'imported')"
-
 
 @dataclass
 class SummaryRow:
@@ -96,50 +92,20 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         if c not in known:
             raise DataError(f"--volume names class {c!r}, which suite {name!r} does not have."
                             f"{did_you_mean(c, known)}")
-    cls_filter, cls_params = ("", [])
-    if classes:
-        cls_filter, cls_params = " AND task_class IN (SELECT unnest(?))", [list(classes)]
-    params = [name, *cls_params]
-    where = BASE + cls_filter
-    order = [r["rung"] for r in store.query(
-        f"SELECT rung, min(rung_position) AS pos FROM runs WHERE {where} GROUP BY rung ORDER BY pos", params)]
+    order = store.rung_order(name, classes)
     # baseline -> with skill compares the same tasks: when any task has skill runs, the table keeps those tasks
-    paired = store.query(f"SELECT count(DISTINCT task_id) AS n FROM runs WHERE {where} AND condition = 'skill'",
-                         params)[0]["n"]
-    pair_filter, pair_params = "", []
-    if paired:
-        pair_filter = f" AND task_id IN (SELECT task_id FROM runs WHERE {where} AND condition = 'skill')"
-        pair_params = params
-    rung_table = store.query(
-        f"""SELECT rung, condition, count(DISTINCT task_id) AS tasks, count(*) AS runs, count(*) FILTER (WHERE unscored OR overall IS NULL) AS unscored,
-                   avg(tc_score) FILTER (WHERE NOT unscored) AS goal_completion,
-                   avg(if_score) FILTER (WHERE NOT unscored) AS instruction_following,
-                   avg(overall) FILTER (WHERE NOT unscored) AS overall,
-                   avg(cost_usd) AS usd_per_task,
-                   avg(CASE WHEN overall < ? THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT unscored AND overall IS NOT NULL)
-                       AS near_zero_share,
-                   avg(CASE WHEN overall >= ? THEN 1.0 ELSE 0.0 END) FILTER (WHERE NOT unscored AND overall IS NOT NULL)
-                       AS usable_share,
-                   avg(turns) AS turns
-            FROM runs WHERE {where}{pair_filter} GROUP BY rung, condition
-            ORDER BY min(rung_position), condition""",
-        [settings.near_zero, settings.bar, *params, *pair_params])
-    score_rows = store.query(f"SELECT rung, condition, overall FROM runs WHERE {where} AND NOT unscored "
-                             "AND overall IS NOT NULL ORDER BY rung_position, condition, overall", params)
+    paired = store.paired_task_count(name, classes)
+    rung_table = store.rung_table(name, settings.bar, settings.near_zero, classes, paired_only=bool(paired))
     scores: dict[str, dict[str, list[float]]] = {}
-    for r in score_rows:
+    for r in store.overall_scores(name, classes):
         scores.setdefault(r["rung"], {}).setdefault(r["condition"], []).append(r["overall"])
-    unscored = store.query(
-        f"""SELECT rung, condition, coalesce(unscored_reason, 'no score recorded') AS reason, stop_reason,
-                   count(*) AS runs, list(DISTINCT task_id ORDER BY task_id) AS tasks
-            FROM runs WHERE {where} AND (unscored OR overall IS NULL)
-            GROUP BY ALL ORDER BY min(rung_position), condition, reason, stop_reason""", params)
+    unscored = store.unscored_groups(name, classes)
     return ReportData(
         suite=name, settings=settings, floors=floors,
         summary=summarise(floors, order, volumes or {}),
         rung_table=rung_table, paired_tasks=paired, lift=skill_lift(rung_table), scores=scores,
-        gaps=gap_tasks(store, where, params, order, settings), unscored=unscored,
-        provenance=provenance(store, where, params), simulated=floors.simulated_runs > 0,
+        gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
+        provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known)
 
 
@@ -159,38 +125,26 @@ def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def gap_tasks(store, where: str, params: list, order: Sequence[str], settings: FloorSettings,
-              ) -> list[dict[str, Any]]:
+def gap_tasks(store, suite: str, order: Sequence[str], settings: FloorSettings,
+              classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Tasks (per condition) whose mean overall on a rung passes the bar while on the next smaller rung it is near
     zero: what stepping one rung down would lose. Largest pair first."""
-    rows = store.query(
-        f"""WITH t AS (SELECT task_class, task_id, condition, rung, min(rung_position) AS pos, avg(overall) AS mean
-                       FROM runs WHERE {where} AND NOT unscored AND overall IS NOT NULL GROUP BY ALL)
-            SELECT s.task_class, s.task_id, s.condition, s.rung AS smaller, s.mean AS smaller_overall,
-                   l.rung AS larger, l.mean AS larger_overall
-            FROM t s JOIN t l ON s.task_id = l.task_id AND s.condition = l.condition AND s.pos < l.pos
-            WHERE s.mean < ? AND l.mean >= ?
-            ORDER BY s.pos DESC, s.task_class, s.task_id, s.condition""",
-        [*params, settings.near_zero, settings.bar])
+    rows = store.step_down_pairs(suite, settings.bar, settings.near_zero, classes)
     nxt = {a: b for a, b in zip(order, order[1:])}
     return [r for r in rows if nxt.get(r["smaller"]) == r["larger"]]
 
 
-def provenance(store, where: str, params: list) -> dict[str, Any]:
+def provenance(store, suite: str, classes: Sequence[str] | None = None) -> dict[str, Any]:
     """Ladder and suite hashes, advisor versions and run dates behind the report."""
     import advisor
 
-    ladders = store.query(f"SELECT DISTINCT ladder_name, ladder_hash FROM runs WHERE {where} ORDER BY 1, 2", params)
-    suites = store.query(f"SELECT DISTINCT suite_hash FROM runs WHERE {where} ORDER BY 1", params)
-    versions = store.query(f"SELECT DISTINCT advisor_version FROM runs WHERE {where} ORDER BY 1", params)
-    dates = store.query(f"SELECT min(started_at) AS first, max(coalesce(finished_at, started_at)) AS last, "
-                        f"list(DISTINCT kind ORDER BY kind) AS kinds FROM runs WHERE {where}", params)[0]
+    runs = store.run_provenance(suite, classes)
     return {
-        "ladders": ladders,
-        "suite_hashes": [r["suite_hash"] for r in suites],
-        "run_advisor_versions": [r["advisor_version"] for r in versions],
-        "run_kinds": dates["kinds"],
-        "first_run": _iso(dates["first"]), "last_run": _iso(dates["last"]),
+        "ladders": runs["ladders"],
+        "suite_hashes": runs["suite_hashes"],
+        "run_advisor_versions": runs["advisor_versions"],
+        "run_kinds": runs["kinds"],
+        "first_run": _iso(runs["first"]), "last_run": _iso(runs["last"]),
         "store": str(store.path), "migrations": store.applied_migrations(),
         "report_advisor_version": advisor.__version__,
         "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),

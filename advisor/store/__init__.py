@@ -5,11 +5,11 @@ The record types it stores live in `advisor.records` (the bottom layer) and are 
 
 from advisor.records import (CONDITIONS, RUN_KINDS, STOP_REASONS, Condition, CriterionResult, RunKind, RunRecord,
                              StopReason, TurnRecord, make_run_key, now, text_hash)
-from advisor.store._store import DEFAULT_STORE, Store, run_to_dict
+from advisor.store._store import DEFAULT_STORE, Store
 from advisor.store.migrations import MIGRATIONS
 
 __all__ = [
-    "Store", "run_to_dict", "MIGRATIONS", "CONDITIONS", "DEFAULT_STORE", "RUN_KINDS", "STOP_REASONS",
+    "Store", "MIGRATIONS", "CONDITIONS", "DEFAULT_STORE", "RUN_KINDS", "STOP_REASONS",
     "Condition", "RunKind", "StopReason", "CriterionResult", "RunRecord", "TurnRecord", "make_run_key", "now",
     "text_hash",
 ]

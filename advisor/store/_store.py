@@ -8,13 +8,15 @@ rerun resumes without duplicates.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from dataclasses import asdict, fields
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from advisor.errors import StoreError
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
+from advisor.store._queries import Queries
 from advisor.store.migrations import MIGRATIONS
 
 DEFAULT_STORE = "advisor.duckdb"
@@ -23,6 +25,11 @@ _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
 _TURN_COLUMNS = ["run_key", "turn", "action", "arguments_json", "observation", "input_tokens", "output_tokens",
                  "latency_s", "finish_reason"]
 _CRITERION_COLUMNS = ["run_key", "checklist", "criterion", "weight", "score", "detail"]
+_RUNG_COLUMNS = ["ladder_hash", "name", "position", "role", "hf_id", "triton_model", "params_total_b",
+                 "params_active_b", "usd_per_m_input", "usd_per_m_output", "price_basis", "simulated", "self_hosted",
+                 "data_leaves_org"]
+_TASK_COLUMNS = ["suite_hash", "task_id", "task_class", "has_skill", "prompt_hash"]
+_PROMPT_COLUMNS = ["prompt_hash", "prompt_text"]
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -53,12 +60,13 @@ def _check_store_file(path: str) -> None:
                          "move it away or name another file with --store")
 
 
-class Store:
+class Store(Queries):
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
     def __init__(self, con, path: str):
         self._con = con
         self.path = path
+        self._in_transaction = False
 
     # ----------------------------------------------------------------- opening and migrations
     @classmethod
@@ -125,60 +133,58 @@ class Store:
         for i, (name, fn) in enumerate(MIGRATIONS, start=1):
             if name in applied:
                 continue
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with self._transaction():
                 fn(con)
                 con.execute("INSERT INTO _migrations VALUES (?, ?, ?)", [i, name, now()])
-                con.execute("COMMIT")
-            except Exception:
-                con.execute("ROLLBACK")
-                raise
             done.append(name)
         return done
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        """One transaction: committed when the block ends, rolled back when it raises. Nested blocks join the
+        outer transaction (DuckDB has no nested transactions)."""
+        if self._in_transaction:
+            yield self._con
+            return
+        self._con.execute("BEGIN TRANSACTION")
+        self._in_transaction = True
+        try:
+            yield self._con
+        except BaseException:
+            self._in_transaction = False
+            self._con.execute("ROLLBACK")
+            raise
+        self._in_transaction = False
+        self._con.execute("COMMIT")
+
     # ----------------------------------------------------------------- configuration records
     def record_ladder(self, ladder) -> str:
-        """Record a ladder and its models (idempotent); return its config hash."""
+        """Record a ladder, its rungs and its roles (idempotent); return its config hash."""
         h = ladder.config_hash()
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction() as con:
             con.execute("INSERT INTO ladders VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [h, ladder.name, ladder.simulated, json.dumps(ladder.model_dump(mode="json")), now()])
             roles = [(m, "rung", i) for i, m in enumerate(ladder.rungs)]
             roles += [(m, role, -1) for role, m in (("orchestrator", ladder.roles.orchestrator),
                                                       ("judge", ladder.roles.judge)) if m is not None]
+            rows = []
             for m, role, pos in roles:
                 pin, pout = m.price.per_token()
-                con.execute(
-                    "INSERT INTO rungs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [h, m.name, pos, role, m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
-                     pin * 1e6, pout * 1e6, m.price.basis, m.simulated, m.self_hosted, m.data_leaves_org])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+                rows.append([h, m.name, pos, role, m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
+                             pin * 1e6, pout * 1e6, m.price.basis, m.simulated, m.self_hosted, m.data_leaves_org])
+            self._insert_values("rungs", _RUNG_COLUMNS, rows, on_conflict_skip=True)
         return h
 
     def record_suite(self, name: str, suite_hash: str, source: str, config: Any,
                      tasks: Iterable[tuple[str, str, bool, str | None]],
                      prompts: Iterable[tuple[str, str]] = ()) -> None:
         """Record a suite, its tasks ``(task_id, class, has_skill, prompt_hash)`` and prompt texts (idempotent)."""
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction() as con:
             con.execute("INSERT INTO suites VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                         [suite_hash, name, source, json.dumps(config, default=str), now()])
-            rows = [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks]
-            if rows:
-                con.executemany("INSERT INTO tasks VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", rows)
-            prompt_rows = [list(p) for p in prompts]
-            if prompt_rows:
-                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING", prompt_rows)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+            self._bulk_insert("tasks", [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks],
+                              _TASK_COLUMNS)
+            self._bulk_insert("prompts", [list(p) for p in prompts], _PROMPT_COLUMNS)
 
     def record_import(self, ladder, suite_name: str, suite_hash: str, source: str, config: Any,
                       tasks: Iterable[tuple[str, str, bool, str | None]], prompts: Iterable[tuple[str, str]],
@@ -187,43 +193,20 @@ class Store:
 
         Rows already stored are skipped (idempotent re-import); returns the number of runs added.
         """
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            h = ladder.config_hash()
-            con.execute("INSERT INTO ladders VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                        [h, ladder.name, ladder.simulated, json.dumps(ladder.model_dump(mode="json")), now()])
-            self._bulk_insert("rungs", [
-                [h, m.name, i, "rung", m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
-                 m.price.per_token()[0] * 1e6, m.price.per_token()[1] * 1e6, m.price.basis, m.simulated,
-                 m.self_hosted, m.data_leaves_org] for i, m in enumerate(ladder.rungs)])
-            con.execute("INSERT INTO suites VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                        [suite_hash, suite_name, source, json.dumps(config, default=str), now()])
-            self._bulk_insert("tasks", [[suite_hash, tid, cls, bool(skill), ph] for tid, cls, skill, ph in tasks])
-            self._bulk_insert("prompts", [list(p) for p in prompts])
-            before = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
-            self._bulk_insert("runs", [[plain(getattr(r, c)) for c in _RUN_COLUMNS] for r in runs], _RUN_COLUMNS)
-            after = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        return after - before
+        with self._transaction():
+            self.record_ladder(ladder)
+            self.record_suite(suite_name, suite_hash, source, config, tasks, prompts)
+            return self.add_runs_bulk(runs)
 
-    def _bulk_insert(self, table: str, rows: list[list[Any]], columns: Sequence[str] | None = None) -> None:
+    def _bulk_insert(self, table: str, rows: list[list[Any]], columns: Sequence[str]) -> None:
         """INSERT ... ON CONFLICT DO NOTHING of many rows through an Arrow table (executemany is row by row)."""
         if not rows:
             return
-        if columns is None:
-            columns = [r[0] for r in self._con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-                [table]).fetchall()]
         try:
             import pyarrow as pa
         except ImportError:  # pragma: no cover - pyarrow is in the test and parquet extras
-            marks = ", ".join("?" for _ in columns)
-            self._con.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
-                                  "ON CONFLICT DO NOTHING", rows)
+            for start in range(0, len(rows), 500):
+                self._insert_values(table, columns, rows[start:start + 500], on_conflict_skip=True)
             return
         batch = pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
         self._con.register("_bulk_rows", batch)
@@ -233,61 +216,6 @@ class Store:
         finally:
             self._con.unregister("_bulk_rows")
 
-    # ----------------------------------------------------------------- runs
-    def run_keys(self, kind: str | None = None, suite_hash: str | None = None,
-                 ladder_hash: str | None = None) -> set[str]:
-        """Keys of the runs already stored (to resume without duplicates)."""
-        where, params = _where(kind=kind, suite_hash=suite_hash, ladder_hash=ladder_hash)
-        return {r[0] for r in self._con.execute(f"SELECT run_key FROM runs{where}", params).fetchall()}
-
-    def add_run(self, run: RunRecord, turns: Sequence[TurnRecord] = (),
-                criteria: Sequence[CriterionResult] = ()) -> bool:
-        """Insert one run with its turns and criterion results in one transaction.
-
-        Returns False (and writes nothing) when a run with the same key is already stored.
-        """
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            if con.execute("SELECT 1 FROM runs WHERE run_key = ?", [run.run_key]).fetchall():
-                con.execute("ROLLBACK")
-                return False
-            self._insert_values("runs", _RUN_COLUMNS, [[plain(getattr(run, c)) for c in _RUN_COLUMNS]])
-            self._insert_values("turns", _TURN_COLUMNS,
-                                [[run.run_key, t.turn, t.action, t.arguments_json, t.observation, t.input_tokens,
-                                  t.output_tokens, t.latency_s, t.finish_reason] for t in turns])
-            self._insert_values("criterion_results", _CRITERION_COLUMNS,
-                                [[run.run_key, c.checklist, c.criterion, c.weight, c.score, c.detail]
-                                 for c in criteria], on_conflict_skip=True)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        return True
-
-    def add_runs_bulk(self, runs: Sequence[RunRecord]) -> int:
-        """Insert many runs (e.g. an import) in one transaction, skipping keys already stored; return the count added."""
-        if not runs:
-            return 0
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
-            before = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
-            self._insert_runs(runs, skip_existing=True)
-            after = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        return after - before
-
-    def _insert_runs(self, runs: Sequence[RunRecord], skip_existing: bool = False) -> None:
-        rows = [[plain(getattr(r, c)) for c in _RUN_COLUMNS] for r in runs]
-        if skip_existing:
-            self._bulk_insert("runs", rows, _RUN_COLUMNS)
-        else:
-            self._insert_values("runs", _RUN_COLUMNS, rows)
-
     def _insert_values(self, table: str, columns: Sequence[str], rows: list[list[Any]],
                        on_conflict_skip: bool = False) -> None:
         """One multi-row ``INSERT ... VALUES (...), (...)`` (DuckDB's executemany runs row by row, ~10x slower)."""
@@ -296,57 +224,46 @@ class Store:
         one = "(" + ", ".join("?" for _ in columns) + ")"
         conflict = " ON CONFLICT DO NOTHING" if on_conflict_skip else ""
         self._con.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join(one for _ in rows)}{conflict}",
-                          [v for row in rows for v in row])
+                          [plain(v) for row in rows for v in row])
+
+    # ----------------------------------------------------------------- runs
+    def add_run(self, run: RunRecord, turns: Sequence[TurnRecord] = (),
+                criteria: Sequence[CriterionResult] = ()) -> bool:
+        """Insert one run with its turns and criterion results in one transaction.
+
+        Returns False (and writes nothing) when a run with the same key is already stored.
+        """
+        with self._transaction() as con:
+            if con.execute("SELECT 1 FROM runs WHERE run_key = ?", [run.run_key]).fetchall():
+                return False
+            self._insert_values("runs", _RUN_COLUMNS, [_run_row(run)])
+            self._insert_values("turns", _TURN_COLUMNS,
+                                [[run.run_key, t.turn, t.action, t.arguments_json, t.observation, t.input_tokens,
+                                  t.output_tokens, t.latency_s, t.finish_reason] for t in turns])
+            self._insert_values("criterion_results", _CRITERION_COLUMNS,
+                                [[run.run_key, c.checklist, c.criterion, c.weight, c.score, c.detail]
+                                 for c in criteria], on_conflict_skip=True)
+        return True
+
+    def add_runs_bulk(self, runs: Sequence[RunRecord]) -> int:
+        """Insert many runs (e.g. an import) in one transaction, skipping keys already stored; return the count added."""
+        if not runs:
+            return 0
+        with self._transaction() as con:
+            before = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+            self._bulk_insert("runs", [_run_row(r) for r in runs], _RUN_COLUMNS)
+            after = con.execute("SELECT count(*) FROM runs").fetchall()[0][0]
+        return after - before
 
     def delete_runs(self, run_keys: Iterable[str]) -> int:
         """Delete runs (and their detail) by key, e.g. backend errors to be retried; return the count."""
         keys = list(run_keys)
         if not keys:
             return 0
-        con = self._con
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction() as con:
             for table in ("turns", "criterion_results", "runs"):
                 con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT unnest(?))", [keys])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         return len(keys)
-
-    def runs(self, **filters: Any) -> list[dict[str, Any]]:
-        """Runs as dicts, filtered by equality on run columns (a list value means IN)."""
-        where, params = _where(**filters)
-        cur = self._con.execute(f"SELECT * FROM runs{where} ORDER BY run_key", params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
-
-    def count_runs(self, **filters: Any) -> int:
-        """Number of runs matching equality filters."""
-        where, params = _where(**filters)
-        return self._con.execute(f"SELECT count(*) FROM runs{where}", params).fetchall()[0][0]
-
-    def prompt_texts(self, hashes: Iterable[str]) -> dict[str, str]:
-        """Prompt text by hash, for the hashes that have one stored."""
-        keys = list(set(hashes))
-        if not keys:
-            return {}
-        rows = self._con.execute("SELECT prompt_hash, prompt_text FROM prompts WHERE prompt_hash IN "
-                                 "(SELECT unnest(?))", [keys]).fetchall()
-        return dict(rows)
-
-    def ladder_config(self, ladder_hash: str) -> dict | None:
-        """The resolved ladder recorded under a hash."""
-        rows = self._con.execute("SELECT config_json FROM ladders WHERE ladder_hash = ?", [ladder_hash]).fetchall()
-        return json.loads(rows[0][0]) if rows else None
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """Read-only SQL for reports and tests (SELECT only); rows as dicts."""
-        if not sql.lstrip().lower().startswith(("select", "with")):
-            raise StoreError("Store.query runs SELECT statements only")
-        cur = self._con.execute(sql, list(params))
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row)) for row in cur.fetchall()]
 
     # ----------------------------------------------------------------- judge agreement
     def add_judge_agreement(self, judge: str, judge_hash: str, suite_name: str, runs: int, positives: int,
@@ -420,22 +337,6 @@ class Store:
         return out
 
 
-def _where(**filters: Any) -> tuple[str, list[Any]]:
-    clauses, params = [], []
-    for col, val in filters.items():
-        if val is None:
-            continue
-        if col not in _RUN_COLUMNS:
-            raise StoreError(f"unknown run column {col!r}")
-        if isinstance(val, (list, tuple, set)):
-            clauses.append(f"{col} IN (SELECT unnest(?))")
-            params.append([plain(v) for v in val])
-        else:
-            clauses.append(f"{col} = ?")
-            params.append(plain(val))
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
-
-def run_to_dict(run: RunRecord) -> dict[str, Any]:
-    """A RunRecord as a plain dict."""
-    return asdict(run)
+def _run_row(run: RunRecord) -> list[Any]:
+    return [plain(getattr(run, c)) for c in _RUN_COLUMNS]
