@@ -1,12 +1,13 @@
 # Commands for a fresh machine:
 #   make probe   # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
-#   make serve   # the OpenAI-compatible routing service on the embedded Triton (after make probe)
-#   make test    # set up .venv and run the test suite (starts its own tritonserver)
+#   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe)
+#   make test       # set up .venv and run the whole test suite (starts its own tritonserver; ~5 min)
+#   make test-fast  # the same without the tests marked `slow` (fault injection, full probes; ~2 min)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: probe serve test setup clean
+.PHONY: probe serve test test-fast setup clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +25,9 @@ serve: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
 	rm -rf $(VENV) advisor.duckdb advisor.duckdb.wal

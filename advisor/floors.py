@@ -16,8 +16,9 @@ interval (so each one-sided decision holds at (1 + confidence) / 2):
   ``first_time`` is the same choice when results must be usable first time (one attempt, no verifier:
   cost c, quality p, so c / p).
 
-Unscored runs are left out of every rate and counted apart; they still cost money, so they count in cost
-per attempt. A run *does not converge* when its loop stopped for a reason other than a final answer
+Unscored runs (a backend error, a missing judge) are left out of every rate and of cost per attempt (and so
+of cost per usable result: a failed call's $0 would make a rung look cheaper) and counted apart per cell
+(`CellStats.unscored`). A run *does not converge* when its loop stopped for a reason other than a final answer
 (max_turns, max_tokens, timeout, stuck, invalid_output); backend errors, interruptions and imported runs
 (whose stop reason is unknown) are not counted as the model's failure to converge.
 """
@@ -119,7 +120,7 @@ class CellStats:
     mean_overall: float | None = None
     turns_success: float | None = None  #: mean turns of usable runs
     turns_failure: float | None = None  #: mean turns of scored runs below the bar
-    cost_per_attempt: float | None = None  #: mean solve cost of every run, unscored ones included
+    cost_per_attempt: float | None = None  #: mean solve cost of the scored runs (unscored runs left out)
     judge_cost_per_attempt: float | None = None
 
 
@@ -150,8 +151,8 @@ def cell_stats(rows: Iterable[dict[str, Any]], settings: FloorSettings) -> list[
         c.mean_overall = _mean([r["overall"] for r in scored])
         c.turns_success = _mean([r["turns"] for r in ok])
         c.turns_failure = _mean([r["turns"] for r in bad])
-        c.cost_per_attempt = _mean([r["cost_usd"] for r in rs])
-        c.judge_cost_per_attempt = _mean([r["judge_cost_usd"] for r in rs])
+        c.cost_per_attempt = _mean([r["cost_usd"] for r in scored])
+        c.judge_cost_per_attempt = _mean([r["judge_cost_usd"] for r in scored])
         cells.append(c)
     cells.sort(key=lambda c: (c.task_class, c.condition, c.rung_position, c.rung))
     return cells

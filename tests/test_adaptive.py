@@ -7,7 +7,8 @@ from dataclasses import asdict
 
 import pytest
 
-from advisor.adaptive import AdaptivePlan, Unit, run_adaptive, simulate
+from advisor.probe.adaptive import AdaptivePlan, simulate
+from advisor.probe.planners import AdaptivePlanner, run_waves
 from advisor.errors import DataError
 from advisor.floors import FloorSettings, analyse, load_rows
 from advisor.store import Store
@@ -98,14 +99,17 @@ def test_run_adaptive_drives_a_store(tmp_path):
     store = Store.open(tmp_path / "a.duckdb")
     waves = []
 
-    async def execute_wave(units: list[Unit]):
-        store.add_runs_bulk([oracle.run(u.task_class, u.task_id, u.rung, u.condition, u.replica) for u in units])
+    class_of = {t: c for c in oracle.tasks for t in oracle.task_ids(c)}
+
+    async def execute_wave(specs):
+        store.add_runs_bulk([oracle.run(class_of[s.task_id], s.task_id, s.rung, s.condition, s.replica)
+                             for s in specs])
 
     # a resumed probe: some runs are already stored and count as issued
     store.add_runs_bulk([oracle.run("lookup", t, "small", "baseline", 0) for t in oracle.task_ids("lookup")])
     plan = _plan(oracle, 5)
-    result = asyncio.run(run_adaptive(plan, execute_wave, lambda: load_rows(store, "synth"), "synth",
-                                      on_wave=lambda i, w: waves.append(len(w))))
+    result = asyncio.run(run_waves(AdaptivePlanner(plan=plan), execute_wave, lambda: load_rows(store, "synth"),
+                                   on_wave=lambda i, w: waves.append(len(w))))
     stored = store.count_runs()
     store.close()
     assert stored == result.runs_spent + 8
@@ -122,25 +126,25 @@ def test_run_adaptive_drives_a_store(tmp_path):
 def test_adaptive_probe_on_embedded_triton(tmp_path):
     from pathlib import Path
 
-    from advisor.adaptive_session import run_adaptive_probe
-    from advisor.probe.session import ProbeConfig
+    from advisor.probe.session import ProbeConfig, run_probe
 
     suite = tmp_path / "suite.yaml"
     suite.write_text(TINY_SUITE)
     ladder = Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml"
     cfg = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=tmp_path / "a.duckdb", replicas=4)
     waves = []
-    run = run_adaptive_probe(cfg, batch=2, on_wave=lambda i, w: waves.append(len(w)))
+    run = run_probe(cfg, AdaptivePlanner(batch=2), on_wave=lambda i, w: waves.append(len(w)))
     result = run.adaptive
     assert result.full_grid_runs == 2 * 3 * 4  # two baseline-only tasks, three rungs, four replicas
-    assert result.runs_spent == sum(waves) == run.probe.outcome.count("done") < result.full_grid_runs
+    assert result.runs_spent == sum(waves) == run.outcome.count("done") < result.full_grid_runs
     with Store.open(tmp_path / "a.duckdb", read_only=True) as s:
         assert s.count_runs() == result.runs_spent
         assert s.count_runs(simulated=True) == result.runs_spent
-    assert run.probe.notes == [result.summary()]
+    assert run.notes == [result.summary()]
     # a rerun resumes: nothing new to run
-    again = run_adaptive_probe(cfg, batch=2)
-    assert again.adaptive.runs_spent == 0 and again.probe.outcome.count("done") == 0
+    again = run_probe(cfg, AdaptivePlanner(batch=2))
+    assert again.adaptive.runs_spent == 0 and again.outcome.count("done") == 0
+    assert again.already_stored == result.runs_spent
     # a run stored as a backend error (server died mid-probe) is not a sample: the next rerun retries it
     import duckdb
 
@@ -148,15 +152,15 @@ def test_adaptive_probe_on_embedded_triton(tmp_path):
     con.execute("UPDATE runs SET stop_reason = 'backend_error', unscored = true, if_score = NULL, tc_score = NULL, "
                 "overall = NULL WHERE run_key = (SELECT min(run_key) FROM runs)")
     con.close()
-    retried = run_adaptive_probe(cfg, batch=2)
-    assert retried.probe.outcome.count("done") == 1
+    retried = run_probe(cfg, AdaptivePlanner(batch=2))
+    assert retried.outcome.count("done") == 1
     with Store.open(tmp_path / "a.duckdb", read_only=True) as s:
         assert s.count_runs() == result.runs_spent
         assert s.count_runs(stop_reason="backend_error") == 0 and s.count_runs(unscored=True) == 0
 
 
 def test_replay_on_a_stored_full_grid():
-    from advisor.adaptive import replay
+    from advisor.probe.adaptive import replay
 
     oracle = demo_oracle()
     rows = [asdict(r) for r in oracle.full_grid(5)]
@@ -193,7 +197,7 @@ def test_clears_needs_every_task_below_needs_one_batch():
 def test_demo_ladder_shape_and_adaptive_savings(tmp_path):
     """The full default probe (example suite, demo ladder, 3 replicas): the calibrated shape, and adaptive
     probing replayed on it agrees with its floors for at most 60% of its runs."""
-    from advisor.adaptive import replay
+    from advisor.probe.adaptive import replay
     from advisor.probe.session import ProbeConfig, run_probe
 
     run_probe(ProbeConfig(store_path=tmp_path / "demo.duckdb", replicas=3))

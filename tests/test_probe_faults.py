@@ -210,3 +210,63 @@ def test_ctrl_c_mid_probe_leaves_the_store_consistent(tmp_path, slow_ladder, mon
         server.stop()
     assert result.outcome.count("done") == planned - len(before)
     assert len(_snapshot(db)) == planned
+
+
+def _recommendations(db: Path) -> dict[tuple[str, str], str | None]:
+    from advisor.floors import find_floors
+
+    with Store.open(db, read_only=True) as store:
+        return {(c.task_class, c.condition): c.recommended for c in find_floors(store).classes}
+
+
+def test_adaptive_probe_stops_when_triton_dies_and_one_rerun_completes_it(tmp_path, slow_ladder, monkeypatch):
+    """The adaptive default: tritonserver SIGKILLed mid-probe -> the probe stops starting runs within 5 s with one
+    line; one rerun against a restarted server leaves no backend_error run and recommends what a clean probe does."""
+    from advisor.probe.planners import AdaptivePlanner
+
+    Counter(monkeypatch)
+    db, clean_db = tmp_path / "probe.duckdb", tmp_path / "clean.duckdb"
+    killed: list[float] = []
+
+    def config(url, store_path):
+        return ProbeConfig(url=url, ladder_path=slow_ladder, suite_path=SUITE, store_path=store_path, replicas=3,
+                           concurrency=2, client_timeout_s=10, client_retries=1)
+
+    server = _server(slow_ladder)
+    try:
+        url = server.grpc_url
+
+        def kill_after_six(result):
+            if not killed and result.status == "done" and len(done) >= 6:
+                os.kill(_tritonserver_pid(int(url.rsplit(":", 1)[1])), signal.SIGKILL)
+                killed.append(time.monotonic())
+            done.append(result)
+
+        done: list = []
+        first = run_probe(config(url, db), AdaptivePlanner(), on_result=kill_after_six)
+        stopped_in = time.monotonic() - killed[0]
+    finally:
+        server.stop()
+    assert killed, "the server was never killed"
+    assert first.outcome.stopped == "server_down"
+    assert stopped_in < 5.0, f"the probe ran on for {stopped_in:.1f} s after the server died"
+    lines = [n for n in first.notes if "not ready" in n]
+    assert len(lines) == 1 and "\n" not in lines[0] and url.rsplit(":", 1)[1] in lines[0], first.notes
+    assert first.outcome.count("not_run") > 0  # runs not started once the server was found gone
+    with Store.open(db, read_only=True) as store:
+        bad = store.runs(stop_reason="backend_error")
+    assert bad and all(r["unscored"] and r["overall"] is None for r in bad)  # runs in flight: stored unscored
+
+    server = _server(slow_ladder)  # restarted (on new ports)
+    try:
+        again = run_probe(config(server.grpc_url, db), AdaptivePlanner())
+        clean = run_probe(config(server.grpc_url, clean_db), AdaptivePlanner())
+    finally:
+        server.stop()
+    assert again.outcome.stopped is None and clean.outcome.stopped is None
+    assert sum(r.retried for r in again.outcome.results) == len(bad)
+    with Store.open(db, read_only=True) as store:
+        assert store.count_runs(stop_reason="backend_error") == 0 and store.count_runs(unscored=True) == 0
+    clean_recs = _recommendations(clean_db)
+    assert any(clean_recs.values()), clean_recs  # something to compare: a clean probe recommends rungs
+    assert _recommendations(db) == clean_recs

@@ -103,10 +103,26 @@ def test_older_store_migrates_forward(tmp_path):
 
 
 def test_export_parquet(tmp_path):
+    import pyarrow.parquet as pq
+
+    runs = [_run("a"), _run("b", rung="nano-30b", rung_position=1, if_score=None, tc_score=None, overall=None,
+                          unscored=True, unscored_reason="backend_error: gone", stop_reason="backend_error")]
+    turns = [TurnRecord(turn=0, action="read_file", arguments_json='{"path": "a.txt"}', observation="hello",
+                        input_tokens=12, output_tokens=3, latency_s=0.25, finish_reason="stop")]
+    crit = [CriterionResult("if", "uses json", 40.0, 1.0, "ok"), CriterionResult("tc", "answer", 60.0, None, "n/a")]
     with Store.open(tmp_path / "a.duckdb") as store:
-        store.add_run(_run())
+        store.record_ladder(load_ladder("ladders/demo.yaml"))
+        store.add_run(runs[0], turns, crit)
+        store.add_run(runs[1])
         files = store.export_parquet(tmp_path / "out")
-    assert any(f.name == "runs.parquet" for f in files)
-    con = duckdb.connect()
-    assert con.execute(f"SELECT count(*) FROM '{tmp_path / 'out' / 'runs.parquet'}'").fetchone()[0] == 1
-    con.close()
+        tables = {r["table_name"] for r in store.query(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")}
+        want = {t: store.query(f"SELECT * FROM {t}") for t in ("runs", "turns", "criterion_results", "rungs")}
+    assert {f.stem for f in files} == tables and all(f.suffix == ".parquet" for f in files)
+    for table, rows in want.items():
+        got = pq.read_table(tmp_path / "out" / f"{table}.parquet").to_pylist()
+        key = lambda r: tuple(str(v) for v in r.values())  # noqa: E731 - rows compared whatever their order
+        assert sorted(got, key=key) == sorted(rows, key=key), table
+    exported = {r["run_key"]: r for r in pq.read_table(tmp_path / "out" / "runs.parquet").to_pylist()}
+    assert exported[runs[1].run_key]["overall"] is None and exported[runs[1].run_key]["unscored"] is True
+    assert exported[runs[0].run_key]["overall"] == pytest.approx(runs[0].overall)

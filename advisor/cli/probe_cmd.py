@@ -40,7 +40,7 @@ def probe(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", help="Adaptive: sample each (class, "
                                            "condition, rung) in batches only until its interval decides it "
-                                           "against the target, rungs small to large (advisor.adaptive); "
+                                           "against the target, rungs small to large (advisor.probe.adaptive); "
                                            "--full-grid runs every replica.")] = True,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Adaptive: runs per cell per wave.")] = 5,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Write a sizing report to "
@@ -68,6 +68,7 @@ def probe(
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC logs a line per forked tool subprocess at INFO
 
+    from advisor.probe.planners import AdaptivePlanner, FullGridPlanner
     from advisor.probe.session import ProbeConfig, run_probe
     from advisor.probe.summary import render
 
@@ -85,20 +86,20 @@ def probe(
         err.print(unsandboxed_line())
     bar = _Progress(err)
     try:
-        if adaptive:
-            from advisor.adaptive_session import run_adaptive_probe
-
-            result = run_adaptive_probe(config, batch=batch, on_start=bar.start, on_result=bar.advance).probe
-        else:
-            result = run_probe(config, on_start=bar.start, on_result=bar.advance)
+        planner = AdaptivePlanner(batch=batch) if adaptive else FullGridPlanner()
+        result = run_probe(config, planner, on_start=bar.start, on_result=bar.advance)
     finally:
         bar.stop()
     out = result.outcome
     done = out.count("done")
-    line = (f"probe: {done} run{'' if done == 1 else 's'}, {out.count('skipped')} already stored, {out.count('not_run')} not run"
-            f"{' (' + out.stopped + ')' if out.stopped else ''}; {out.backend_errors} backend errors "
-            f"(stored unscored, retried next time); cost ${out.cost_usd:.4f}; {out.elapsed_s:.1f} s; "
-            f"served by {result.served_by}; store {store}")
+    if not done and not out.count("not_run"):
+        line = (f"probe: nothing to run: all {result.already_stored} runs already stored; "
+                f"served by {result.served_by}; store {store}")
+    else:
+        line = (f"probe: {done} run{'' if done == 1 else 's'}, {out.count('skipped')} already stored, "
+                f"{out.count('not_run')} not run{' (' + out.stopped + ')' if out.stopped else ''}; "
+                f"{out.backend_errors} backend errors (stored unscored, retried next time); "
+                f"cost ${out.cost_usd:.4f}; {out.elapsed_s:.1f} s; served by {result.served_by}; store {store}")
     if result.summary["simulated"]:
         line = "SIMULATED stand-ins. " + line
     err.print(line)

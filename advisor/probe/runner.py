@@ -17,8 +17,10 @@ The library entry point is `execute` (the CLI and adaptive probing build on it):
   before it returns or re-raises, so the caller may close the store right after.
 - A run that ended in ``backend_error`` is stored **unscored** (scores NULL, ``unscored = true``), never 0.
 - Guards: `max_runs` caps the runs started by this call; `max_cost` stops starting new runs once the cost
-  of the runs finished by this call reaches it (runs in flight finish). Specs not started are reported with
-  status ``not_run`` and `ProbeOutcome.stopped` says why.
+  of the runs finished by this call reaches it (runs in flight finish). With `server_error_streak`, after
+  that many backend errors in a row on a rung the rung's client is asked `server_ready()`; when the server
+  is gone no more runs start (``stopped == "server_down"``, `ProbeOutcome.stop_note` says so in one line).
+  Specs not started are reported with status ``not_run`` and `ProbeOutcome.stopped` says why.
 - `client_for_rung(model)` returns an object with the `TritonClient.generate` signature; the caller owns the
   clients' lifetime. `on_result(result)` is called after each run (progress bars).
 
@@ -43,6 +45,8 @@ from advisor.tools.sandbox import private_root, sandbox_mode, unsandboxed_allowe
 
 DEFAULT_CONCURRENCY = 8
 DEFAULT_SAMPLING = {"temperature": 0.7}
+#: Seconds the readiness check after a streak of backend errors may take (no answer: the server is gone).
+SERVER_CHECK_S = 2.0
 
 
 @dataclass
@@ -64,7 +68,17 @@ class ProbeOutcome:
     cost_usd: float = 0.0  #: model cost of the runs finished by this call (judge cost apart)
     judge_cost_usd: float = 0.0
     elapsed_s: float = 0.0
-    stopped: str | None = None  #: max_runs | max_cost when a guard left specs not run
+    stopped: str | None = None  #: max_runs | max_cost | server_down when specs were left not run
+    stop_note: str | None = None  #: one line saying why, for server_down
+
+    def merge(self, other: "ProbeOutcome") -> None:
+        """Add another call's results and money to this one (a probe of several waves)."""
+        self.results.extend(other.results)
+        self.cost_usd += other.cost_usd
+        self.judge_cost_usd += other.judge_cost_usd
+        self.elapsed_s += other.elapsed_s
+        self.stopped = self.stopped or other.stopped
+        self.stop_note = self.stop_note or other.stop_note
 
     def count(self, status: str) -> int:
         """Number of results with this status."""
@@ -91,7 +105,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                   max_cost: float | None = None, max_runs: int | None = None,
                   thresholds: Thresholds = Thresholds(), judge: Any = None, workdir: str | Path | None = None,
                   sampling: dict[str, Any] | None = None, allow_unsandboxed: bool = False,
-                  on_result: Callable[[RunResult], None] | None = None) -> ProbeOutcome:
+                  on_result: Callable[[RunResult], None] | None = None,
+                  server_error_streak: int | None = None) -> ProbeOutcome:
     """Run `specs` (see the module docstring); return one `RunResult` per spec."""
     from advisor import __version__
 
@@ -129,10 +144,32 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                      "concurrency": concurrency, "judge": getattr(getattr(judge, "model", None), "name", None),
                      "sandbox": sandbox_mode(allow_unsandboxed)}
 
+    streaks: dict[str, int] = {}
+
+    async def check_server(model: Any) -> None:
+        """After `server_error_streak` backend errors in a row on a rung, ask its server whether it is ready."""
+        client = client_for_rung(model)
+        ready = getattr(client, "server_ready", None)
+        if outcome.stopped == "server_down" or ready is None:
+            return
+        try:
+            if await asyncio.wait_for(ready(), SERVER_CHECK_S):
+                return
+        except asyncio.TimeoutError:
+            pass
+        outcome.stopped = "server_down"
+        left = sum(r is None for r in results) - 1
+        outcome.stop_note = (f"Triton at {getattr(client, 'url', '?')} is not ready after {streaks[model.name]} "
+                             f"backend errors in a row on {model.name}: stopped starting runs (about {left} not "
+                             "run; runs in flight are stored unscored); restart it and rerun to retry them")
+
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
         model = ladder.rung(spec.rung)
         async with semaphores[model.name]:
+            if outcome.stopped == "server_down":
+                results[i] = RunResult(spec, key, "not_run")
+                return
             if max_cost is not None and outcome.cost_usd >= max_cost:
                 results[i] = RunResult(spec, key, "not_run")
                 outcome.stopped = "max_cost"
@@ -146,6 +183,10 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 version=__version__)
             outcome.cost_usd += record.cost_usd  # spent, whatever happens to the commit
             outcome.judge_cost_usd += record.judge_cost_usd
+            failed_now = record.stop_reason == StopReason.BACKEND_ERROR
+            streaks[model.name] = streaks.get(model.name, 0) + 1 if failed_now else 0
+            if server_error_streak and streaks[model.name] >= server_error_streak:
+                await check_server(model)
         # committed outside the rung's semaphore: the rung's next episode starts meanwhile
         retried = key in failed
         await asyncio.get_running_loop().run_in_executor(writer, _commit, store, record, turns, criteria, retried)

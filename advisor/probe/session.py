@@ -1,6 +1,7 @@
 """A whole probe as the CLI runs it: resolve files, serve or reach the rungs, run the grid, summarize.
 
-`run_probe(config)` is the library function behind ``advisor probe``. Without a URL and with a simulated
+`run_probe(config, planner)` is the library function behind ``advisor probe``: the planner
+(`advisor.probe.planners`) chooses the runs, wave by wave (the full grid, or adaptive). Without a URL and with a simulated
 ladder it starts the embedded Triton (`advisor.triton.server.EmbeddedTriton`) with stand-ins that know the
 suite; with a URL (or a real ladder) it talks to that Triton. Either way the runs go through the same
 `advisor.probe.runner.execute` and the same Triton client.
@@ -15,11 +16,13 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from advisor.errors import ConfigError
-from advisor.probe.plan import full_grid
 from advisor.probe.runner import DEFAULT_CONCURRENCY, ProbeOutcome, RunResult, execute
+from advisor.records import RunKind
 
 DEFAULT_LADDER = "ladders/demo.yaml"
 DEFAULT_SUITE = "suites/example/suite.yaml"
+#: Backend errors in a row on one rung after which the probe asks the server whether it is still ready.
+SERVER_ERROR_STREAK = 3
 
 
 def default_file(relative: str) -> Path:
@@ -68,6 +71,8 @@ class ProbeRun:
     planned: int
     served_by: str  #: "embedded" or the URL
     notes: list[str] = field(default_factory=list)
+    already_stored: int = 0  #: planned runs found in the store when the probe started
+    adaptive: Any = None  #: the `AdaptiveResult` of an adaptive probe (None for a full grid)
 
 
 def load_inputs(config: ProbeConfig):
@@ -85,27 +90,64 @@ def load_inputs(config: ProbeConfig):
     return ladder, suite, ladder_path, suite_path
 
 
-def run_probe(config: ProbeConfig, on_start: Callable[[int, str], None] | None = None,
-              on_result: Callable[[RunResult], None] | None = None) -> ProbeRun:
+def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int, str], None] | None = None,
+              on_result: Callable[[RunResult], None] | None = None,
+              on_wave: Callable[[int, list], None] | None = None) -> ProbeRun:
     """Run a probe end to end and return its outcome and summary (store written as it goes).
 
-    `on_start(planned, served_by)` is called once the rungs are reachable; `on_result` after every run.
+    `planner` chooses the runs (`advisor.probe.planners`: `FullGridPlanner`, the default, or
+    `AdaptivePlanner`). `on_start(planned, served_by)` is called once the rungs are reachable; `on_result`
+    after every run; `on_wave(n, specs)` before every wave. The `max_runs` and `max_cost` guards apply to the
+    whole probe; after `SERVER_ERROR_STREAK` backend errors in a row on a rung whose server is no longer
+    ready, no more runs start (`ProbeOutcome.stopped == "server_down"`, the line in ``ProbeRun.notes``).
     """
+    from advisor.probe.planners import FullGridPlanner
     from advisor.probe.summary import summarize
     from advisor.store import Store
 
     from advisor.tools.sandbox import require_sandbox
 
+    planner = planner or FullGridPlanner()
     ladder, suite, _, suite_path = load_inputs(config)
     require_sandbox(suite, config.allow_unsandboxed)  # refused before any server starts
-    specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks)
+    planned = planner.start(suite, ladder, config)
     with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
+        def load_rows():
+            return store.floor_rows(suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(),
+                                    kinds=[RunKind.PROBE])
+
+        stored = planner.already_stored(load_rows())
         if on_start:
-            on_start(len(specs), served_by)
-        outcome = asyncio.run(_execute(specs, ladder, suite, store, urls, config, on_result))
+            on_start(planned, served_by)
+        outcome, result = asyncio.run(_drive(planner, ladder, suite, store, urls, config, load_rows, on_result,
+                                             on_wave))
         summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
-    notes = [n for n in (judge_note(ladder, suite),) if n]
-    return ProbeRun(outcome, summary, ladder, suite, len(specs), served_by, notes=notes)
+    notes = [*planner.notes(result), *(n for n in (judge_note(ladder, suite), outcome.stop_note) if n)]
+    return ProbeRun(outcome, summary, ladder, suite, planned, served_by, notes=notes, already_stored=stored,
+                    adaptive=result)
+
+
+async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, load_rows, on_result,
+                 on_wave) -> tuple[ProbeOutcome, Any]:
+    """Run the planner's waves through `execute` with one set of clients; the guards span every wave."""
+    from advisor.probe.planners import run_waves
+
+    total = ProbeOutcome()
+
+    async def execute_wave(specs) -> ProbeOutcome:
+        max_runs = None if config.max_runs is None else config.max_runs - total.count("done")
+        max_cost = None if config.max_cost is None else config.max_cost - total.cost_usd
+        out = await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=client_for_rung,
+                            judge=judge_for(ladder, suite, client_for_rung), concurrency=config.concurrency,
+                            max_cost=max_cost, max_runs=max_runs, workdir=config.workdir,
+                            allow_unsandboxed=config.allow_unsandboxed, on_result=on_result,
+                            server_error_streak=SERVER_ERROR_STREAK)
+        total.merge(out)
+        return out
+
+    async with clients_for(urls, config) as client_for_rung:
+        result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave)
+    return total, result
 
 
 @contextlib.contextmanager
@@ -167,11 +209,3 @@ def judge_note(ladder, suite) -> str | None:
         return (f"note: suite {suite.name!r} has judge-graded criteria but ladder {ladder.name!r} has no judge "
                 "role: those runs are stored unscored (add roles.judge to the ladder)")
     return None
-
-
-async def _execute(specs, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, on_result):
-    async with clients_for(urls, config) as client_for_rung:
-        return await execute(specs, ladder=ladder, suite=suite, store=store, client_for_rung=client_for_rung,
-                             concurrency=config.concurrency, max_cost=config.max_cost, max_runs=config.max_runs,
-                             judge=judge_for(ladder, suite, client_for_rung), workdir=config.workdir,
-                             allow_unsandboxed=config.allow_unsandboxed, on_result=on_result)

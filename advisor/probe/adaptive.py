@@ -21,14 +21,15 @@ Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...
 on the whole class rather than on its first tasks. Looking at a cell after every batch would make early
 decisions too easy, so a decision taken before a cell's full budget uses a stricter interval: confidence
 1 - (1 - confidence) / looks, with looks = ceil(budget / batch) (Bonferroni); at the full budget the
-decision is the full grid's own. `AdaptivePlan` is pure decision logic; `run_adaptive` drives the probe
-runner's ``execute`` wave by wave; `replay` replays the rule on a stored full grid.
+decision is the full grid's own. `AdaptivePlan` is pure decision logic; `advisor.probe.planners.AdaptivePlanner`
+hands its waves to the probe (`advisor.probe.session.run_probe`); `simulate` runs it against a function and
+`replay` replays the rule on a stored full grid.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from advisor.errors import DataError
 from advisor.floors import FloorReport, FloorSettings, analyse, wilson_interval
@@ -260,32 +261,6 @@ def replay(rows: Sequence[dict[str, Any]], replicas: int, settings: FloorSetting
     if missing:
         raise DataError(f"replay needs the full grid: {len(missing)} runs are missing (e.g. {missing[0]})")
     return simulate(plan, lambda u: by_unit[u])
-
-
-async def run_adaptive(plan: AdaptivePlan, execute_wave: Callable[[list[Unit]], Awaitable[Any]],
-                       load_rows: Callable[[], Sequence[dict[str, Any]]], suite_name: str = "",
-                       on_wave: Callable[[int, list[Unit]], None] | None = None,
-                       max_waves: int = 1000) -> AdaptiveResult:
-    """Drive adaptive probing: per wave, ask the plan for units, run them, reload the store's rows.
-
-    `execute_wave(units)` runs and stores the units (with the probe runner: build a RunSpec per unit and await
-    ``execute(specs, ...)``); `load_rows()` returns the suite's runs as floor-finder rows (for a store:
-    ``lambda: floors.load_rows(store, suite_name)``), so runs already in the store (a resumed probe) count.
-    """
-    rows = list(load_rows())
-    spent = 0
-    for _ in range(max_waves):
-        wave = plan.next_wave(rows_in_plan(plan, rows))
-        if not wave:
-            break
-        if on_wave:
-            on_wave(plan.waves, wave)
-        await execute_wave(wave)
-        spent += len(wave)
-        rows = list(load_rows())
-    rows = rows_in_plan(plan, rows)
-    return AdaptiveResult(spent, plan.full_grid_runs, plan.waves, analyse(rows, plan.settings, suite_name),
-                          plan.states(rows))
 
 
 def rows_in_plan(plan: AdaptivePlan, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
