@@ -95,7 +95,7 @@ def test_floor_cells_equal_sql(sim_report):
                    count(*) FILTER (WHERE overall >= 75) AS usable, count(*) FILTER (WHERE overall < 25) AS nz,
                    count(*) FILTER (WHERE stop_reason IN ('max_turns','max_tokens','timeout','stuck','invalid_output'))
                        AS noconv,
-                   avg(cost_usd) AS cpa, avg(overall) AS ov,
+                   avg(cost_usd) FILTER (WHERE NOT unscored AND overall IS NOT NULL) AS cpa, avg(overall) AS ov,
                    avg(turns) FILTER (WHERE overall >= 75) AS t_ok, avg(turns) FILTER (WHERE overall < 75) AS t_bad
             FROM runs WHERE {WHERE} GROUP BY ALL""")}
     seen = 0
