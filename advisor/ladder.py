@@ -57,6 +57,13 @@ class GpuHourPrice(_Strict):
         return hour / self.input_tokens_per_hour, hour / self.output_tokens_per_hour
 
 
+class OrchestratorStandin(_Strict):
+    """How a simulated orchestrator picks experts (advisor/standin/orchestrator.py; docs/standin.md)."""
+
+    match: float = Field(default=0.8, ge=0, le=1, description="Chance it matches the expert to the task's difficulty (else a uniform pick).")
+    default_strongest: float = Field(default=0.1, ge=0, le=1, description="Chance it defaults to the strongest (priciest) expert.")
+
+
 class StandinParams(_Strict):
     """Parameters of a simulated (stand-in) rung: a stated, seeded parametric agent model (see standin docs)."""
 
@@ -65,6 +72,7 @@ class StandinParams(_Strict):
     latency_ms: float = Field(default=0.0, ge=0, description="Simulated time per generation, milliseconds.")
     seed: int = Field(default=0, description="Seed of the simulation (combined with the request).")
     redundancy: float = Field(default=0.0, ge=0, le=1, description="Chance of a redundant re-read before each step (effort).")
+    orchestrator: OrchestratorStandin | None = Field(default=None, description="Set for a simulated orchestrator role.")
 
 
 class Model(_Strict):

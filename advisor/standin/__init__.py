@@ -58,8 +58,10 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
     simulated `latency_ms` is waited by the server (`advisor.triton.standin_model`), not here.
     """
     from advisor.standin.agent import StandinAgent
+    from advisor.standin.orchestrator import StandinOrchestrator
 
-    agent = StandinAgent(model, suite_paths)
+    orchestrates = model.standin is not None and model.standin.orchestrator is not None
+    agent = StandinOrchestrator(model, suite_paths) if orchestrates else StandinAgent(model, suite_paths)
 
     def respond(prompt: str, sampling: dict[str, Any]) -> Generation:
         max_tokens = int(sampling.get("max_tokens", 16))

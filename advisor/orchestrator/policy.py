@@ -1,0 +1,68 @@
+"""The ``orchestrator`` routing policy: registered with the other policies, run by the probe per episode.
+
+Unlike the router's policies, which pick a rung chain for a batch of requests up front (``decide``), the
+orchestrator routes **inside** an episode, turn by turn. It is registered in
+`advisor.router.policies.POLICIES` under ``orchestrator`` so that every part finds policies by one name; its
+``episodic`` flag tells callers to run `episode(...)` instead of ``decide``. The probe runs it for
+``advisor probe --policy orchestrator`` (`advisor.probe.runner.run_one` takes the episode function).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from advisor.errors import ConfigError, RouterError
+from advisor.orchestrator.experts import experts_for, probe_facts
+from advisor.orchestrator.loop import OrchestratorConfig, run_orchestrated
+from advisor.router.policies import POLICIES, Policy
+
+
+@POLICIES.register("orchestrator")
+class OrchestratorPolicy(Policy):
+    """Nemotron-Orchestrator-8B (the ladder's orchestrator role) hands each turn to a rung or acts itself."""
+
+    name = "orchestrator"
+    episodic = True  #: routes per turn inside an episode: use `episode_runner`, not `decide`
+
+    def __init__(self, ctx: Any = None, **params: Any) -> None:  # noqa: D107 - no router context needed
+        self.ctx, self.params = ctx, params
+
+    def decide(self, batch: Any):
+        """Not a batch decision: the orchestrator routes turn by turn (run it with ``advisor probe --policy``)."""
+        raise RouterError("the orchestrator policy routes turn by turn inside an episode; run it with "
+                          "`advisor probe --policy orchestrator`, not as a batch decision")
+
+
+def orchestrator_of(ladder: Any) -> Any:
+    """The ladder's orchestrator role (ConfigError naming the ladder when it has none)."""
+    if ladder.roles.orchestrator is None:
+        raise ConfigError(f"ladder {ladder.name!r} has no roles.orchestrator: add one (see ladders/demo.yaml) "
+                          "to run --policy orchestrator")
+    return ladder.roles.orchestrator
+
+
+def episode_runner(ladder: Any, client_for: Callable[[Any], Any], *, store: Any = None, prefs: Any = None,
+                   config: OrchestratorConfig = OrchestratorConfig()):
+    """An episode function with `advisor.agent.loop.run_episode`'s signature that runs the orchestrator.
+
+    The experts' capability prose and latencies come from the store's fixed-rung runs of this ladder, read
+    once here (so every episode of a probe sees the same description).
+    """
+    orchestrator = orchestrator_of(ladder)
+    experts = experts_for(ladder, probe_facts(store, ladder) if store is not None else None)
+
+    async def episode(task, model, client, env, limits, *, condition="baseline", sampling=None, request_id=None):
+        return await run_orchestrated(task, orchestrator, experts, client_for, env, limits, prefs=prefs,
+                                      config=config, condition=condition, sampling=sampling, request_id=request_id)
+
+    episode.settings = {"policy": "orchestrator", "orchestrator": orchestrator.name, "max_rounds": config.max_rounds,
+                        "prefs_mode": config.prefs, "prefs": _prefs_dict(prefs)}
+    return episode
+
+
+def _prefs_dict(prefs: Any) -> dict[str, Any] | None:
+    if prefs is None:
+        return None
+    return {"allowed": list(prefs.allowed) if prefs.allowed is not None else None,
+            "self_hosted_only": prefs.self_hosted_only, "max_latency_s": prefs.max_latency_s,
+            "weights": dict(prefs.weights)}
