@@ -21,6 +21,26 @@ def register(app: typer.Typer) -> None:
     app.command("probe")(probe)
 
 
+def _run(config, adaptive: bool, batch: int, bar):
+    """Rung runs (adaptive or full grid), then policy runs (always the full grid); the last probe's result."""
+    from dataclasses import replace
+
+    from advisor.probe.planners import AdaptivePlanner, FullGridPlanner
+    from advisor.probe.session import run_probe
+
+    others = tuple(p for p in config.policies if p != "rung")
+    result = None
+    if "rung" in config.policies:
+        planner = AdaptivePlanner(batch=batch) if adaptive else FullGridPlanner()
+        result = run_probe(replace(config, policies=("rung",)), planner, on_start=bar.start, on_result=bar.advance)
+    if others:
+        if result is not None:
+            bar.stop()
+        result = run_probe(replace(config, policies=others), FullGridPlanner(), on_start=bar.start,
+                           on_result=bar.advance)
+    return result
+
+
 def probe(
     url: Annotated[Optional[str], typer.Option("--url", help="gRPC address of a running Triton (host:port). "
                                                "Without it a simulated ladder is served by an embedded Triton.")] = None,
@@ -50,6 +70,10 @@ def probe(
     allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Probe even when runs would be "
                                                  "unscored whatever the models do (no judge role for judge "
                                                  "criteria; stand-ins on tasks without a reference).")] = False,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="What routes each task (repeatable): "
+                                                        "'rung' (every rung itself, the default) and/or "
+                                                        "'orchestrator' (the ladder's orchestrator role hands "
+                                                        "turns to rungs; full grid, stored with runs.policy).")] = None,
     allow_unsandboxed: Annotated[bool, typer.Option("--allow-unsandboxed", help="Trusted suites only: where "
                                                     "bubblewrap is unavailable, run run_python and python checks "
                                                     "without a sandbox instead of refusing (docs/sandbox.md); "
@@ -68,13 +92,12 @@ def probe(
 
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC logs a line per forked tool subprocess at INFO
 
-    from advisor.probe.planners import AdaptivePlanner, FullGridPlanner
-    from advisor.probe.session import ProbeConfig, run_probe
+    from advisor.probe.session import ProbeConfig
     from advisor.probe.summary import render
 
     config = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=store, url=url, replicas=replicas,
                          concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung,
-                         allow_unsandboxed=allow_unsandboxed)
+                         allow_unsandboxed=allow_unsandboxed, policies=tuple(dict.fromkeys(policy or ["rung"])))
     if dry_run or not allow_unscored:
         _check_up_front(config, dry_run, as_json)
         if dry_run:
@@ -86,8 +109,7 @@ def probe(
         err.print(unsandboxed_line())
     bar = _Progress(err)
     try:
-        planner = AdaptivePlanner(batch=batch) if adaptive else FullGridPlanner()
-        result = run_probe(config, planner, on_start=bar.start, on_result=bar.advance)
+        result = _run(config, adaptive, batch, bar)
     finally:
         bar.stop()
     out = result.outcome

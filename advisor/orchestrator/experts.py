@@ -66,7 +66,7 @@ def experts_for(ladder: Any, facts: dict[str, dict[str, Any]] | None = None) -> 
 
 
 def _money(usd_per_m: float) -> str:
-    return f"${usd_per_m:.3f}".rstrip("0").rstrip(".") if usd_per_m else "$0"
+    return f"${usd_per_m:.2f}" if round(usd_per_m, 2) == usd_per_m else f"${usd_per_m:.4g}"
 
 
 def prices_per_m(model: Any) -> tuple[float, float]:

@@ -22,8 +22,8 @@ that model's price; the episode's cost is their sum (`OrchestratedResult.cost`).
 
 Conversations: the orchestrator sees its own replies as written and an expert's action rewritten in the
 orchestrator's tool-call format, prefixed ``[expert-k]``; an expert sees every executed action rewritten in its
-own format (so a model never reads calls in a syntax it was not trained on), with the default system prompt
-of a rung.
+own format (so a model never reads calls in a syntax it was not trained on) and its own unusable replies with
+their parse errors, under a rung's usual system prompt; the orchestrator's routing turns are left out.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
                         return stop(StopReason.STUCK, f"repeating actions: last {EXPERT_TOOL!r}")
                     continue
                 expert = by_alias[alias]
+                res.turns[-1].observation = f"turn handed to {alias} ({expert.name})"
                 efmt = format_for(expert.model.tool_call_format)
                 eprompt = template_for(expert.model).render(_expert_messages(task, skill, steps, efmt, specs, alias))
                 gen = await ask(expert.model, eprompt, rnd, "expert", not violations(expert, prefs) if prefs else True)

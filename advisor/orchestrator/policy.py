@@ -27,6 +27,16 @@ class OrchestratorPolicy(Policy):
     def __init__(self, ctx: Any = None, **params: Any) -> None:  # noqa: D107 - no router context needed
         self.ctx, self.params = ctx, params
 
+    @staticmethod
+    def model_of(ladder: Any) -> Any:
+        """The model its runs are stored under: the ladder's orchestrator role."""
+        return orchestrator_of(ladder)
+
+    @staticmethod
+    def runner(ladder: Any, client_for: Callable[[Any], Any], **options: Any):
+        """The probe's episode function for this policy (`episode_runner`)."""
+        return episode_runner(ladder, client_for, **options)
+
     def decide(self, batch: Any):
         """Not a batch decision: the orchestrator routes turn by turn (run it with ``advisor probe --policy``)."""
         raise RouterError("the orchestrator policy routes turn by turn inside an episode; run it with "

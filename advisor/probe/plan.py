@@ -23,11 +23,13 @@ class RunSpec:
     condition: str = Condition.BASELINE  #: a `Condition`
     replica: int = 0
     kind: str = RunKind.PROBE
+    policy: str = "fixed"  #: fixed (the rung itself) or a policy run (`rung` is then the policy's model)
 
     def run_key(self, suite_hash: str, ladder_hash: str) -> str:
         """The idempotent key of this run in the store."""
+        extra = () if self.policy == "fixed" else (self.policy,)
         return make_run_key(self.kind, suite_hash, self.task_id, ladder_hash, self.rung, self.condition,
-                            self.replica)
+                            self.replica, *extra)
 
     def seed(self, suite_hash: str, ladder_hash: str) -> int:
         """The sampling seed of this episode (stable: derived from the run key; fits a signed 32-bit int)."""
@@ -35,11 +37,14 @@ class RunSpec:
 
 
 def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[str] = CONDITIONS,
-              rungs: Iterable[str] | None = None, tasks: Iterable[str] | None = None) -> list[RunSpec]:
-    """Every (task, rung, condition, replica) of a probe; the skill condition only for tasks with a skill.
+              rungs: Iterable[str] | None = None, tasks: Iterable[str] | None = None,
+              policies: Sequence[str] = ("rung",)) -> list[RunSpec]:
+    """Every (task, rung or policy, condition, replica) of a probe; the skill condition only for tasks with a skill.
 
-    Ordered replica-major, then task, then rung, so that a partial probe (``--max-runs``, an interruption)
-    covers every task and rung before it repeats any.
+    `policies`: ``rung`` runs every rung (`rungs`) itself; an episodic policy (``orchestrator``) adds one run
+    per task, condition and replica under the policy's model (`policy_model`). Ordered replica-major, then
+    task, then rung, so that a partial probe (``--max-runs``, an interruption) covers every task and rung
+    before it repeats any.
     """
     if replicas < 1:
         raise ConfigError(f"replicas must be at least 1 (got {replicas})")
@@ -47,6 +52,8 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
     if bad:
         raise ConfigError(f"unknown condition(s) {', '.join(bad)}; use baseline and/or skill")
     rung_names = [ladder.rung(r).name for r in rungs] if rungs is not None else [r.name for r in ladder.rungs]
+    slots = [(r, "fixed") for r in rung_names] if "rung" in policies else []
+    slots += [(policy_model(ladder, p).name, p) for p in policies if p != "rung"]
     if tasks is not None:
         chosen = []
         for tid in tasks:
@@ -62,8 +69,23 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
     specs = []
     for replica in range(replicas):
         for task in chosen:
-            for rung in rung_names:
+            for rung, policy in slots:
                 for condition in task.conditions():
                     if condition in conditions:
-                        specs.append(RunSpec(task.id, rung, condition, replica))
+                        specs.append(RunSpec(task.id, rung, condition, replica, policy=policy))
     return specs
+
+
+def policy_model(ladder: Any, policy: str) -> Any:
+    """The model a policy's runs are stored under (the orchestrator role); ConfigError for a policy the probe cannot run."""
+    import advisor.orchestrator.policy  # noqa: F401 - registers the orchestrator policy
+    from advisor.router.policies import POLICIES
+
+    if policy not in POLICIES:
+        from advisor.errors import did_you_mean
+
+        raise ConfigError(f"unknown policy {policy!r}.{did_you_mean(policy, ['rung', *POLICIES.names()])}")
+    if not getattr(POLICIES.get(policy), "episodic", False):
+        raise ConfigError(f"policy {policy!r} decides rung chains up front; the probe runs 'rung' and episodic "
+                          "policies (orchestrator) only")
+    return POLICIES.get(policy).model_of(ladder)

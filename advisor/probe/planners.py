@@ -59,7 +59,8 @@ class FullGridPlanner:
 
     def start(self, suite: Any, ladder: Any, config: Any) -> int:
         """Plan the full grid of the config's replicas, conditions, rungs and tasks."""
-        self.specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks)
+        self.specs = full_grid(suite, ladder, config.replicas, config.conditions, config.rungs, config.tasks,
+                               policies=getattr(config, "policies", ("rung",)))
         self._given = False
         return len(self.specs)
 

@@ -106,8 +106,13 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                   thresholds: Thresholds = Thresholds(), judge: Any = None, workdir: str | Path | None = None,
                   sampling: dict[str, Any] | None = None, allow_unsandboxed: bool = False,
                   on_result: Callable[[RunResult], None] | None = None,
-                  server_error_streak: int | None = None) -> ProbeOutcome:
-    """Run `specs` (see the module docstring); return one `RunResult` per spec."""
+                  server_error_streak: int | None = None,
+                  episode_for: Callable[[str], Callable] | None = None) -> ProbeOutcome:
+    """Run `specs` (see the module docstring); return one `RunResult` per spec.
+
+    `episode_for(policy)` gives the episode function of a policy run (a spec whose ``policy`` is not
+    ``fixed``; `advisor.orchestrator.policy.episode_runner`); fixed runs use `advisor.agent.loop.run_episode`.
+    """
     from advisor import __version__
 
     started = time.monotonic()
@@ -136,7 +141,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         if on_result:
             on_result(results[i])
 
-    semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.rungs}
+    semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.models()}
     sandbox = contextlib.ExitStack()  # episode workspaces: a private 0700 folder of this call, removed at the end
     root = sandbox.enter_context(private_root(workdir))
     sandbox.enter_context(unsandboxed_allowed(allow_unsandboxed))
@@ -165,7 +170,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
 
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
-        model = ladder.rung(spec.rung)
+        model = ladder.rung(spec.rung) if spec.policy == "fixed" else _model_named(ladder, spec.rung)
         async with semaphores[model.name]:
             if outcome.stopped == "server_down":
                 results[i] = RunResult(spec, key, "not_run")
@@ -180,7 +185,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 spec, task, model, suite=suite, ladder=ladder, client=client_for_rung(model), seed=seed,
                 run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
                 root=root, sampling={**base_settings["sampling"], "seed": seed}, settings=base_settings,
-                version=__version__)
+                version=__version__, episode=episode_for(spec.policy) if spec.policy != "fixed" else None)
             outcome.cost_usd += record.cost_usd  # spent, whatever happens to the commit
             outcome.judge_cost_usd += record.judge_cost_usd
             failed_now = record.stop_reason == StopReason.BACKEND_ERROR
@@ -189,7 +194,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 await check_server(model)
         # committed outside the rung's semaphore: the rung's next episode starts meanwhile
         retried = key in failed
-        await asyncio.get_running_loop().run_in_executor(writer, _commit, store, record, turns, criteria, retried)
+        calls = getattr(record, "_policy_calls", ())
+        await asyncio.get_running_loop().run_in_executor(writer, _commit, store, record, turns, criteria, retried, calls)
         results[i] = RunResult(spec, key, "done", record, retried)
         if on_result:
             on_result(results[i])
@@ -213,17 +219,23 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     return outcome
 
 
-def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool) -> None:
+def _model_named(ladder: Any, name: str) -> Any:
+    return next(m for m in ladder.models() if m.name == name)
+
+
+def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool, calls: Any = ()) -> None:
     """Store one finished run (replacing its stored backend_error run when retried); runs in the writer thread."""
     if retried:
         store.delete_runs([record.run_key])
-    store.add_run(record, turns, criteria)
+    store.add_run(record, turns, criteria, policy_calls=calls)
 
 
 async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: Any, client: Any, seed: int,
                   run_key: str, suite_hash: str, ladder_hash: str, thresholds: Thresholds, judge: Any,
-                  root: Path, sampling: dict[str, Any], settings: dict[str, Any], version: str):
-    """One episode: sandbox, agent loop, scoring; returns (RunRecord, turns, criteria) ready to store."""
+                  root: Path, sampling: dict[str, Any], settings: dict[str, Any], version: str,
+                  episode: Callable | None = None):
+    """One episode: sandbox, agent loop (or a policy's `episode` function), scoring; returns (RunRecord, turns,
+    criteria) ready to store (a policy run's model calls ride along as ``record._policy_calls``)."""
     from advisor.agent.loop import run_episode
     from advisor.checks import score_episode
     from advisor.tools.environment import Environment
@@ -232,7 +244,7 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
     started_at = now()
     env = Environment.create(task.for_condition(spec.condition), root)
     try:
-        res = await run_episode(task, model, client, env, limits, condition=spec.condition, sampling=sampling,
+        res = await (episode or run_episode)(task, model, client, env, limits, condition=spec.condition, sampling=sampling,
                                 request_id=run_key[:12])
         ep = res.episode
         if ep.stop_reason in UNSCORABLE_STOPS:
@@ -250,8 +262,8 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
     record = RunRecord(
         run_key=run_key, kind=spec.kind, suite_name=suite.name, suite_hash=suite_hash, task_id=task.id,
         task_class=task.task_class, ladder_name=ladder.name, ladder_hash=ladder_hash, rung=model.name,
-        rung_position=ladder.index(model.name), condition=spec.condition, replica=spec.replica, seed=seed,
-        policy="fixed", prompt_hash=task.prompt_hash(), stop_reason=ep.stop_reason, turns=res.model_calls,
+        rung_position=ladder.index(model.name) if spec.policy == "fixed" else -1, condition=spec.condition, replica=spec.replica, seed=seed,
+        policy=spec.policy, prompt_hash=task.prompt_hash(), stop_reason=ep.stop_reason, turns=res.model_calls,
         model_calls=res.model_calls, input_tokens=res.input_tokens, output_tokens=res.output_tokens,
         tokens_from_server=res.tokens_from_server, cost_usd=res.cost(model),
         cost_estimated=not res.tokens_from_server,
@@ -262,6 +274,8 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
         overall=card.overall if scored else None, scenario_score=card.scenario_score if scored else None,
         unscored=not scored, unscored_reason=unscored_reason,
         bar=thresholds.bar, near_zero=thresholds.near_zero, simulated=model.simulated, advisor_version=version,
-        settings_json=json.dumps({**settings, "limits": limits.model_dump()}, sort_keys=True, default=str),
+        settings_json=json.dumps({**settings, **getattr(episode, "settings", {}), "limits": limits.model_dump()},
+                                 sort_keys=True, default=str),
         error="; ".join(errors) or None, started_at=started_at, finished_at=now())
+    record._policy_calls = list(getattr(res, "calls", ()))  # not a column: stored in policy_calls
     return record, res.turns, criteria

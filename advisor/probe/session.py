@@ -58,6 +58,8 @@ class ProbeConfig:
     client_retries: int = 2
     workdir: Path | None = None  #: parent of the probe's private workspace folder (default: the temp folder)
     allow_unsandboxed: bool = False  #: run code without bubblewrap where it is unavailable (trusted suites)
+    policies: tuple[str, ...] = ("rung",)  #: rung (each rung itself) and/or episodic policies (orchestrator)
+    policy_options: dict[str, Any] = field(default_factory=dict)  #: e.g. prefs, config for the orchestrator
 
 
 @dataclass
@@ -141,11 +143,12 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
                             judge=judge_for(ladder, suite, client_for_rung), concurrency=config.concurrency,
                             max_cost=max_cost, max_runs=max_runs, workdir=config.workdir,
                             allow_unsandboxed=config.allow_unsandboxed, on_result=on_result,
-                            server_error_streak=SERVER_ERROR_STREAK)
+                            server_error_streak=SERVER_ERROR_STREAK, episode_for=episode_for)
         total.merge(out)
         return out
 
     async with clients_for(urls, config) as client_for_rung:
+        episode_for = _episode_functions(config, ladder, store, client_for_rung)
         result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave)
     return total, result
 
@@ -209,3 +212,12 @@ def judge_note(ladder, suite) -> str | None:
         return (f"note: suite {suite.name!r} has judge-graded criteria but ladder {ladder.name!r} has no judge "
                 "role: those runs are stored unscored (add roles.judge to the ladder)")
     return None
+
+
+def _episode_functions(config: ProbeConfig, ladder, store, client_for_rung) -> Callable[[str], Any]:
+    """The episode function of each episodic policy of the probe (built once, before any run)."""
+    from advisor.router.policies import POLICIES
+
+    runners = {p: POLICIES.get(p).runner(ladder, client_for_rung, store=store, **config.policy_options)
+               for p in config.policies if p != "rung"}
+    return runners.__getitem__

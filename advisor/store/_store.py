@@ -25,6 +25,8 @@ _RUN_COLUMNS = [f.name for f in fields(RunRecord)]
 _TURN_COLUMNS = ["run_key", "turn", "action", "arguments_json", "observation", "input_tokens", "output_tokens",
                  "latency_s", "finish_reason"]
 _CRITERION_COLUMNS = ["run_key", "checklist", "criterion", "weight", "score", "detail"]
+_POLICY_CALL_COLUMNS = ["run_key", "seq", "round", "model", "role", "input_tokens", "output_tokens", "cost_usd",
+                        "latency_s", "respects"]
 _RUNG_COLUMNS = ["ladder_hash", "name", "position", "role", "hf_id", "triton_model", "params_total_b",
                  "params_active_b", "usd_per_m_input", "usd_per_m_output", "price_basis", "simulated", "self_hosted",
                  "data_leaves_org"]
@@ -228,8 +230,11 @@ class Store(Queries):
 
     # ----------------------------------------------------------------- runs
     def add_run(self, run: RunRecord, turns: Sequence[TurnRecord] = (),
-                criteria: Sequence[CriterionResult] = ()) -> bool:
-        """Insert one run with its turns and criterion results in one transaction.
+                criteria: Sequence[CriterionResult] = (), policy_calls: Sequence[Any] = ()) -> bool:
+        """Insert one run with its turns, criterion results and (policy runs) model calls in one transaction.
+
+        `policy_calls` are `advisor.orchestrator.loop.PolicyCall`s: which model each call went to, its tokens
+        and cost (table ``policy_calls``).
 
         Returns False (and writes nothing) when a run with the same key is already stored.
         """
@@ -243,6 +248,8 @@ class Store(Queries):
             self._insert_values("criterion_results", _CRITERION_COLUMNS,
                                 [[run.run_key, c.checklist, c.criterion, c.weight, c.score, c.detail]
                                  for c in criteria], on_conflict_skip=True)
+            self._insert_values("policy_calls", _POLICY_CALL_COLUMNS,
+                                [[run.run_key, *(getattr(c, k) for k in _POLICY_CALL_COLUMNS[1:])] for c in policy_calls])
         return True
 
     def add_runs_bulk(self, runs: Sequence[RunRecord]) -> int:
@@ -261,7 +268,7 @@ class Store(Queries):
         if not keys:
             return 0
         with self._transaction() as con:
-            for table in ("turns", "criterion_results", "runs"):
+            for table in ("turns", "criterion_results", "policy_calls", "runs"):
                 con.execute(f"DELETE FROM {table} WHERE run_key IN (SELECT unnest(?))", [keys])
         return len(keys)
 

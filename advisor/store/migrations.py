@@ -100,9 +100,22 @@ def _m003_live_service(con) -> None:
     )
 
 
+def _m004_policy_calls(con) -> None:
+    """Per model call of a policy run (orchestrator): the rung sequence and the cost per rung."""
+    con.execute(
+        """
+        CREATE TABLE policy_calls (
+            run_key VARCHAR NOT NULL, seq INTEGER NOT NULL, round INTEGER NOT NULL, model VARCHAR NOT NULL,
+            role VARCHAR NOT NULL, input_tokens BIGINT NOT NULL, output_tokens BIGINT NOT NULL,
+            cost_usd DOUBLE NOT NULL, latency_s DOUBLE NOT NULL, respects BOOLEAN, PRIMARY KEY (run_key, seq));
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
     ("m002_scenario_score_and_judge_agreement", _m002_scenario_score_and_judge_agreement),
     ("m003_live_service", _m003_live_service),
+    ("m004_policy_calls", _m004_policy_calls),
 ]
