@@ -1,0 +1,92 @@
+"""Fixed rungs vs routing policies, per task class and condition, from one store (``advisor policies``).
+
+For every (class, condition) and every **arm** (each rung run by itself, and each policy such as
+``orchestrator``) over the same suite and ladder:
+
+- usable rate (overall >= bar) with its Wilson interval (`advisor.floors.cell_stats`, the floors' helpers);
+- cost per usable result = mean cost per attempt / usable rate: retrying until a usable result, the same way
+  for a rung and for a policy (a policy's attempt includes the orchestrator's and every expert's tokens);
+- mean latency per episode;
+- for policy arms, the **distribution of expert calls** per rung, and the two biases the ToolOrchestra
+  write-up names: the share of expert calls that go to the strongest rung ("strongest-tool defaulting") and
+  to the orchestrator's own family (same organization in the Hugging Face id; `experts.family`), and the
+  share of expert calls that respect the user's preferences (adherence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.floors import RUN_FIELDS, FloorSettings, cell_stats
+from advisor.orchestrator.experts import family
+
+POLICY_POSITION = 1000  #: policy arms sort after the rungs
+
+
+@dataclass
+class Arm:
+    """One rung or policy in one (class, condition)."""
+
+    task_class: str
+    condition: str
+    arm: str  #: the rung name, or the policy name
+    policy: str  #: fixed | orchestrator | ...
+    runs: int
+    scored: int
+    usable: int
+    usable_rate: float | None
+    interval: tuple[float, float]
+    cost_per_attempt: float | None
+    cost_per_usable: float | None
+    latency_s: float | None
+    simulated: bool
+    expert_calls: dict[str, int] = field(default_factory=dict)  #: rung -> calls (policy arms)
+    strongest_share: float | None = None
+    own_family_share: float | None = None
+    adherence: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = FloorSettings()) -> list[Arm]:
+    """Every arm of every (class, condition) of `suite` run on `ladder` (by name), rungs first."""
+    rows = store.query(f"SELECT {', '.join(RUN_FIELDS)}, policy, latency_s FROM runs WHERE suite_name = ? "
+                       "AND ladder_name = ? AND kind = 'probe'", [suite, ladder.name])
+    for r in rows:
+        if r["policy"] != "fixed":
+            r["rung"], r["rung_position"] = r["policy"], POLICY_POSITION
+    latency: dict[tuple, list[float]] = {}
+    policy_of: dict[str, str] = {}
+    for r in rows:
+        latency.setdefault((r["task_class"], r["condition"], r["rung"]), []).append(float(r["latency_s"] or 0.0))
+        policy_of[r["rung"]] = r["policy"]
+    calls = store.query(
+        "SELECT r.task_class, r.condition, r.policy, c.model, count(*) AS n, "
+        "count(*) FILTER (WHERE c.respects) AS ok FROM policy_calls c JOIN runs r USING (run_key) "
+        "WHERE r.suite_name = ? AND r.ladder_name = ? AND c.role = 'expert' GROUP BY ALL", [suite, ladder.name])
+    by_cell: dict[tuple, dict[str, tuple[int, int]]] = {}
+    for c in calls:
+        by_cell.setdefault((c["task_class"], c["condition"], c["policy"]), {})[c["model"]] = (int(c["n"]), int(c["ok"]))
+    strongest = ladder.rungs[-1].name
+    own = family(ladder.roles.orchestrator) if ladder.roles.orchestrator is not None else None
+    families = {m.name: family(m) for m in ladder.rungs}
+    arms = []
+    for s in cell_stats(rows, settings):
+        lat = latency.get((s.task_class, s.condition, s.rung), [])
+        per_usable = (s.cost_per_attempt / s.usable_rate) if s.usable_rate and s.cost_per_attempt is not None else None
+        arm = Arm(s.task_class, s.condition, s.rung, policy_of.get(s.rung, "fixed"), s.runs, s.scored, s.usable,
+                  s.usable_rate, s.interval, s.cost_per_attempt, per_usable, sum(lat) / len(lat) if lat else None,
+                  s.simulated_runs > 0)
+        dist = by_cell.get((s.task_class, s.condition, arm.policy), {}) if arm.policy != "fixed" else {}
+        if dist:
+            total = sum(n for n, _ in dist.values())
+            arm.expert_calls = {m.name: dist[m.name][0] for m in ladder.rungs if m.name in dist}
+            arm.strongest_share = dist.get(strongest, (0, 0))[0] / total
+            arm.own_family_share = (sum(n for m, (n, _) in dist.items() if families.get(m) == own) / total
+                                    if own is not None else None)
+            arm.adherence = sum(ok for _, ok in dist.values()) / total
+        arms.append(arm)
+    return arms
