@@ -171,3 +171,37 @@ def test_bad_config_is_one_clear_error():
 
     with pytest.raises(ConfigError, match="unknown preferences mode 'strict'"):
         OrchestratorConfig(prefs="strict")
+
+
+def test_standin_orchestrator_reads_the_prompt_and_its_parameters_matter(tmp_path):
+    import random
+
+    from advisor.agent.chat import DEFAULT
+    from advisor.ladder import OrchestratorStandin
+    from advisor.orchestrator.prompt import orchestrator_prompt
+    from advisor.standin import responder_for
+    from advisor.standin.orchestrator import choose, offered_experts
+
+    system = orchestrator_prompt(HERMES.render_tools([expert_tool(experts_for(LADDER, FACTS))]))
+    assert offered_experts(system) == ["expert-1", "expert-2", "expert-3"]  # cheapest first, read from the table
+    aliases = ["expert-1", "expert-2", "expert-3"]
+    always = OrchestratorStandin(match=0.0, default_strongest=1.0)
+    assert {choose(always, aliases, 0.5, random.Random(i))[0] for i in range(20)} == {"expert-3"}
+    matcher = OrchestratorStandin(match=1.0, default_strongest=0.0)
+    assert choose(matcher, aliases, 1.5, random.Random(0))[0] == "expert-2"  # believed 0, 2, 4 >= 1.5 + 0.3
+    assert choose(matcher, aliases, 0.5, random.Random(0))[0] == "expert-2"
+    assert choose(matcher, aliases, -0.5, random.Random(0))[0] == "expert-1"
+    assert choose(matcher, aliases, 3.9, random.Random(0))[0] == "expert-3"
+    guesser = OrchestratorStandin(match=0.0, default_strongest=0.0)
+    assert len({choose(guesser, aliases, 1.0, random.Random(i))[0] for i in range(50)}) == 3
+    # served: a hermes call_expert with an offered alias, for a task it knows
+    suite = REPO / "suites" / "example" / "suite.yaml"
+    from advisor.suite import load_suite
+
+    task = load_suite(suite).tasks[0]
+    respond = responder_for(ORCH, [suite])
+    prompt = DEFAULT.render([{"role": "system", "content": system}, {"role": "user", "content": task.instructions}])
+    gen = respond(prompt, {"seed": 3, "max_tokens": 512})
+    parsed = HERMES.parse(gen.text)
+    assert gen.text.startswith("<think>") and parsed.name == "call_expert" and parsed.arguments["expert"] in aliases
+    assert respond(prompt, {"seed": 3, "max_tokens": 512}).text == gen.text  # seeded
