@@ -76,3 +76,15 @@ def test_probe_refuses_a_batch_policy(tmp_path):
     code = main(["probe", "--store", str(tmp_path / "x.duckdb"), "--policy", "cascade", "--full-grid",
                  "--task", TASKS[0], "--no-report"])
     assert code != 0
+
+
+def test_report_has_a_policies_section(probed, tmp_path):
+    from advisor.report import write_report
+
+    with Store.open(probed, read_only=True) as s:
+        files = write_report(s, tmp_path, name="r")
+    md = files.markdown.read_text(encoding="utf-8") if hasattr(files, "markdown") else (tmp_path / "r" / "report.md").read_text()
+    assert "## Policies: fixed rungs vs the orchestrator (SIMULATED)" in md
+    assert "| orchestrator |" in md and "run " in md
+    data = json.loads((tmp_path / "r" / "floors.json").read_text())
+    assert {a["policy"] for a in data["policies"]} == {"fixed", "orchestrator"}

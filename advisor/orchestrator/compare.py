@@ -90,3 +90,36 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
             arm.adherence = sum(ok for _, ok in dist.values()) / total
         arms.append(arm)
     return arms
+
+
+def stored_comparison(store: Any, suite: str, settings: FloorSettings = FloorSettings()) -> list[Arm]:
+    """`compare` for every ladder of `suite` that has policy runs, with the ladder read back from the store."""
+    from advisor.ladder import Ladder
+
+    rows = store.query("SELECT DISTINCT ladder_hash FROM runs WHERE suite_name = ? AND kind = 'probe' "
+                       "AND policy <> 'fixed' ORDER BY ladder_hash", [suite])
+    arms: list[Arm] = []
+    for r in rows:
+        config = store.ladder_config(r["ladder_hash"])
+        if config:
+            arms += compare(store, suite, Ladder.model_validate(config), settings)
+    return arms
+
+
+def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str, str]]:
+    """Per (class, condition): the arm a platform team should run and why.
+
+    The cheapest $ per usable result among arms whose usable rate reaches `target`; when none does, the arm
+    with the highest usable rate (a policy only wins by being cheaper at the same bar, or by clearing it).
+    """
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for key in sorted({(a.task_class, a.condition) for a in arms}):
+        cell = [a for a in arms if (a.task_class, a.condition) == key and a.usable_rate is not None]
+        ok = [a for a in cell if a.usable_rate >= target and a.cost_per_usable is not None]
+        if ok:
+            best = min(ok, key=lambda a: a.cost_per_usable)
+            out[key] = (best.arm, f"cheapest per usable result among arms at usable rate >= {target:.0%}")
+        elif cell:
+            best = max(cell, key=lambda a: (a.usable_rate, -(a.cost_per_usable or float("inf"))))
+            out[key] = (best.arm, f"no arm reaches {target:.0%}; highest usable rate")
+    return out

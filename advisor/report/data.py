@@ -54,6 +54,15 @@ class ReportData:
     simulated_runs: int
     rung_order: list[str] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
+    policies: list[Any] = field(default_factory=list)  #: `advisor.orchestrator.compare.Arm`s, when policies ran
+
+
+def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[str] | None) -> list[Any]:
+    """Rungs vs policies (`advisor.orchestrator.compare`) when the store holds policy runs of the suite."""
+    from advisor.orchestrator.compare import stored_comparison
+
+    arms = stored_comparison(store, suite, settings)
+    return [a for a in arms if not classes or a.task_class in classes]
 
 
 def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
@@ -106,7 +115,8 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         rung_table=rung_table, paired_tasks=paired, lift=skill_lift(rung_table), scores=scores,
         gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
-        simulated_runs=floors.simulated_runs, rung_order=order, classes=known)
+        simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
+        policies=_policy_arms(store, name, settings, classes))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
