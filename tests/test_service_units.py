@@ -146,3 +146,19 @@ def _dead_pid() -> int:
         except PermissionError:
             pass
         pid -= 1
+
+
+def test_store_ingest_command(tmp_path, capsys):
+    from advisor.cli import main
+    from advisor.service.recording import SegmentWriter
+    from advisor.store import Store, now
+
+    writer = SegmentWriter(tmp_path / "spool", "w1")
+    writer.write([{"record": "decision", "decision_id": "d9", "created_at": now(), "request_hash": "h",
+                   "policy": "pinned", "mode": "pinned", "chosen_rung": "r"}])
+    writer.close()
+    store = tmp_path / "s.duckdb"
+    assert main(["store", "ingest", "--store", str(store), "--spool", str(tmp_path / "spool")]) == 0
+    assert "1 decisions, 0 attempts ingested" in capsys.readouterr().out
+    with Store.open(store, read_only=True) as s:
+        assert s.query("SELECT decision_id, policy FROM routing_decisions") == [{"decision_id": "d9", "policy": "pinned"}]
