@@ -1,8 +1,8 @@
 # Commands for a fresh machine:
-#   make probe   # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
+#   make probe      # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
 #   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe)
-#   make test       # set up .venv and run the whole test suite (starts its own tritonserver; ~5 min)
-#   make test-fast  # the same without the tests marked `slow` (fault injection, full probes; ~2 min)
+#   make test       # set up .venv and run the whole test suite (starts its own tritonserver)
+#   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin

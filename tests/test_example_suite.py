@@ -55,6 +55,7 @@ async def test_untouched_code_fails_its_tests(task, tmp_path):
     assert card.tc_score < 100
 
 
+@pytest.mark.slow
 def test_cli_selftest(capsys):
     from advisor.cli import main
 

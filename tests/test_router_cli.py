@@ -45,6 +45,7 @@ def run(args, capsys):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(tmp_path, capsys):
     data, store, art = tmp_path / "d.csv", tmp_path / "s.duckdb", tmp_path / "router.json"
     make_table(data)
@@ -129,6 +130,7 @@ def test_cli_errors(tmp_path, capsys):
     assert code != 0 and "no scored runs" in err
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_a_routerbench_table_with_real_costs(tmp_path, capsys):
     data = tmp_path / "rb.csv"
     make_table(data, n=120, costs=True, names={m: f"org/{m}" for m in MODELS})

@@ -95,6 +95,7 @@ def run(args, capsys):
     return code, out.out, out.err
 
 
+@pytest.mark.slow
 def test_heldout_eval_in_one_command(tmp_path, capsys):
     root = Path(__file__).resolve().parents[1]
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from advisor.triton.server import clean_leaked
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +37,7 @@ def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     assert [p.name for p in shm.iterdir()] == ["psm_123"]
 
 
+@pytest.mark.slow
 def test_killed_server_leftovers_are_removed_on_next_start():
     from advisor.ladder import load_ladder
     from advisor.triton.server import EmbeddedTriton
