@@ -316,17 +316,12 @@ class Store(Queries):
         """
         con = self._con
         before = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
                 if not rows:
                     continue
                 columns = list(rows[0])
                 self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         after = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
         return after[0] - before[0], after[1] - before[1]
 
