@@ -67,7 +67,7 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-chain", type=int, default=3)
     ap.add_argument("--n-hash", type=int, default=2 ** 16)
     ap.add_argument("--embeddings", action="store_true", help="add MiniLM sentence embeddings to the features")
-    ap.add_argument("--stack", action="store_true", help="add the second stage across rungs (train._fit_stack)")
+    ap.add_argument("--no-stack", action="store_true", help="without the second stage across rungs (train._fit_stack)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -91,7 +91,8 @@ def run(argv: list[str] | None = None) -> dict:
         data = training_data_from_store(store, suite_name="bench")
     single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
-                           fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings, "stack": args.stack},
+                           fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings,
+                                       "stack": not args.no_stack},
                            progress=lambda m: print(m, file=sys.stderr, flush=True))
     summary = ev.summarise(cv, seed=args.seed)
     elapsed = time.perf_counter() - t0
@@ -102,7 +103,7 @@ def run(argv: list[str] | None = None) -> dict:
           f"bar: score >= {rep.bar / 100:.2f}")
     print(f"cost: {summary['cost_assumption']}")
     print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}"
-          f"{'; second stage across rungs' if args.stack else ''}")
+          f"{'' if args.no_stack else '; second stage across rungs'}")
     print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
           f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "
           f"{elapsed:.0f}s")

@@ -33,7 +33,7 @@ def trained():
                         groups=[f"g{i}" for i in range(len(texts))], rungs=rungs, usable=usable.astype(float),
                         runs=np.ones(usable.shape), cost=np.full(usable.shape, 1e-4),
                         input_tokens=np.full(len(texts), 10.0), provenance={"data_hash": "test"})
-    return fit_router(data, folds=3, n_hash=2 ** 12)
+    return fit_router(data, folds=3, n_hash=2 ** 12, stack=False)  # the first stage's calibration is checked
 
 
 def test_calibrated_probabilities_match_the_known_answer(trained):

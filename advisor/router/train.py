@@ -207,7 +207,7 @@ def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Seque
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
                use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True,
-               stack: bool = False) -> RouterModel:
+               stack: bool = True) -> RouterModel:
     """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
     `tune`, choose the default operating point and the chain dependence on out-of-fold predictions."""
     import warnings
