@@ -49,7 +49,10 @@ P_GUESS = 0.3  #: chance of following a skill's conventions without having read 
 A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
 P_DROP_HOW = 0.75  #: chance a non-complying episode drops each `how` step
 P_WRONG, P_WRONG_FLOOR = 0.5, 0.01  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
-P_GIVE_UP_WRONG = 0.5  #: a give-up answers final_wrong (else a generic give-up text) with this chance
+P_WRONG_NOHOW = 1.0  #: a non-complying, non-partial episode answers final_wrong with P_WRONG_NOHOW x P(wrong)
+P_PARTIAL, A_PARTIAL, PARTIAL0 = 0.0, 2.0, 2.5  #: partial work: P_PARTIAL * sigmoid(A_PARTIAL * (PARTIAL0 - c))
+PARTIAL_SKILL = 1.0  #: factor on the partial-work chance when the task's skill is in the prompt
+P_GIVE_UP_WRONG = 0.0  #: a give-up answers final_wrong (else a generic give-up text) with this chance
 SLIP = 0.25  #: scale of isolated malformed calls: SLIP * sigmoid(-capability)
 GIVE_UP_TEXT = "I was not able to complete this task with the tools available."
 READ_TOOLS = ("read_file", "list_files", "search_docs", "read_doc")
@@ -118,6 +121,16 @@ def p_comply(params: Any, task: Any, skill_in_prompt: bool) -> float:
     return know * attend
 
 
+def p_partial(params: Any, task: Any, skill_in_prompt: bool) -> float:
+    """Probability that a converging, non-complying episode does the work but hands back no answer.
+
+    Smaller rungs do so more often; a skill in the prompt (which says how to deliver) makes it rarer."""
+    p = P_PARTIAL * sigmoid(A_PARTIAL * (PARTIAL0 - params.capability))
+    if task.has_skill and skill_in_prompt:
+        p *= PARTIAL_SKILL
+    return min(1.0, p)
+
+
 def _is_read(step: Any) -> bool:
     if step.tool in READ_TOOLS:
         return True
@@ -142,14 +155,22 @@ def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed
         return _failure(rng, ref, redundancy)
     steps = list(ref.steps)
     complied = rng.random() < p_comply(params, task, skill_in_prompt)
-    if not complied:
+    p_wrong = min(1.0, P_WRONG * (1 - pc) + P_WRONG_FLOOR)
+    outcome, wrong = "converge", False
+    if complied:
+        wrong = ref.final_wrong is not None and rng.random() < p_wrong
+        final = ref.final_wrong if wrong else ref.final
+    else:
         how = [i for i, s in enumerate(steps) if s.how]
         drop = {i for i in how if rng.random() < P_DROP_HOW}
         if how and not drop:
             drop = {rng.choice(how)}
         steps = [s for i, s in enumerate(steps) if i not in drop]
-    wrong = ref.final_wrong is not None and rng.random() < P_WRONG * (1 - pc) + P_WRONG_FLOOR
-    final = ref.final_wrong if wrong else (ref.final if complied else (ref.final_sloppy or ref.final))
+        if rng.random() < p_partial(params, task, skill_in_prompt):
+            outcome, wrong, final = "partial", True, GIVE_UP_TEXT  # did the work, did not deliver it
+        else:
+            wrong = ref.final_wrong is not None and rng.random() < P_WRONG_NOHOW * p_wrong
+            final = ref.final_wrong if wrong else (ref.final_sloppy or ref.final)
     actions: list[Action] = []
     done_reads: list[Any] = []
     for step in steps:
@@ -164,7 +185,7 @@ def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed
         actions.append(_call(rng.choice(done_reads)))
     actions = _unstick(actions)
     actions.append(Action("final", text=final))
-    return Plan("converge", tuple(actions), complied=complied, wrong=wrong)
+    return Plan(outcome, tuple(actions), complied=complied, wrong=wrong)
 
 
 def _unstick(actions: list[Action]) -> list[Action]:
@@ -180,7 +201,7 @@ def _unstick(actions: list[Action]) -> list[Action]:
 def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
     steps = list(ref.steps)
     mode = rng.choices(["give_up", "loop", "malformed"], [W_GIVE_UP, W_LOOP, W_MALFORMED])[0]
-    k = rng.randint(0, min(2, len(steps)))
+    k = rng.randint(0, max(0, min(2, len(steps) - 1)))  # a failing episode never completes the work
     actions = [_call(s) for s in steps[:k]]
     if mode == "give_up" or not steps:
         reads = [s for s in steps[:k] if _is_read(s)]

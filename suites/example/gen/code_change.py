@@ -21,11 +21,11 @@ def change(id, module, ask, before, after, test_body, func, value_expr, value, w
     ask = ask.strip() + f"\nThe tests are in `{test_file}`. After the change, report what `{value_expr}` returns."
     if skill:
         instructions = ask + "\nWork the way our Python change guidelines describe."
-        IF = [crit("ran_tests", 30, called("run_python"), "Ran the tests before answering."),
-              crit("reply_format", 30, regex(rf"^CHANGED {module}\.py: .+\nRESULT: .+"),
+        IF = [crit("ran_tests", 40, called("run_python"), "Ran the tests before answering."),
+              crit("reply_format", 40, regex(rf"^CHANGED {module}\.py: .+\nRESULT: .+"),
                    "Replies `CHANGED <file>: <summary>` then `RESULT: <value>`."),
-              crit("tests_untouched", 20, file_check(test_file, equals=tests), "Did not edit the tests."),
-              crit("docstring", 20, regex(rf"def {func}\([^)]*\)[^:]*:\s*\n\s+[\"']{{3}}", target=f"file:{mod_file}"),
+              crit("tests_untouched", 10, file_check(test_file, equals=tests), "Did not edit the tests."),
+              crit("docstring", 10, regex(rf"def {func}\([^)]*\)[^:]*:\s*\n\s+[\"']{{3}}", target=f"file:{mod_file}"),
                    f"{func} has a docstring.")]
         final = f"CHANGED {module}.py: {_summary(id)}\nRESULT: {value}"
     else:

@@ -24,9 +24,9 @@ def extract(id, ask, path, content, props, expected, tc, wrong, skill):
     if skill:
         instructions = (f"{ask}\nRead `{path}` from the workspace. Fields: {keys}. "
                         "Format the result as our extraction guidelines say.")
-        IF = [crit("only_json", 35, regex(ONLY_JSON), "The reply is the JSON document and nothing else."),
-              crit("schema", 35, schema(_schema(props)), "Exactly the listed keys, with the right types and formats."),
-              crit("saved_copy", 30, file_check(out_path), f"Saved a copy to {out_path}.")]
+        IF = [crit("only_json", 40, regex(ONLY_JSON), "The reply is the JSON document and nothing else."),
+              crit("schema", 20, schema(_schema(props)), "Exactly the listed keys, with the right types and formats."),
+              crit("saved_copy", 40, file_check(out_path), f"Saved a copy to {out_path}.")]
         steps = [step("read_file", path=path), step("write_file", how=True, path=out_path, content=answer)]
     else:
         instructions = (f"{ask}\nRead `{path}` from the workspace. Reply with a single JSON object with exactly the "
