@@ -40,19 +40,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # ----------------------------------------------------------------------------- constants of the model
-A = 7.0  #: slope of convergence in (capability - difficulty)
+A = 3.0  #: slope of convergence in (capability - difficulty)
 D0 = 0.0  #: difficulty of a task with no reference steps
-DS = 0.25  #: difficulty added per reference step
-DT = 0.2  #: difficulty added per distinct tool beyond the first the reference uses
-W_GIVE_UP, W_LOOP, W_MALFORMED = 0.45, 0.35, 0.20  #: failure modes of a non-converging episode
-P_GUESS = 0.3  #: chance of following a skill's conventions without having read the skill
-A_IF, IF0 = 3.0, 0.4  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
-P_DROP_HOW = 0.75  #: chance a non-complying episode drops each `how` step
-P_WRONG, P_WRONG_FLOOR = 0.5, 0.01  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
-P_WRONG_NOHOW = 1.0  #: a non-complying, non-partial episode answers final_wrong with P_WRONG_NOHOW x P(wrong)
-P_PARTIAL, A_PARTIAL, PARTIAL0 = 0.0, 2.0, 2.5  #: partial work: P_PARTIAL * sigmoid(A_PARTIAL * (PARTIAL0 - c))
-PARTIAL_SKILL = 1.0  #: factor on the partial-work chance when the task's skill is in the prompt
-P_GIVE_UP_WRONG = 0.0  #: a give-up answers final_wrong (else a generic give-up text) with this chance
+DS = 0.32  #: difficulty added per reference step
+DT = 0.05  #: difficulty added per distinct tool beyond the first the reference uses
+W_GIVE_UP, W_LOOP, W_MALFORMED = 0.27, 0.47, 0.26  #: failure modes of a non-converging episode
+P_GUESS = 0.28  #: chance of following a skill's conventions without having read the skill
+A_IF, IF0 = 6.7, 1.7  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
+P_DROP_HOW = 1.0  #: chance a non-complying episode drops each `how` step
+P_WRONG, P_WRONG_FLOOR = 1.0, 0.45  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
+P_WRONG_NOHOW = 0.0  #: a non-complying, non-partial episode answers final_wrong with P_WRONG_NOHOW x P(wrong)
+P_PARTIAL, A_PARTIAL, PARTIAL0 = 0.74, 5.4, 1.8  #: partial work: P_PARTIAL * sigmoid(A_PARTIAL * (PARTIAL0 - c))
+PARTIAL_SKILL = 0.83  #: factor on the partial-work chance when the task's skill is in the prompt
+P_GIVE_UP_WRONG = 0.96  #: a give-up answers final_wrong (else a generic give-up text) with this chance
 SLIP = 0.25  #: scale of isolated malformed calls: SLIP * sigmoid(-capability)
 GIVE_UP_TEXT = "I was not able to complete this task with the tools available."
 READ_TOOLS = ("read_file", "list_files", "search_docs", "read_doc")
