@@ -54,8 +54,12 @@ def test_tokens_and_truncation():
 
 
 def test_reads_its_own_format_and_replays_the_reference(ladder, suite_path):
-    # Super on a 2-step task with the skill converges and follows the reference (with near certainty).
-    res = episode(ladder, suite_path, "super-120b", "t-narrow", "skill")
+    # A request seed whose plan converges and complies: the episode replays the reference through the loop.
+    task = load_suite(suite_path).task("t-narrow")
+    params = ladder.rung("super-120b").standin
+    seed = next(s for s in range(200) if (lambda p: p.outcome == "converge" and p.complied and not p.wrong)(
+        B.make_plan(params, task, True, s, "skill")))
+    res = episode(ladder, suite_path, "super-120b", "t-narrow", "skill", seed=seed)
     ep = res.episode
     assert ep.stop_reason == "final"
     assert [c.name for c in ep.calls if c.name != "read_file" or c.arguments] [:1] == ["list_files"]
@@ -104,9 +108,11 @@ def test_floor_small_rung_rarely_converges(ladder):
     narrow = [t for t in example.tasks if t.task_class != "multi_step"]
     multi = [t for t in example.tasks if t.task_class == "multi_step"]
     rate = lambda c, tasks: sum(B.p_converge(c, t) for t in tasks) / len(tasks)  # noqa: E731
-    assert rate(small, narrow) < 0.15 and rate(small, multi) < 0.05
-    assert rate(mid, narrow) > 0.95 and rate(mid, multi) < rate(mid, narrow) - 0.3
-    assert rate(big, multi) > 0.95
+    # nano-12b is below the floor everywhere; nano-30b converges on narrow work, rarely on multi-step work;
+    # super-120b converges on narrow work and more often than nano-30b on multi-step work (docs/standin.md).
+    assert rate(small, narrow) < 0.1 and rate(small, multi) < 0.02
+    assert rate(mid, narrow) > 0.8 and rate(mid, multi) < 0.2
+    assert rate(big, narrow) > 0.9 and rate(mid, multi) + 0.1 < rate(big, multi) < rate(big, narrow) - 0.4
 
 
 def test_failure_modes_end_the_loop(ladder, suite_path):
@@ -122,7 +128,7 @@ def test_skill_lifts_compliance_above_the_floor_only(ladder, suite_path):
     small, big = ladder.rung("nano-12b").standin, ladder.rung("super-120b").standin
     lift_big = B.p_comply(big, task, True) - B.p_comply(big, task, False)
     lift_small = B.p_comply(small, task, True) - B.p_comply(small, task, False)
-    assert lift_big > 0.5 and lift_small < 0.05
+    assert lift_big > 0.2 and lift_small < 0.02
 
 
 def test_skill_in_prompt_is_seen(ladder, suite_path):
