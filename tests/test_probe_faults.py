@@ -216,11 +216,12 @@ def test_ctrl_c_mid_probe_leaves_the_store_consistent(tmp_path, slow_ladder, mon
 FLOOR_TARGET = 0.5
 
 
-def _recommendations(db: Path) -> dict[tuple[str, str], tuple[str | None, str | None]]:
+def _recommendations(db: Path) -> dict[tuple[str, str], tuple[str | None, str | None, tuple[str, ...]]]:
+    """Per class and condition: floor, recommended rung and every rung's verdict (clears / below / undecided)."""
     from advisor.floors import FloorSettings, find_floors
 
     with Store.open(db, read_only=True) as store:
-        return {(c.task_class, c.condition): (c.floor, c.recommended)
+        return {(c.task_class, c.condition): (c.floor, c.recommended, tuple(v.status for v in c.rungs))
                 for c in find_floors(store, settings=FloorSettings(target=FLOOR_TARGET)).classes}
 
 
@@ -277,5 +278,6 @@ def test_adaptive_probe_stops_when_triton_dies_and_one_rerun_completes_it(tmp_pa
     with Store.open(db, read_only=True) as store:
         assert store.count_runs(stop_reason="backend_error") == 0 and store.count_runs(unscored=True) == 0
     clean_recs = _recommendations(clean_db)
-    assert any(rec for _, rec in clean_recs.values()), clean_recs  # something to compare: rungs recommended
+    # something to compare: decided verdicts (and, where a rung clears, floors and recommendations)
+    assert any(status != "undecided" for *_, statuses in clean_recs.values() for status in statuses), clean_recs
     assert _recommendations(db) == clean_recs
