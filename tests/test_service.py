@@ -215,8 +215,22 @@ def test_streamed_chat_sends_chunks_before_the_end(service):
     assert len(texts) >= 3 and "".join(texts) == "".join(c for c in content if c)
 
 
+def _task_whose_first_action_is_a_call(suite, rung: str = "super-120b"):
+    """A task on which the rung's stand-in (no seed, no skill in the prompt) starts with the reference's first call."""
+    from advisor.ladder import load_ladder
+    from advisor.standin.behaviour import make_plan
+
+    params = load_ladder(REPO / "ladders" / "demo.yaml").rung(rung).standin
+    for task in suite.tasks:
+        first = make_plan(params, task, False, None, "baseline").actions[0]
+        step = task.reference.steps[0]
+        if first.kind == "call" and first.name == step.tool and first.arguments == step.arguments:
+            return task
+    raise AssertionError("no task whose plan starts with its reference call")
+
+
 def test_tool_call_comes_back_as_openai_tool_calls(service, suite):
-    task = suite.tasks[0]
+    task = _task_whose_first_action_is_a_call(suite)
     reply, headers = _chat(service.client(), model="super-120b", tools=_task_tools(task),
                            messages=[{"role": "user", "content": task.instructions}])
     choice = reply.choices[0]
