@@ -38,6 +38,9 @@ def register(app: typer.Typer) -> None:
     group = typer.Typer(help="Train and evaluate the learned router.", no_args_is_help=True)
     group.command("train")(train)
     group.command("eval")(evaluate)
+    from advisor.cli.feedback_cmd import register_router
+
+    register_router(group)
     app.add_typer(group, name="router")
     app.command("route")(route)
 
@@ -62,6 +65,16 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
           folds: Annotated[int, typer.Option("--folds", min=2, help="Grouped CV folds (by prompt).")] = 5,
           c: Annotated[float, typer.Option("--C", min=1e-6, help="Inverse L2 strength.")] = 1.0,
           seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the solvers.")] = 0,
+          live: Annotated[bool, typer.Option("--live", help="Add the service's verified live attempts (soft "
+                                             "labels under the verifier's error rates; prompts must be stored).")]
+          = False,
+          live_weight: Annotated[float, typer.Option("--live-weight", min=0, help="Each live attempt counts as "
+                                                     "this many probe runs.")] = 1.0,
+          live_holdout: Annotated[int, typer.Option("--live-holdout", min=0, help="Leave out the most recent N "
+                                                    "live decisions (the promotion gate's window).")] = 0,
+          service_config: Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
+                                                                 help="The service config whose verifier error "
+                                                                 "rates label live attempts.")] = None,
           as_json: JsonOpt = False) -> None:
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
     import warnings
@@ -74,6 +87,10 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
         raise DataError(f"--out {out}: router artifacts end in .json or .npz")
     with Store.open(store, read_only=True) as s:
         data = training_data_from_store(s, suite_name=suite_name, ladder_name=ladder_name)
+        if live:
+            from advisor.cli.feedback_cmd import add_live
+
+            data = add_live(s, data, live_weight, live_holdout, service_config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = fit_router(data, C=c, folds=folds, seed=seed, use_embeddings=embeddings)

@@ -21,7 +21,7 @@ def serve(
     url: Annotated[Optional[str], typer.Option("--url", help="A running Triton's gRPC address (host:port); "
                                                "default: embedded Triton with the ladder's stand-ins.")] = None,
     router: Annotated[Optional[Path], typer.Option("--router", exists=True, dir_okay=False,
-                                                   help="Router artifact; default: train one from --store.")] = None,
+                                                   help="Router artifact or promoted pointer (watched: hot reload); default: the store's promoted pointer, else train one from --store.")] = None,
     config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False,
                                                    help="Service config YAML (verifiers per class, limits).")] = None,
     keys: Annotated[Optional[Path], typer.Option("--keys", exists=True, dir_okay=False,

@@ -50,14 +50,23 @@ def create_app(settings=None):
                 await asyncio.sleep(ROTATE_S)
                 rt.writer.rotate_if_old()
 
+        from advisor.service.reload import on_sighup, watch
+
+        hup = asyncio.Event()
+        on_sighup(hup)
         task = asyncio.ensure_future(rotate())
+        watcher = asyncio.ensure_future(watch(rt, hup))
         try:
             yield
         finally:
             task.cancel()
+            watcher.cancel()
             await rt.close()
 
     async def chat(request):
+        from advisor.service.reload import pin
+
+        pin(state["rt"])  # one router for the whole request, even across a hot reload
         return await chat_completions(state["rt"], request)
 
     async def models(request):
@@ -76,7 +85,8 @@ def create_app(settings=None):
 
     async def readyz(request):
         ok, why = await state["rt"].readiness()
-        return _json({"status": "ready" if ok else "not ready", "detail": why}, status=200 if ok else 503)
+        return _json({"status": "ready" if ok else "not ready", "detail": why, **state["rt"].serving.describe()},
+                     status=200 if ok else 503)
 
     async def metrics(request):
         from starlette.responses import Response
@@ -218,6 +228,8 @@ def record(rt, out, key, started: float, started_at, write: bool = True) -> list
     rt.metrics.requests.labels(out.rung or "", out.plan.task_class or "", outcome,
                                "true" if out.rung and rt.simulated(out.rung) else "false").inc()
     rt.metrics.request_seconds.observe(latency)
+    if out.plan.p_usable is not None and out.plan.mode != "pinned":
+        rt.metrics.predicted.labels(out.plan.task_class or "").inc(out.plan.p_usable)
     return rows
 
 

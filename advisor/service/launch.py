@@ -45,10 +45,17 @@ class ServeOptions:
 
 def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path:
     """The router artifact to serve: --router, else trained now from the store (RouterError when impossible)."""
-    if options.router_path is not None:
-        from advisor.router.artifact import load_router
+    from advisor.router.promotion import default_pointer
 
-        load_router(options.router_path)  # fail here, not in every worker
+    pointer = default_pointer(options.store_path)
+    if options.router_path is None and pointer.is_file():
+        options.router_path = pointer  # the store's promoted router, watched for promotions
+    if options.router_path is not None:
+        from advisor.service.reload import load_serving
+
+        serving = load_serving(options.router_path, ladder)  # fail here, not in every worker
+        if serving.pointer:
+            echo(f"serving the promoted router {serving.version} ({serving.path}); watching {serving.pointer}")
         return Path(options.router_path)
     from advisor.router.train import fit_router, training_data_from_store
     from advisor.store import Store

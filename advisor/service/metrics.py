@@ -39,6 +39,14 @@ class Metrics:
                                           registry=reg, buckets=LATENCY_BUCKETS)
         self.request_seconds = Histogram("advisor_request_seconds", "End-to-end latency of chat requests.",
                                          registry=reg, buckets=LATENCY_BUCKETS)
+        self.reloads = Counter("advisor_router_reloads", "Hot reloads of the promoted router, by result.",
+                               ["result"], registry=reg)
+        self.predicted = Counter("advisor_predicted_p_usable", "Sum of the policy's P(usable) of routed requests "
+                                 "(divide by advisor_requests_total for the mean; drift vs the accept rate).",
+                                 ["task_class"], registry=reg)
+        info = {"multiprocess_mode": "max"} if self.multiprocess else {}
+        self.router_info = Gauge("advisor_router_info", "1 for the router version this worker serves.",
+                                 ["version"], registry=reg, **info)
         kwargs = {"multiprocess_mode": "livesum"} if self.multiprocess else {}
         self.in_flight = Gauge("advisor_in_flight_requests", "Chat requests in flight.", registry=reg, **kwargs)
 

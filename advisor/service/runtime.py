@@ -14,7 +14,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from advisor.errors import ConfigError
 
 SETTINGS_ENV = "ADVISOR_SERVE_SETTINGS"
 
@@ -50,23 +49,17 @@ class Runtime:
 
     def __init__(self, settings: ServeSettings):
         from advisor.ladder import load_ladder
-        from advisor.router.artifact import load_router
         from advisor.service.auth import KeyRing
         from advisor.service.config import load_config
         from advisor.service.metrics import Metrics
         from advisor.service.recording import SegmentWriter
+        from advisor.service.reload import load_serving
 
         self.settings = settings
         self.ladder = load_ladder(settings.ladder_path)
         self.config = load_config(settings.config_path, self.ladder)
-        self.router = load_router(settings.router_path)
-        names = [r.name for r in self.ladder.rungs]
-        unknown = [n for n in self.router.rung_names if n not in names]
-        if unknown:
-            raise ConfigError(f"{settings.router_path}: router rungs {', '.join(unknown)} are not on ladder "
-                              f"{self.ladder.name!r} ({', '.join(names)}): train it on this ladder's runs")
+        self.serving = load_serving(settings.router_path, self.ladder)  # an artifact or a promoted pointer
         self.rungs = {r.name: r for r in self.ladder.rungs}
-        self.router.predict_one("warm up", None)  # loads the featuriser's libraries now, not on the first request
         self.keys = KeyRing.from_state(settings.keys)
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"
@@ -85,7 +78,27 @@ class Runtime:
             self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
-        self.facts = None
+        self.metrics.router_info.labels(self.serving.version).set(1)
+
+    @property
+    def router(self):
+        """The router of the request being handled (pinned when it started; see `advisor.service.reload`)."""
+        from advisor.service.reload import current
+
+        return current(self).model
+
+    @property
+    def facts(self):
+        """The policy's rung facts of the request's router (computed once per router)."""
+        from advisor.service.reload import current
+
+        return current(self).facts
+
+    @facts.setter
+    def facts(self, value) -> None:
+        from advisor.service.reload import current
+
+        current(self).facts = value
 
     def client_for(self, model):
         """The Triton client serving a ladder model (one per address)."""

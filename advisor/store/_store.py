@@ -325,6 +325,16 @@ class Store(Queries):
         after = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
         return after[0] - before[0], after[1] - before[1]
 
+    def add_promotion(self, row: dict[str, Any]) -> None:
+        """Record one promotion, refusal or rollback of a router artifact (`advisor.router.promotion`)."""
+        row = {**row, "evidence_json": json.dumps(row.get("evidence_json") or {}, default=str)}
+        marks = ", ".join("?" for _ in row)
+        self._con.execute(f"INSERT INTO router_promotions ({', '.join(row)}) VALUES ({marks})", list(row.values()))
+
+    def promotions(self) -> list[dict[str, Any]]:
+        """Every recorded promotion, refusal and rollback, newest first."""
+        return self.query("SELECT * FROM router_promotions ORDER BY created_at DESC, promotion_id DESC")
+
     # ----------------------------------------------------------------- export
     def export_parquet(self, folder: str | Path) -> list[Path]:
         """Write every table to ``folder/<table>.parquet``; return the files."""

@@ -112,10 +112,25 @@ def _m004_policy_calls(con) -> None:
     )
 
 
+def _m005_router_promotions(con) -> None:
+    """The live feedback loop: every promotion, refusal and rollback of a router artifact, with its evidence."""
+    con.execute(
+        """
+        CREATE TABLE router_promotions (
+            promotion_id VARCHAR PRIMARY KEY, created_at TIMESTAMP NOT NULL, action VARCHAR NOT NULL,
+            artifact_path VARCHAR NOT NULL, artifact_sha256 VARCHAR NOT NULL, router_version VARCHAR NOT NULL,
+            previous_path VARCHAR, previous_sha256 VARCHAR, previous_version VARCHAR, pointer VARCHAR NOT NULL,
+            criterion VARCHAR, passed BOOLEAN, window_decisions INTEGER, window_from TIMESTAMP,
+            window_to TIMESTAMP, evidence_json VARCHAR NOT NULL);
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
     ("m002_scenario_score_and_judge_agreement", _m002_scenario_score_and_judge_agreement),
     ("m003_live_service", _m003_live_service),
     ("m004_policy_calls", _m004_policy_calls),
+    ("m005_router_promotions", _m005_router_promotions),
 ]

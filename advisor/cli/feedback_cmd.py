@@ -1,0 +1,137 @@
+"""`advisor router promote|rollback|promotions|drift` and `router train --live`: the live feedback loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from advisor import jsonout
+from advisor.store import DEFAULT_STORE
+
+StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store (live outcomes, promotion records).")]
+PointerOpt = Annotated[Optional[Path], typer.Option("--pointer", help="Promoted pointer the service reads "
+                                                    "(default: <store>.router/promoted.json).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
+                                                   help="Service config: the verifiers' stated error rates.")]
+LadderOpt = Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False,
+                                                   help="Ladder of the service config (default: demo).")]
+
+
+def register_router(group: typer.Typer) -> None:
+    """Add promote, rollback, promotions and drift to the `router` group."""
+    group.command("promote")(promote)
+    group.command("rollback")(rollback)
+    group.command("promotions")(promotions)
+    group.command("drift")(drift)
+
+
+def _ladder(path: Path | None):
+    from advisor.ladder import load_ladder
+    from advisor.probe.session import DEFAULT_LADDER, default_file
+
+    return load_ladder(path or default_file(DEFAULT_LADDER))
+
+
+def add_live(store, data, weight: float, holdout: int, service_config: Path | None, ladder_path: Path | None = None):
+    """`router train --live`: the probe data plus the verified live attempts older than the held-out window."""
+    from advisor.router.live import live_attempts, merge_live, split_by_time, verifier_rates
+
+    rows, skipped = live_attempts(store)
+    train_rows, held = split_by_time(rows, holdout)
+    rates = verifier_rates(service_config, _ladder(ladder_path), store) if service_config else {}
+    out = merge_live(data, train_rows, rates, weight, skipped, len({r["decision_id"] for r in held}))
+    info = out.provenance["live"]
+    typer.echo(f"live: {info['attempts']} verified attempts of {info['decisions']} decisions added (weight "
+               f"{weight:g} each); {info['held_out_decisions']} most recent decisions held out; "
+               f"{skipped} decisions skipped (prompt not stored: set record.store_prompts)")
+    return out
+
+
+def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Candidate artifact.")],
+            store: StoreOpt = Path(DEFAULT_STORE), pointer: PointerOpt = None,
+            window: Annotated[int, typer.Option("--window", min=1, help="Held-out live decisions (most recent, "
+                                                "after the candidate's training data).")] = 200,
+            min_decisions: Annotated[int, typer.Option("--min-decisions", min=1, help="Refuse with fewer "
+                                                       "held-out decisions than this.")] = 30,
+            margin: Annotated[float, typer.Option("--margin", min=0, help="Largest Brier increase still 'not "
+                                                  "worse' (upper end of the 95% paired interval).")] = 0.005,
+            service_config: ConfigOpt = None, ladder: LadderOpt = None,
+            force: Annotated[bool, typer.Option("--force", help="Promote even when the gate refuses "
+                                                "(recorded as forced).")] = False,
+            as_json: JsonOpt = False) -> None:
+    """Gate CANDIDATE against the serving router on recent live outcomes; promote it when it is not worse."""
+    from advisor.router.live import verifier_rates
+    from advisor.router.promotion import default_pointer
+    from advisor.router.promotion import promote as do_promote
+    from advisor.store import Store
+
+    pointer = pointer or default_pointer(store)
+    with Store.open(store) as s:
+        rates = verifier_rates(service_config, _ladder(ladder), s) if service_config else {}
+        out = do_promote(candidate, s, pointer, window, min_decisions, margin, rates, force)
+    if as_json:
+        typer.echo(jsonout.dumps(out, indent=2))
+    else:
+        g = out.get("gate")
+        if g and g.get("brier_serving") is not None:
+            typer.echo(f"gate on {g['decisions']} held-out live decisions ({g['attempts']} verified attempts, "
+                       f"{g['window_from']} .. {g['window_to']}): Brier of P(accept) serving {g['brier_serving']:.4f}"
+                       f", candidate {g['brier_candidate']:.4f}")
+            for c, m in g["per_class"].items():
+                typer.echo(f"  {c or '(no class)':<20} {m['attempts']:>5} attempts  accept {m['accept_rate']:.2f}  "
+                           f"Brier serving {m['brier_serving']:.4f} candidate {m['brier_candidate']:.4f}")
+        verb = {"refused": "REFUSED", "unchanged": "unchanged"}.get(out["action"], "promoted")
+        typer.echo(f"{verb}: {out['router_version']}: {out['reason']}")
+        if out["promoted"]:
+            typer.echo(f"pointer {pointer} -> {out['artifact']} (a serving `advisor serve` reloads it within 1 s)")
+    if out["action"] == "refused":
+        raise typer.Exit(3)
+
+
+def rollback(store: StoreOpt = Path(DEFAULT_STORE), pointer: PointerOpt = None, as_json: JsonOpt = False) -> None:
+    """Point the service back to the router that served before the current one (recorded)."""
+    from advisor.router.promotion import default_pointer
+    from advisor.router.promotion import rollback as do_rollback
+    from advisor.store import Store
+
+    pointer = pointer or default_pointer(store)
+    with Store.open(store) as s:
+        out = do_rollback(s, pointer)
+    if as_json:
+        typer.echo(jsonout.dumps(out, indent=2))
+        return
+    typer.echo(f"rolled back: {out['from_version']} -> {out['router_version']} ({out['artifact']})")
+
+
+def promotions(store: StoreOpt = Path(DEFAULT_STORE), as_json: JsonOpt = False) -> None:
+    """Every recorded promotion, refusal and rollback, newest first."""
+    from advisor.store import Store
+
+    with Store.open(store, read_only=True) as s:
+        rows = s.promotions()
+    if as_json:
+        typer.echo(jsonout.dumps(rows, indent=2))
+        return
+    for r in rows:
+        typer.echo(f"{r['created_at']:%Y-%m-%d %H:%M:%S}  {r['action']:<8} {r['router_version']}  "
+                   f"(was {r['previous_version'] or '-'})  window {r['window_decisions'] or '-'}")
+
+
+def drift(store: StoreOpt = Path(DEFAULT_STORE),
+          threshold: Annotated[float, typer.Option("--threshold", min=0, max=1, help="Flag a class whose live "
+                                                   "rate differs from the expected one by more than this.")] = 0.15,
+          as_json: JsonOpt = False) -> None:
+    """Per class: live accept rate vs probe usable rate, predicted vs realised P(usable), cost per usable result."""
+    from advisor.router.drift import drift_table, render_lines
+    from advisor.store import Store
+
+    with Store.open(store, read_only=True) as s:
+        table = drift_table(s, threshold)
+    if as_json:
+        typer.echo(jsonout.dumps(table, indent=2))
+        return
+    for line in render_lines(table):
+        typer.echo(line)

@@ -1,0 +1,98 @@
+"""Drift of live traffic from what the probe and the router expected, per task class.
+
+Per class, from the store's live tables and probe/imported runs:
+
+- **accept vs usable**: per rung, the live verifier accept rate of verified attempts next to the probe's usable
+  rate of that rung in that class (the verifier's own error rates are not removed: a stated verifier with
+  false accepts raises the live rate);
+- **predicted vs realised P(usable)**: the mean P(usable) the policy predicted for its decisions (verified
+  requests) next to the share whose delivered answer was accepted;
+- **cost per usable result**: live (total USD / accepted requests) next to predicted (mean expected cost /
+  mean predicted P);
+- **predicted class share**: the share of the class's requests whose class was predicted (not given).
+
+A class is **flagged** when a rung's live accept rate differs from its probe usable rate, or the realised rate
+from the predicted one, by more than the threshold (default 0.15) on at least `MIN_N` (20) observations.
+The routing service exports the raw counters (`advisor_verifier_verdicts_total`,
+`advisor_predicted_p_usable_total`, `advisor_requests_total`) for the same comparison in Prometheus.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_THRESHOLD = 0.15
+MIN_N = 20
+
+_ATTEMPTS = """
+SELECT coalesce(d.task_class, '') AS task_class, o.rung, count(*) AS n, avg(CASE WHEN o.accepted THEN 1 ELSE 0 END) AS rate
+FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
+WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL
+GROUP BY 1, 2 ORDER BY 1, 2
+"""
+_DECISIONS = """
+SELECT coalesce(task_class, '') AS task_class, count(*) AS n,
+       avg(CASE WHEN starts_with(coalesce(class_source, ''), 'predicted') THEN 1 ELSE 0 END) AS predicted_share,
+       count(*) FILTER (WHERE mode = 'escalate' AND p_usable IS NOT NULL) AS n_verified,
+       avg(p_usable) FILTER (WHERE mode = 'escalate') AS p_predicted,
+       avg(CASE WHEN status = 'ok' THEN 1 ELSE 0 END) FILTER (WHERE mode = 'escalate') AS p_realised,
+       sum(total_cost_usd) AS cost, count(*) FILTER (WHERE status = 'ok' AND mode = 'escalate') AS accepted,
+       avg(expected_cost) FILTER (WHERE mode = 'escalate') AS expected_cost,
+       bool_or(coalesce(simulated, false)) AS simulated
+FROM routing_decisions WHERE policy <> 'pinned' GROUP BY 1 ORDER BY 1
+"""
+_PROBE = """
+SELECT task_class, rung, count(*) AS n, avg(CASE WHEN overall >= bar THEN 1 ELSE 0 END) AS rate
+FROM runs WHERE kind IN ('probe', 'imported') AND NOT unscored AND overall IS NOT NULL GROUP BY 1, 2
+"""
+
+
+def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+    """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
+    probe = {(r["task_class"], r["rung"]): r for r in store.query(_PROBE)}
+    rungs: dict[str, list[dict]] = {}
+    for r in store.query(_ATTEMPTS):
+        p = probe.get((r["task_class"], r["rung"]))
+        diff = None if p is None else float(r["rate"]) - float(p["rate"])
+        rungs.setdefault(r["task_class"], []).append({
+            "rung": r["rung"], "live_attempts": int(r["n"]), "live_accept_rate": float(r["rate"]),
+            "probe_runs": int(p["n"]) if p else 0, "probe_usable_rate": float(p["rate"]) if p else None,
+            "difference": diff, "drifts": diff is not None and abs(diff) > threshold and r["n"] >= MIN_N})
+    classes = []
+    for d in store.query(_DECISIONS):
+        c = d["task_class"]
+        pred, real = d["p_predicted"], d["p_realised"]
+        gap = None if pred is None or real is None else float(real) - float(pred)
+        per_usable_live = float(d["cost"]) / d["accepted"] if d["accepted"] else None
+        per_usable_pred = (float(d["expected_cost"]) / float(pred) if pred and d["expected_cost"] is not None
+                           else None)
+        rows = rungs.get(c, [])
+        reasons = [f"{r['rung']}: live accept {r['live_accept_rate']:.2f} vs probe usable {r['probe_usable_rate']:.2f}"
+                   for r in rows if r["drifts"]]
+        if gap is not None and abs(gap) > threshold and d["n_verified"] >= MIN_N:
+            reasons.append(f"realised {real:.2f} vs predicted P(usable) {pred:.2f}")
+        classes.append({"task_class": c, "requests": int(d["n"]), "predicted_class_share": float(d["predicted_share"]),
+                        "verified_requests": int(d["n_verified"]), "p_predicted": pred, "p_realised": real,
+                        "realised_minus_predicted": gap, "cost_per_usable_live_usd": per_usable_live,
+                        "cost_per_usable_predicted_usd": per_usable_pred, "rungs": rows,
+                        "flagged": bool(reasons), "reasons": reasons, "simulated": bool(d["simulated"])})
+    return {"threshold": threshold, "min_n": MIN_N, "classes": classes}
+
+
+def render_lines(table: dict[str, Any]) -> list[str]:
+    """The drift table as terminal lines."""
+    if not table["classes"]:
+        return ["no live requests in the store yet (run `advisor serve` and `advisor store ingest`)"]
+    out = [f"drift per class (flag: a difference above {table['threshold']:g} on {table['min_n']}+ observations)"]
+    for c in table["classes"]:
+        sim = " SIMULATED" if c["simulated"] else ""
+        flag = "  DRIFT: " + "; ".join(c["reasons"]) if c["flagged"] else ""
+        pr = (f"predicted P {c['p_predicted']:.2f} realised {c['p_realised']:.2f}" if c["p_predicted"] is not None
+              else "unverified")
+        out.append(f"{c['task_class'] or '(no class)'}{sim}: {c['requests']} requests ({c['predicted_class_share']:.0%}"
+                   f" class predicted), {pr}{flag}")
+        for r in c["rungs"]:
+            probe = "n/a" if r["probe_usable_rate"] is None else f"{r['probe_usable_rate']:.2f} ({r['probe_runs']} runs)"
+            out.append(f"  {r['rung']:<14} live accept {r['live_accept_rate']:.2f} ({r['live_attempts']} attempts)"
+                       f"  probe usable {probe}")
+    return out

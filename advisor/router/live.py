@@ -1,0 +1,162 @@
+"""Live outcomes as training and evaluation data: the routing service's verified attempts, read from the store.
+
+A live attempt is one call of one rung for one request, verified by the class's verifier. Its label is the
+verifier's verdict, which is a *noisy* label of usability: the verifier accepts an unusable answer with
+probability ``fa`` (false accept) and rejects a usable one with probability ``fr`` (false reject). Training
+uses the **posterior** that the answer was usable given the verdict, by Bayes with the rung's usable rate in
+the class from the probe runs as the prior ``pi``::
+
+    P(usable | accepted) = (1 - fr) pi / ((1 - fr) pi + fa (1 - pi))
+    P(usable | rejected) = fr pi / (fr pi + (1 - fa)(1 - pi))
+
+as a soft label (the trainer turns a fraction into a weighted positive and a weighted negative row). With a
+perfect verifier (fa = fr = 0) this is the verdict itself. The rates come from the service config's verifier
+(``false_accept``, ``false_reject``), and for a judge verifier from the last `advisor judge agreement`
+measurement when the store holds one (`advisor.checks.agreement.latest_verifier`).
+
+Only requests whose prompt text was stored can be used (the featuriser needs the text): under the default
+privacy setting (``record: {store_prompts: false}``) the service stores the prompt's hash only, **no features**,
+so no live request is trainable; set ``record.store_prompts: true`` in the service config to make them so.
+Attempts that failed over (a rung down or timed out), errors and unverified attempts carry no label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from advisor.scores import Verifier
+
+LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates, prior = the "
+                "rung's usable rate in the class from probe runs (a soft label)")
+
+_SQL = """
+SELECT d.decision_id, d.created_at, d.prompt_text, d.request_hash, d.task_class, d.router_version,
+       d.chain_json, d.p_usable, d.expected_cost, d.total_cost_usd, d.status, d.class_source,
+       o.attempt, o.rung, o.accepted, o.cost_usd, o.input_tokens
+FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
+WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL
+ORDER BY d.created_at, d.decision_id, o.attempt
+"""
+
+
+def live_attempts(store) -> tuple[list[dict[str, Any]], int]:
+    """(verified attempts of requests whose prompt was stored, in time order; decisions skipped for lacking one)."""
+    rows = store.query(_SQL)
+    kept = [r for r in rows if r["prompt_text"]]
+    skipped = len({r["decision_id"] for r in rows if not r["prompt_text"]})
+    return kept, skipped
+
+
+def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[dict], list[dict]]:
+    """(older rows, rows of the `holdout` most recent decisions): a time-based split on decision time."""
+    order = list(dict.fromkeys(r["decision_id"] for r in rows))  # rows are in time order
+    held = set(order[len(order) - holdout:]) if holdout > 0 else set()
+    return [r for r in rows if r["decision_id"] not in held], [r for r in rows if r["decision_id"] in held]
+
+
+def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
+    """Per class the verifier's error rates: the service config's, a judge's measured ones when stored."""
+    from advisor.service.config import load_config
+
+    out: dict[str, Verifier] = {}
+    if config_path is None:
+        return out
+    config = load_config(config_path, ladder)
+    measured = None
+    if store is not None:
+        from advisor.checks.agreement import latest_verifier
+
+        measured = latest_verifier(store)
+    for name, cls in config.classes.items():
+        v = cls.verifier_config
+        if v is None:
+            continue
+        if v.judge is not None and measured is not None:
+            out[name] = measured[0]
+        else:
+            out[name] = Verifier(v.false_accept, v.false_reject)
+    return out
+
+
+def posterior(accepted: bool, prior: float, verifier: Verifier) -> float:
+    """P(usable | verdict) under the verifier's flip rates (see the module docstring)."""
+    fa, fr, pi = verifier.false_accept, verifier.false_reject, min(max(prior, 1e-6), 1 - 1e-6)
+    num = (1 - fr) * pi if accepted else fr * pi
+    den = num + (fa if accepted else 1 - fa) * (1 - pi)
+    return float(num / den) if den > 0 else float(accepted)
+
+
+def _prior(data, rates: dict, task_class: str | None, j: int) -> float:
+    rate = (rates.get(task_class or "") or [None] * len(data.rungs))[j]
+    return float(rate) if rate is not None else float(data.rungs[j].base_rate or 0.5)
+
+
+def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier], weight: float = 1.0,
+               skipped_no_prompt: int = 0, held_out: int = 0):
+    """Probe/imported training data plus live attempts (soft labels, each attempt counted as `weight` runs)."""
+    from advisor.records import text_hash
+    from advisor.router.train import training_stats
+
+    class_rates = training_stats(data)["class_rates"]
+    col = {r.name: j for j, r in enumerate(data.rungs)}
+    index = {g: i for i, g in enumerate(data.groups)}
+    R = len(data.rungs)
+    texts, classes, groups = list(data.texts), list(data.classes), list(data.groups)
+    add_u, add_n, add_c, tokens = [], [], [], list(data.input_tokens)
+    extra_u = np.zeros_like(data.usable)
+    extra_n = np.zeros_like(data.runs)
+    extra_c = np.zeros_like(data.cost)
+    used, off_ladder = set(), 0
+    for r in rows:
+        j = col.get(r["rung"])
+        if j is None:
+            off_ladder += 1
+            continue
+        label = posterior(bool(r["accepted"]), _prior(data, class_rates, r["task_class"], j), rates.get(r["task_class"] or "", Verifier()))
+        key = text_hash(r["prompt_text"])
+        if key not in index:
+            index[key] = len(groups)
+            texts.append(r["prompt_text"])
+            classes.append(r["task_class"])
+            groups.append(key)
+            tokens.append(float(r["input_tokens"] or 0))
+            add_u.append(np.zeros(R))
+            add_n.append(np.zeros(R))
+            add_c.append(np.zeros(R))
+        i = index[key]
+        if i < len(data.groups):
+            u, n, c = extra_u[i], extra_n[i], extra_c[i]
+        else:
+            k = i - len(data.groups)
+            u, n, c = add_u[k], add_n[k], add_c[k]
+        u[j] += weight * label
+        n[j] += weight
+        c[j] += weight * float(r["cost_usd"] or 0.0)
+        used.add(r["decision_id"])
+    old_n = np.nan_to_num(data.runs)
+    old_u = np.nan_to_num(data.usable) * old_n
+    old_c = np.nan_to_num(data.cost) * old_n
+    tot_n = np.vstack([old_n + extra_n, np.array(add_n).reshape(-1, R)])
+    tot_u = np.vstack([old_u + extra_u, np.array(add_u).reshape(-1, R)])
+    tot_c = np.vstack([old_c + extra_c, np.array(add_c).reshape(-1, R)])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        usable = np.where(tot_n > 0, tot_u / tot_n, np.nan)
+        cost = np.where(tot_n > 0, tot_c / tot_n, np.nan)
+    est = data.cost_estimated
+    if est is not None:
+        est = np.vstack([est, np.zeros((len(add_n), R))])
+    prov = dict(data.provenance)
+    digest = hashlib.sha256((prov.get("data_hash", "") + "\x1f".join(sorted(used))).encode()).hexdigest()
+    live_rows = [r for r in rows if r["decision_id"] in used]
+    prov.update({"data_hash": digest, "prompts": len(groups), "live": {
+        "decisions": len(used), "attempts": len(live_rows), "weight": weight, "label": LABEL_METHOD,
+        "verifier_rates": {c: [v.false_accept, v.false_reject] for c, v in rates.items()},
+        "skipped_no_prompt": skipped_no_prompt, "attempts_off_ladder": off_ladder, "held_out_decisions": held_out,
+        "live_from": str(min((r["created_at"] for r in live_rows), default="")) or None,
+        "live_until": str(max((r["created_at"] for r in live_rows), default="")) or None}})
+    return replace(data, texts=texts, classes=classes, groups=groups, usable=usable, runs=tot_n, cost=cost,
+                   input_tokens=np.array(tokens), provenance=prov, cost_estimated=est)

@@ -1,0 +1,235 @@
+"""The live feedback loop end to end: serve -> live outcomes -> retrain -> gated promotion -> hot reload -> rollback.
+
+`advisor serve` runs in a subprocess on the embedded Triton (SIMULATED stand-ins) and a real DuckDB file; a few
+hundred requests of two classes go through the official `openai` client. Class A's verifier demands the HTTP
+method of super-120b's first call, which nano-30b's first call does not use, so it rejects nano-30b's answers
+in that class (the rung the first router picks for it); class B's verifier accepts any answer.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import random
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from advisor.service.launch import ingest_now
+from advisor.store import Store
+from tests.test_service import DEMO, SUITE, Service, _first_action, _task_tools
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+
+ADVISOR = str(Path(sys.executable).parent / "advisor")
+
+
+def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([ADVISOR, *args], capture_output=True, text=True)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _readyz(base: str) -> dict:
+    with urllib.request.urlopen(base + "/readyz", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _wait_version(base: str, version: str, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while _readyz(base)["router_version"] != version:
+        assert time.monotonic() < end, f"the service never reloaded {version}: {_readyz(base)}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory, triton_server):
+    """A probe store, the initial promoted router, the service config, and the running service."""
+    from advisor.probe import ProbeConfig, run_probe
+    from advisor.suite import load_suite
+
+    suite = load_suite(SUITE)
+    ladder = triton_server.ladder
+    task_a = None
+    for task in suite.tasks:  # nano-30b's first call differs from super-120b's in its HTTP method
+        mid, big = (_first_action(ladder, r, task) for r in ("nano-30b", "super-120b"))
+        if mid.kind == big.kind == "call" and mid.name == big.name and "method" in big.arguments and \
+                mid.arguments.get("method") != big.arguments["method"]:
+            task_a, check = task, {"type": "tool_call", "tool": big.name, "arguments": {"method": big.arguments["method"]}}
+            break
+    assert task_a is not None
+    class_b = next(t.task_class for t in suite.tasks if t.task_class != task_a.task_class)
+    tmp = tmp_path_factory.mktemp("feedback")
+    by_class: dict[str, list[str]] = {}
+    for t in suite.tasks:
+        by_class.setdefault(t.task_class, []).append(t.id)
+    run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url, store_path=tmp / "live.duckdb",
+                          replicas=1, conditions=("baseline",), tasks=[i for ids in by_class.values() for i in ids[:3]]))
+    config = tmp / "service.yaml"
+    config.write_text(f"""version: 1
+default_class: {class_b}
+classes:
+  {task_a.task_class}:
+    verifier:
+      checks: [{json.dumps(check)}]
+  {class_b}:
+    verifier:
+      checks: [{{type: regex, pattern: '(?s).'}}]
+routing: {{policy: router, target: 0.5}}
+record: {{store_prompts: true}}
+limits: {{deadline_s: 20, attempt_timeout_s: 5}}
+""")
+    store = tmp / "live.duckdb"
+    _cli("router", "train", "--store", str(store), "--out", str(tmp / "r1.json"), "--folds", "3")
+    first = _cli("router", "promote", str(tmp / "r1.json"), "--store", str(store))
+    assert "promoted" in first.stdout and "first promotion" in first.stdout
+    svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--config", str(config), "--no-auth",
+                   "--ingest-every", "0"], store)
+    ns = type("Loop", (), {})()
+    ns.svc, ns.store, ns.tmp, ns.config, ns.task_a, ns.class_a, ns.class_b = (
+        svc, store, tmp, config, task_a, task_a.task_class, class_b)
+    yield ns
+    svc.stop()
+
+
+def _send(loop, client, cls: str, i: int):
+    if cls == loop.class_a:
+        msgs = [{"role": "user", "content": loop.task_a.instructions}]
+        return client.chat.completions.with_raw_response.create(
+            model="auto", messages=msgs, tools=_task_tools(loop.task_a), extra_headers={"x-advisor-class": cls})
+    return client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": f"Write a short note about item {i}."}],
+        extra_headers={"x-advisor-class": cls})
+
+
+def _traffic(loop, n: int) -> list:
+    client = loop.svc.client(key="none")
+    jobs = [(loop.class_a if i % 2 else loop.class_b, i) for i in range(n)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda job: _send(loop, client, *job).headers, jobs))
+
+
+def test_live_loop_retrain_promote_reload_rollback(loop):
+    base = loop.svc.base
+    v1 = _readyz(base)["router_version"]
+    headers = _traffic(loop, 300)
+    a_first = [h["x-advisor-chain"].split(",")[0] for h in headers if h["x-advisor-class"] == loop.class_a]
+    assert a_first.count("nano-30b") > 0, f"the first router never tried nano-30b on class A: {set(a_first)}"
+    ingest_now(loop.svc.spool, loop.store)
+    r2 = loop.tmp / "r2.json"
+    out = _cli("router", "train", "--store", str(loop.store), "--out", str(r2), "--folds", "3", "--live",
+               "--live-holdout", "100", "--service-config", str(loop.config)).stdout
+    assert "live:" in out and "100 most recent decisions held out" in out
+    from advisor.router.artifact import load_router
+    from advisor.router.policy import PolicyConfig, Preferences
+    from advisor.router.routing import route_one
+    from advisor.scores import Verifier
+
+    cand = load_router(r2)
+    p30 = cand.predict_one(loop.task_a.instructions, loop.class_a)[cand.rung_names.index("nano-30b")]
+    assert p30 < 0.2, f"the candidate still expects nano-30b to pass class A: {p30:.2f}"
+    # a concurrent request loop runs through the promotion and the reload
+    failures, seen, stop = [], set(), threading.Event()
+
+    def background():
+        client = loop.svc.client(key="none")
+        i = 0
+        while not stop.is_set():
+            try:
+                raw = _send(loop, client, loop.class_a if i % 2 else loop.class_b, 1000 + i)
+                seen.add(raw.headers["x-advisor-policy"].split(":", 1)[1])
+                if raw.status_code != 200:
+                    failures.append(raw.status_code)
+            except Exception as exc:  # noqa: BLE001 - any failure is what this test looks for
+                failures.append(repr(exc))
+            i += 1
+
+    thread = threading.Thread(target=background)
+    thread.start()
+    try:
+        time.sleep(1.0)
+        ingest_now(loop.svc.spool, loop.store)
+        prom = _cli("router", "promote", str(r2), "--store", str(loop.store), "--window", "100",
+                    "--service-config", str(loop.config))
+        assert "promoted:" in prom.stdout, prom.stdout
+        _wait_version(base, cand.version_tag)
+        time.sleep(1.5)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert not failures, f"requests failed during the reload: {failures[:5]}"
+    assert {v1, cand.version_tag} <= seen, seen
+    headers = _traffic(loop, 40)
+    a_first = [h["x-advisor-chain"].split(",")[0] for h in headers if h["x-advisor-class"] == loop.class_a]
+    assert "nano-30b" not in a_first, f"the promoted router still starts class A on nano-30b: {a_first}"
+    ingest_now(loop.svc.spool, loop.store)
+    with Store.open(loop.store, read_only=True) as s:
+        versions = {r["router_version"] for r in s.query("SELECT DISTINCT router_version FROM routing_decisions")}
+        rows = s.promotions()
+    assert {v1, cand.version_tag} <= versions
+    assert [r["action"] for r in rows][:2] == ["promote", "initial"] and rows[0]["passed"]
+    evidence = json.loads(rows[0]["evidence_json"])["gate"]
+    assert evidence["decisions"] >= 30 and evidence["brier_candidate"] < evidence["brier_serving"]
+    back = _cli("router", "rollback", "--store", str(loop.store))
+    assert v1 in back.stdout
+    _wait_version(base, v1)
+
+
+def test_gate_refuses_a_candidate_trained_on_shuffled_labels(loop):
+    """Labels permuted across prompts: the candidate's P(accept) is worse on the window; refused with figures."""
+    import warnings
+
+    import numpy as np
+
+    from advisor.router.live import live_attempts, merge_live, split_by_time, verifier_rates
+    from advisor.router.train import fit_router, training_data_from_store
+
+    if not (loop.store.parent / "r2.json").exists():
+        pytest.skip("needs the end-to-end test's live outcomes")
+    ingest_now(loop.svc.spool, loop.store)
+    with Store.open(loop.store, read_only=True) as s:
+        data = training_data_from_store(s)
+        rows, skipped = live_attempts(s)
+        train_rows, held = split_by_time(rows, 150)
+        from advisor.ladder import load_ladder
+
+        data = merge_live(data, train_rows, verifier_rates(loop.config, load_ladder(DEMO)), 1.0, skipped, 150)
+    rng = np.random.default_rng(7)
+    perm = rng.permutation(len(data.texts))
+    data.usable, data.runs = data.usable[perm], data.runs[perm]  # outcomes detached from their prompts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bad = fit_router(data, folds=3, tune=False)
+    path = bad.save(loop.tmp / "shuffled.json")
+    out = _cli("router", "promote", str(path), "--store", str(loop.store), "--window", "150",
+               "--service-config", str(loop.config), check=False)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "REFUSED" in out.stdout and "Brier of P(accept) serving" in out.stdout
+    with Store.open(loop.store, read_only=True) as s:
+        last = s.promotions()[0]
+    assert last["action"] == "refused" and not last["passed"]
+    gate = json.loads(last["evidence_json"])["gate"]
+    assert gate["interval"][1] > gate["margin"] and gate["brier_candidate"] > gate["brier_serving"]
+
+
+def test_drift_in_metrics_and_command(loop):
+    """Class A's nano-30b: live accept rate 0 against its probe usable rate; flagged past the threshold."""
+    ingest_now(loop.svc.spool, loop.store)
+    table = json.loads(_cli("router", "drift", "--store", str(loop.store), "--json").stdout)
+    by = {c["task_class"]: c for c in table["classes"]}
+    small = next(r for r in by[loop.class_a]["rungs"] if r["rung"] == "nano-30b")
+    assert small["live_accept_rate"] == 0.0 and small["live_attempts"] >= 20
+    expected = small["probe_usable_rate"] is not None and abs(small["difference"]) > table["threshold"]
+    assert small["drifts"] == expected and by[loop.class_a]["flagged"] >= expected
+    assert by[loop.class_b]["predicted_class_share"] == 0.0  # the class was given in a header
+    with urllib.request.urlopen(loop.svc.base + "/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    assert f'advisor_predicted_p_usable_total{{task_class="{loop.class_a}"}}' in text
+    assert 'advisor_router_reloads_total{result="ok"}' in text
