@@ -236,3 +236,53 @@ def test_cli_report_writes_folder(sim_report, tmp_path, capsys):
     assert main(["report", "--store", str(store), "--out", str(tmp_path), "--name", "cli2"]) == 0
     assert capsys.readouterr().out.startswith("SIMULATED")
     assert isinstance(AdvisorError("x"), Exception) and StoreError  # the hierarchy the CLI turns into messages
+
+
+def test_runs_to_decide_uses_the_same_interval():
+    from advisor.floors import wilson_interval
+    from advisor.report.decision import runs_to_decide
+
+    # 19/21 usable: undecided at 80% / 90%; the count is the first n whose lower bound clears at the same rate
+    extra = runs_to_decide(19, 21, 0.8, 0.9)
+    n = 21 + extra
+    assert wilson_interval(round(19 / 21 * n), n, 0.9)[0] >= 0.8
+    assert wilson_interval(round(19 / 21 * (n - 1)), n - 1, 0.9)[0] < 0.8
+    # 14/21 below the target: the runs after which the upper bound drops under it
+    extra = runs_to_decide(14, 21, 0.8, 0.9)
+    assert wilson_interval(round(14 / 21 * (21 + extra)), 21 + extra, 0.9)[1] < 0.8
+    assert runs_to_decide(0, 0, 0.8, 0.9) is None
+    assert runs_to_decide(8, 10, 0.8, 0.9) is None  # sits on the target: never decides
+
+
+def test_next_steps_name_undecided_cells(sim_report):
+    _, files = sim_report
+    doc = json.loads(files.json.read_text())
+    steps = doc["decision"]["next_steps"]
+    undecided = {(cf["task_class"], cf["condition"], v["stats"]["rung"]) for cf in doc["floors"]["classes"]
+                 for v in cf["rungs"] if v["status"] == "undecided"}
+    named = {(s["task_class"], s["condition"], s["rung"]) for s in steps if s["kind"] == "more_runs"}
+    assert named <= undecided and (named or not undecided)
+    page = files.html.read_text()
+    for s in steps:
+        if s["kind"] == "more_runs":
+            assert s["text"].split(":")[0] in page
+
+
+def test_frontier_helpers():
+    from advisor.report.plots import _plt, pareto, place_labels
+
+    # sorted by cost; a point is on the frontier when no cheaper point has a higher or equal rate
+    assert pareto([(3.0, 0.9), (1.0, 0.5), (2.0, 0.4), (4.0, 1.0)]) == [1, 0, 3]
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4, 3))
+    items = [(1.0, 0.0, "nano-12b", "k"), (1.05, 0.0, "nano-12b", "k"), (1.1, 0.02, "nano-30b", "k"),
+             (1.0, 1.0, "super-120b", "k"), (1.02, 0.98, "super-120b", "k")]
+    ax.set_xlim(0.8, 1.4)
+    ax.set_ylim(-0.2, 1.2)
+    fig.canvas.draw()
+    texts = place_labels(ax, items)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    assert len(boxes) == 5
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close(fig)

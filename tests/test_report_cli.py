@@ -115,3 +115,29 @@ def test_ladder_validate_warns_on_real_rungs_without_tokenizer(capsys):
     assert "nano-12b: no tokenizer_path" in captured.err
     assert main(["ladder", "validate", str(LADDERS / "demo.yaml")]) == 0  # stand-ins need no tokenizer
     assert "warning" not in capsys.readouterr().err
+
+
+def test_every_option_has_help():
+    import click
+    import typer
+
+    from advisor.cli import build_app
+
+    missing = []
+
+    def walk(c, path):
+        if isinstance(c, click.Group):
+            for n, sub in c.commands.items():
+                walk(sub, [*path, n])
+            return
+        missing.extend(f"{' '.join(path)} {p.name}" for p in c.params if not getattr(p, "help", None))
+
+    walk(typer.main.get_command(build_app()), [])
+    assert missing == []
+
+
+def test_probe_help_first_line_describes_the_adaptive_default(capsys):
+    from advisor.cli.probe_cmd import probe
+
+    first = probe.__doc__.strip().splitlines()[0]
+    assert "adaptive" in first.lower() and "every task x rung" not in first

@@ -83,13 +83,21 @@ class Decision:
 
 
 def runs_to_decide(usable: int, scored: int, target: float, confidence: float) -> int | None:
-    """Additional scored runs after which the Wilson interval decides the cell, if its rate holds; None: never."""
+    """Additional scored runs after which the Wilson interval decides the cell, if its rate holds; None: never.
+
+    Above the target this is `advisor plan`'s count (`advisor.plan.min_runs_to_clear`, the same interval);
+    below it, the runs after which the upper bound drops under the target.
+    """
     if scored == 0:
         return None
     p = usable / scored
+    if p > target:
+        from advisor.plan import min_runs_to_clear
+
+        n = min_runs_to_clear(target, confidence, p, limit=MAX_RUNS)
+        return None if n is None else max(1, n - scored)
     for n in range(scored + 1, MAX_RUNS + 1):
-        lo, hi = wilson_interval(round(p * n), n, confidence)
-        if lo >= target or hi < target:
+        if wilson_interval(round(p * n), n, confidence)[1] < target:
             return n - scored
     return None
 
@@ -162,7 +170,8 @@ def _next_steps(cls: str, cfs: dict, chosen: Option, lift: float | None, s) -> l
                 continue
             n = runs_to_decide(c.usable, c.scored, s.target, s.confidence)
             text = (f"{cls} / {c.rung} ({cond}): undecided after {c.scored} scored runs; about {n} more would decide "
-                    f"it if its rate ({c.usable_rate:.0%}) holds" if n else
+                    f"it ({'clears' if c.usable_rate > s.target else 'below'} the target) if its rate ({c.usable_rate:.0%}) "
+                    "holds (`advisor plan` gives replicas per task)" if n else
                     f"{cls} / {c.rung} ({cond}): undecided after {c.scored} scored runs, and its rate sits on the "
                     "target: more runs will not decide it soon")
             steps.append(NextStep("more_runs", cls, text, cond, c.rung, n))

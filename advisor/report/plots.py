@@ -83,30 +83,38 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
 
 
 #: Label offsets (points) tried in turn until a label overlaps no other label or point.
-_OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (6, 20), (6, -28), (-8, 22), (-8, -30), (10, 34), (10, -42)]
+_OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (8, -4), (-10, -4), (6, 20), (6, -28), (-8, 22), (-8, -30),
+            (10, 34), (10, -42)]
 
 
 def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
     """Annotate (x, y, text, colour) items so no two labels overlap (greedy over `_OFFSETS`); return the texts."""
+    from matplotlib.transforms import Bbox
+
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
-    placed, texts = [], []
+    frame = ax.get_window_extent(renderer)
+    # the markers count as taken space, so a label never covers a point
+    placed = [Bbox.from_bounds(px - 4, py - 4, 8, 8)
+              for px, py in (ax.transData.transform((x, y)) for x, y, _, _ in items)]
+    texts = []
     for x, y, text, color in items:
-        chosen = None
-        for dx, dy in _OFFSETS:
-            ha = "left" if dx >= 0 else "right"
-            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9, ha=ha,
-                            color=color)
+        best = None  # (outside the panel, overlaps, offset index): the first offset with no clash wins
+        for i, (dx, dy) in enumerate(_OFFSETS):
+            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9,
+                            ha="left" if dx >= 0 else "right", color=color)
             box = t.get_window_extent(renderer).expanded(1.05, 1.1)
-            if not any(box.overlaps(b) for b in placed):
-                chosen = (t, box)
-                break
             t.remove()
-        if chosen is None:  # every offset collides: keep the last one tried rather than drop the label
-            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=_OFFSETS[-1], fontsize=9, color=color)
-            chosen = (t, t.get_window_extent(renderer))
-        placed.append(chosen[1])
-        texts.append(chosen[0])
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            score = (not inside, sum(box.overlaps(b) for b in placed), i)
+            if best is None or score < best[0]:
+                best = (score, box)
+            if score[:2] == (False, 0):
+                break
+        dx, dy = _OFFSETS[best[0][2]]
+        texts.append(ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9,
+                                 ha="left" if dx >= 0 else "right", color=color))
+        placed.append(best[1])
     return texts
 
 
@@ -151,7 +159,7 @@ def frontier(data) -> bytes:
         ax.set_xlabel(f"$ {unit}", fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
-        ax.set_ylim(-0.1, 1.12)
+        ax.set_ylim(-0.2, 1.12)  # room under the zero line for labels
         ax.tick_params(labelsize=9)
         ax.margins(x=0.22)
         fig.canvas.draw()

@@ -327,7 +327,8 @@ BANNER = ("SIMULATED: {n} of these runs come from stand-in rungs (CPU simulation
 FIGURES = [
     ("frontier", "Cost vs usable rate (the frontier)",
      "Per class: $ per usable result (retries and escalation included) against the usable rate with its interval, "
-     "rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated."),
+     "rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated. A rung "
+     "(and every rung above it) without a single usable run has no cost per usable result and is not drawn."),
     ("scores", "Score distributions", "Runs are mostly near-perfect or near-total failures (bimodal)."),
     ("turns", "Turns by outcome", "How long runs that pass and runs that fail take."),
 ]
