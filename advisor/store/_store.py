@@ -16,6 +16,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from advisor.errors import StoreError
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
+from advisor.store._agreement_queries import AgreementQueries
+from advisor.store._live_queries import LiveQueries
+from advisor.store._policy_queries import PolicyQueries
 from advisor.store._queries import Queries
 from advisor.store.migrations import MIGRATIONS
 
@@ -62,7 +65,7 @@ def _check_store_file(path: str) -> None:
                          "move it away or name another file with --store")
 
 
-class Store(Queries):
+class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries):
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
     def __init__(self, con, path: str):
