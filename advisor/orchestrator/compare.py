@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.floors import RUN_FIELDS, FloorSettings, cell_stats
+from advisor.floors import FloorSettings, cell_stats
 from advisor.orchestrator.experts import family
 
 POLICY_POSITION = 1000  #: policy arms sort after the rungs
@@ -53,8 +53,7 @@ class Arm:
 
 def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = FloorSettings()) -> list[Arm]:
     """Every arm of every (class, condition) of `suite` run on `ladder` (by name), rungs first."""
-    rows = store.query(f"SELECT {', '.join(RUN_FIELDS)}, policy, latency_s FROM runs WHERE suite_name = ? "
-                       "AND ladder_name = ? AND kind = 'probe'", [suite, ladder.name])
+    rows = store.arm_rows(suite, ladder.name)
     for r in rows:
         if r["policy"] != "fixed":
             r["rung"], r["rung_position"] = r["policy"], POLICY_POSITION
@@ -63,10 +62,7 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
     for r in rows:
         latency.setdefault((r["task_class"], r["condition"], r["rung"]), []).append(float(r["latency_s"] or 0.0))
         policy_of[r["rung"]] = r["policy"]
-    calls = store.query(
-        "SELECT r.task_class, r.condition, r.policy, c.model, count(*) AS n, "
-        "count(*) FILTER (WHERE c.respects) AS ok FROM policy_calls c JOIN runs r USING (run_key) "
-        "WHERE r.suite_name = ? AND r.ladder_name = ? AND c.role = 'expert' GROUP BY ALL", [suite, ladder.name])
+    calls = store.expert_call_counts(suite, ladder.name)
     by_cell: dict[tuple, dict[str, tuple[int, int]]] = {}
     for c in calls:
         by_cell.setdefault((c["task_class"], c["condition"], c["policy"]), {})[c["model"]] = (int(c["n"]), int(c["ok"]))
@@ -96,11 +92,9 @@ def stored_comparison(store: Any, suite: str, settings: FloorSettings = FloorSet
     """`compare` for every ladder of `suite` that has policy runs, with the ladder read back from the store."""
     from advisor.ladder import Ladder
 
-    rows = store.query("SELECT DISTINCT ladder_hash FROM runs WHERE suite_name = ? AND kind = 'probe' "
-                       "AND policy <> 'fixed' ORDER BY ladder_hash", [suite])
     arms: list[Arm] = []
-    for r in rows:
-        config = store.ladder_config(r["ladder_hash"])
+    for ladder_hash in store.policy_ladder_hashes(suite):
+        config = store.ladder_config(ladder_hash)
         if config:
             arms += compare(store, suite, Ladder.model_validate(config), settings)
     return arms

@@ -42,12 +42,7 @@ def alias_of(position: int) -> str:
 
 def probe_facts(store: Any, ladder: Any) -> dict[str, dict[str, Any]]:
     """Per rung of `ladder`: mean latency per model call and (usable, scored) per class, from fixed-rung runs."""
-    rows = store.query(
-        "SELECT rung, task_class, count(*) FILTER (WHERE NOT unscored) AS scored, "
-        "count(*) FILTER (WHERE NOT unscored AND overall >= bar) AS usable, "
-        "sum(latency_s) AS latency, sum(model_calls) AS calls FROM runs "
-        "WHERE ladder_name = ? AND policy = 'fixed' GROUP BY rung, task_class ORDER BY rung, task_class",
-        [ladder.name])
+    rows = store.rung_facts(ladder.name)
     facts: dict[str, dict[str, Any]] = {}
     for r in rows:
         f = facts.setdefault(r["rung"], {"usable": {}, "latency": 0.0, "calls": 0})
