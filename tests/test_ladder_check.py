@@ -65,3 +65,49 @@ def test_cli_unreachable_is_one_line_without_traceback():
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach Triton at 127.0.0.1:1"), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.triton
+async def test_orchestrator_answers_the_expert_probe_in_hermes(triton_server):
+    rows = await check_ladder(triton_server.ladder, triton_server.grpc_url)
+    orch = next(r for r in rows if r.role == "orchestrator")
+    assert orch.tool_format is True and orch.tool_call in {"expert-1", "expert-2", "expert-3"}
+    assert all(r.tool_format is None for r in rows if r.role != "orchestrator")
+
+
+@pytest.mark.triton
+def test_orchestrator_that_does_not_speak_hermes_fails_with_a_clear_message(triton_server, tmp_path, capsys):
+    # the orchestrator role pointed at a rung stand-in (swapped with the smallest rung, as each model must be
+    # distinct): it is served and generates, but answers in prose
+    text = (DEMO.read_text().replace("triton_model: standin_orchestrator_8b", "triton_model: SWAP")
+            .replace("triton_model: standin_nano_12b", "triton_model: standin_orchestrator_8b")
+            .replace("triton_model: SWAP", "triton_model: standin_nano_12b"))
+    ladder = tmp_path / "ladder.yaml"
+    ladder.write_text(text)
+    assert main(["ladder", "check", "--url", triton_server.grpc_url, str(ladder), "--json"]) == 1
+    rows = {r["role"]: r for r in json.loads(capsys.readouterr().out)}
+    orch = rows["orchestrator"]
+    assert orch["generated"] is True and orch["tool_format"] is False and not orch["ok"]
+    assert "orchestrator hermes check" in orch["error"] and "not in hermes tool-call format" in orch["error"]
+    assert "rung" in rows and rows["rung"]["tool_format"] is None  # rungs are not asked for the expert probe
+
+
+@pytest.mark.parametrize("reply, why", [
+    ('<tool_call>{"name": "call_expert", "arguments": {"expert": "expert-9"}}</tool_call>', "not one of the offered"),
+    ('<tool_call>{"name": "call_expert", "arguments": {"expert": </tool_call>', "not valid JSON"),
+    ('<tool_call>{"name": "call_expert", "arguments": {"expert": "expert-1"}}', "not closed"),
+    ('<tool_call>{"name": "lookup", "arguments": {}}</tool_call>', "called 'lookup'"),
+    ("The order has shipped.", "answered in prose"),
+])
+def test_expert_probe_reply_errors_say_what_is_wrong(reply, why):
+    from advisor.ladder import load_ladder
+    from advisor.orchestrator.formatcheck import format_probe, judge_reply
+
+    lad = load_ladder(DEMO)
+    probe = format_probe(lad, lad.roles.orchestrator)
+    assert "call_expert" in probe.prompt and probe.aliases == ("expert-1", "expert-2", "expert-3")
+    alias, error = judge_reply(probe, reply)
+    assert alias is None and why in error
+    ok = '<think>easy</think>\n<tool_call>\n{"name": "call_expert", "arguments": {"expert": "expert-2"}}\n</tool_call>'
+    assert judge_reply(probe, ok) == ("expert-2", None)
+    assert "cut off" in judge_reply(probe, ok, "length")[1]

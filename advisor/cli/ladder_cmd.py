@@ -89,7 +89,8 @@ def check(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per generation.")] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Check a running Triton against LADDER: per model reachable, ready, on contract, one short generation.
+    """Check a running Triton against LADDER: per model reachable, ready, on contract, one short generation;
+    the orchestrator role must also hand a tiny task to an expert in its tool-call format (hermes).
 
     Exits 1 when any model fails; an unreachable server is a one-line error.
     """
@@ -111,17 +112,24 @@ def _mark(value) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
+def _expert_call(row) -> str:
+    """The orchestrator's tool-call format check: the alias it called, NO, or - (not an orchestrator)."""
+    if row.role != "orchestrator" or row.tool_format is None:
+        return "-"
+    return row.tool_call if row.tool_format else "NO"
+
+
 def _check_table(lad, rows) -> None:
     title = f"ladder {lad.name} on Triton" + ("  [SIMULATED stand-ins]" if lad.simulated else "")
     table = Table(title=title)
     for col in ("role", "name", "triton model", "url", "reachable", "ready", "contract", "generation",
-                "tokens in/out", "latency ms", "status"):
+                "expert call", "tokens in/out", "latency ms", "status"):
         table.add_column(col)
     for r in rows:
         tokens = "-" if r.output_tokens is None else f"{r.input_tokens}/{r.output_tokens}" + (
             "" if r.tokens_from_server else " (est.)")
         table.add_row(r.role, r.name, r.triton_model, r.url, _mark(r.reachable), _mark(r.ready), _mark(r.contract),
-                      _mark(r.generated), tokens, "-" if r.latency_ms is None else f"{r.latency_ms:.1f}",
+                      _mark(r.generated), _expert_call(r), tokens, "-" if r.latency_ms is None else f"{r.latency_ms:.1f}",
                       "ok" if r.ok else "FAIL")
     console = Console()
     console.print(table)

@@ -17,6 +17,8 @@ The model, with the parameters of the ladder's ``standin.orchestrator`` block (`
    escalates to the next pricier expert (and stays there).
 4. When its prompt offers no ``call_expert`` tool it works the task itself as a rung stand-in of its
    ``capability`` would (`advisor.standin.agent.StandinAgent`); an unknown task gets the give-up answer.
+5. An unknown task (not in the suites it knows: e.g. the probe of ``advisor ladder check``) with
+   ``call_expert`` offered is routed like any other, believing it of difficulty ``UNKNOWN_DIFFICULTY``.
 
 Nothing in the policy knows a stand-in answers; every result is labelled SIMULATED (the ladder says so).
 """
@@ -30,13 +32,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from advisor.agent.chat import parse_default
-from advisor.agent.formats import FINAL_MARKER, format_for
+from advisor.agent.formats import format_for
 from advisor.records import text_hash
-from advisor.standin.behaviour import GIVE_UP_TEXT, difficulty, episode_seed
+from advisor.standin.behaviour import difficulty, episode_seed
 
 CAP_LO, CAP_HI = 0.0, 4.0  #: believed capability of the cheapest and of the priciest expert
 MARGIN = 0.3  #: capability it wants above the task's difficulty when matching
 ESCALATE_AFTER = 2  #: error observations in a row before it escalates one expert up
+UNKNOWN_DIFFICULTY = (CAP_LO + CAP_HI) / 2  #: difficulty it believes a task it does not know has
 EXPERT_TOOL = "call_expert"
 _TOOLS = re.compile(r"<tools>\n(.*?)\n</tools>", re.S)
 _ROW = re.compile(r"^(\S+) \| \$([\d.]+) \| \$([\d.]+) \| ", re.M)
@@ -94,10 +97,12 @@ class StandinOrchestrator:
             return self.agent.reply(prompt, sampling)
         task, _, turns = self.agent.read(prompt)
         if task is None:
-            return f"I do not know how to approach this task.\n{FINAL_MARKER} {GIVE_UP_TEXT}"
-        condition = "skill" if task.skill_text and task.skill_text.strip() in system else "baseline"
-        rng = random.Random(episode_seed(self.model.standin.seed, task.id, condition, sampling.get("seed")))
-        d = difficulty(task)
+            user = next((m["content"] for m in messages if m["role"] == "user"), prompt)
+            task_id, condition, d = text_hash(user), "baseline", UNKNOWN_DIFFICULTY
+        else:
+            task_id, d = task.id, difficulty(task)
+            condition = "skill" if task.skill_text and task.skill_text.strip() in system else "baseline"
+        rng = random.Random(episode_seed(self.model.standin.seed, task_id, condition, sampling.get("seed")))
         alias, why = choose(self.params, aliases, d, rng)
         errors = 0
         for m in turns:  # escalation: error observations in a row at the end of the conversation
@@ -105,5 +110,6 @@ class StandinOrchestrator:
                 errors = errors + 1 if m["content"].startswith("ERROR") else 0
                 if errors >= ESCALATE_AFTER and aliases.index(alias) < len(aliases) - 1:
                     alias, why, errors = aliases[aliases.index(alias) + 1], "the last expert kept failing", 0
-        think = f"<think>The task looks like {len(task.reference.steps) if task.reference else 0} steps; {alias}: {why}.</think>"
+        steps = len(task.reference.steps) if task is not None and task.reference else 0
+        think = f"<think>The task looks like {steps} steps; {alias}: {why}.</think>"
         return f"{think}\n{self.format.render_call(EXPERT_TOOL, {'expert': alias})}"

@@ -1,7 +1,9 @@
 """`advisor ladder check`: is every model of a ladder served, ready, on contract, and able to generate?
 
 For each model (rungs and roles), in order: the server is reachable, the model is ready, its tensors and
-policy match the vLLM backend contract, and one short generation returns text with token counts. A model
+policy match the vLLM backend contract, and one short generation returns text with token counts. The
+orchestrator role then gets a tiny task with one tool, ``call_expert``, and must answer with a call of it in its
+tool-call format (hermes) naming an offered expert alias (`advisor.orchestrator.formatcheck`). A model
 fails at the first step that fails; the others still run. An unreachable server (every address down) is one
 `BackendError`, not a table of failures.
 """
@@ -36,13 +38,16 @@ class ModelCheck:
     latency_ms: float | None = None
     finish_reason: str | None = None
     text: str | None = None
+    tool_format: bool | None = None  #: orchestrator role: answered the expert probe with a valid call (None: n/a)
+    tool_call: str | None = None  #: the expert alias it called
     simulated: bool = False
     error: str | None = None
 
     @property
     def ok(self) -> bool:
-        """True when every step passed."""
-        return bool(self.reachable and self.ready and self.contract and self.generated)
+        """True when every step passed (for the orchestrator role, the tool-call format check too)."""
+        steps = self.reachable and self.ready and self.contract and self.generated
+        return bool(steps and (self.role != "orchestrator" or self.tool_format))
 
     def to_dict(self) -> dict:
         """JSON-ready dict, with `ok`."""
@@ -55,7 +60,21 @@ def _roles(ladder) -> list[tuple[str, object]]:
     return rows
 
 
-async def _check_one(client, role: str, model, url: str, timeout_s: float) -> ModelCheck:
+async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float) -> None:
+    """The orchestrator role's tool-call format: one expert probe, judged by `formatcheck.judge_reply`."""
+    from advisor.orchestrator.formatcheck import format_probe, judge_reply
+
+    probe = format_probe(ladder, model)
+    result = await client.generate(model.triton_model, probe.prompt, max_tokens=int(model.max_output_tokens),
+                                   sampling={"temperature": 0.0}, timeout_s=timeout_s)
+    row.tool_call, why = judge_reply(probe, result.text, result.finish_reason)
+    row.tool_format = why is None
+    if why:
+        message = f"orchestrator {probe.format_name} check: {why}; the reply began {result.text[:120]!r}"
+        row.error = f"{row.error}; {message}" if row.error else message
+
+
+async def _check_one(client, role: str, model, url: str, timeout_s: float, ladder=None) -> ModelCheck:
     from advisor.errors import ContractError
 
     row = ModelCheck(model.name, role, model.triton_model, url, reachable=True, simulated=model.simulated)
@@ -85,6 +104,8 @@ async def _check_one(client, role: str, model, url: str, timeout_s: float) -> Mo
             row.error = "generation returned no text and no tokens"
         elif not result.tokens_from_server:
             row.error = result.note
+        if row.generated and role == "orchestrator" and ladder is not None:
+            await _check_format(client, row, ladder, model, timeout_s)
     except AdvisorError as exc:
         row.error = str(exc)
         if row.generated is None and row.contract:
@@ -117,7 +138,7 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
             if reachable[u] is not None:
                 checks.append(_unreachable(role, model, u, reachable[u]))
             else:
-                checks.append(_check_one(clients[u], role, model, u, timeout_s))
+                checks.append(_check_one(clients[u], role, model, u, timeout_s, ladder))
         return list(await asyncio.gather(*checks))
     finally:
         for client in clients.values():
