@@ -71,9 +71,16 @@ def probe(
                                                  "unscored whatever the models do (no judge role for judge "
                                                  "criteria; stand-ins on tasks without a reference).")] = False,
     policy: Annotated[Optional[list[str]], typer.Option("--policy", help="What routes each task (repeatable): "
-                                                        "'rung' (every rung itself, the default) and/or "
-                                                        "'orchestrator' (the ladder's orchestrator role hands "
-                                                        "turns to rungs; full grid, stored with runs.policy).")] = None,
+                                                        "'rung' (every rung itself, the default); 'orchestrator' "
+                                                        "(the ladder's orchestrator role hands turns to rungs); "
+                                                        "'router' (the learned router's rung, single-shot); "
+                                                        "'cascade' (cheapest rung first, escalating while the "
+                                                        "task-completion checks reject). Policies run the full "
+                                                        "grid after the rungs, stored with runs.policy "
+                                                        "(docs/standin.md).")] = None,
+    router: Annotated[Optional[Path], typer.Option("--router", exists=True, dir_okay=False, help="Router artifact "
+                                                   "for --policy router/cascade (default: one trained from the "
+                                                   "store's rung runs of this suite and ladder).")] = None,
     allow_unsandboxed: Annotated[bool, typer.Option("--allow-unsandboxed", help="Trusted suites only: where "
                                                     "bubblewrap is unavailable, run run_python and python checks "
                                                     "without a sandbox instead of refusing (docs/sandbox.md); "
@@ -97,7 +104,8 @@ def probe(
 
     config = ProbeConfig(ladder_path=ladder, suite_path=suite, store_path=store, url=url, replicas=replicas,
                          concurrency=concurrency, max_cost=max_cost, max_runs=max_runs, tasks=task, rungs=rung,
-                         allow_unsandboxed=allow_unsandboxed, policies=tuple(dict.fromkeys(policy or ["rung"])))
+                         allow_unsandboxed=allow_unsandboxed, policies=tuple(dict.fromkeys(policy or ["rung"])),
+                         router_path=router)
     if dry_run or not allow_unscored:
         _check_up_front(config, dry_run, as_json)
         if dry_run:

@@ -74,6 +74,9 @@ class PolicyCall:
     cost_usd: float
     latency_s: float
     respects: bool | None = None  #: expert calls: whether the call respects the user's preferences
+    verdict: str | None = None  #: chain attempts: what the verifier said (None: not verified)
+    accepted: bool | None = None  #: chain attempts: the verifier accepted the attempt
+    usable: bool | None = None  #: chain attempts: the attempt's overall reached the bar (None: unscored)
 
 
 @dataclass

@@ -77,15 +77,20 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
 
 
 def policy_model(ladder: Any, policy: str) -> Any:
-    """The model a policy's runs are stored under (the orchestrator role); ConfigError for a policy the probe cannot run."""
+    """The model a policy's runs are stored under (the orchestrator role; for ``router`` and ``cascade`` a
+    `advisor.probe.chain.PolicyArm` named after the policy); ConfigError for a policy the probe cannot run."""
     import advisor.orchestrator.policy  # noqa: F401 - registers the orchestrator policy
+    from advisor.probe.chain import CHAIN_POLICIES, arm_of
     from advisor.router.policies import POLICIES
+
+    if policy in CHAIN_POLICIES:
+        return arm_of(ladder, policy)
 
     if policy not in POLICIES:
         from advisor.errors import did_you_mean
 
         raise ConfigError(f"unknown policy {policy!r}.{did_you_mean(policy, ['rung', *POLICIES.names()])}")
     if not getattr(POLICIES.get(policy), "episodic", False):
-        raise ConfigError(f"policy {policy!r} decides rung chains up front; the probe runs 'rung' and episodic "
-                          "policies (orchestrator) only")
+        raise ConfigError(f"policy {policy!r} is not one the probe runs; use rung, orchestrator, "
+                          f"{', '.join(CHAIN_POLICIES)}")
     return POLICIES.get(policy).model_of(ladder)

@@ -170,8 +170,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
 
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
-        model = ladder.rung(spec.rung) if spec.policy == "fixed" else _model_named(ladder, spec.rung)
-        async with semaphores[model.name]:
+        model = ladder.rung(spec.rung) if spec.policy == "fixed" else _model_of_policy(ladder, spec)
+        async with semaphores.setdefault(model.name, asyncio.Semaphore(max(1, concurrency))):
             if outcome.stopped == "server_down":
                 results[i] = RunResult(spec, key, "not_run")
                 return
@@ -182,7 +182,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
             task = suite.task(spec.task_id)
             seed = spec.seed(suite_hash, ladder_hash)
             record, turns, criteria = await run_one(
-                spec, task, model, suite=suite, ladder=ladder, client=client_for_rung(model), seed=seed,
+                spec, task, model, suite=suite, ladder=ladder,
+                client=client_for_rung(model) if model.triton_model else None, seed=seed,
                 run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
                 root=root, sampling={**base_settings["sampling"], "seed": seed}, settings=base_settings,
                 version=__version__, episode=episode_for(spec.policy) if spec.policy != "fixed" else None)
@@ -190,7 +191,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
             outcome.judge_cost_usd += record.judge_cost_usd
             failed_now = record.stop_reason == StopReason.BACKEND_ERROR
             streaks[model.name] = streaks.get(model.name, 0) + 1 if failed_now else 0
-            if server_error_streak and streaks[model.name] >= server_error_streak:
+            if server_error_streak and streaks[model.name] >= server_error_streak and model.triton_model:
                 await check_server(model)
         # committed outside the rung's semaphore: the rung's next episode starts meanwhile
         retried = key in failed
@@ -219,8 +220,12 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     return outcome
 
 
-def _model_named(ladder: Any, name: str) -> Any:
-    return next(m for m in ladder.models() if m.name == name)
+def _model_of_policy(ladder: Any, spec: RunSpec) -> Any:
+    """The model (orchestrator role) or pseudo-model (router, cascade: `advisor.probe.chain.PolicyArm`) of a
+    policy run."""
+    from advisor.probe.plan import policy_model
+
+    return policy_model(ladder, spec.policy)
 
 
 def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool, calls: Any = ()) -> None:

@@ -58,8 +58,9 @@ class ProbeConfig:
     client_retries: int = 2
     workdir: Path | None = None  #: parent of the probe's private workspace folder (default: the temp folder)
     allow_unsandboxed: bool = False  #: run code without bubblewrap where it is unavailable (trusted suites)
-    policies: tuple[str, ...] = ("rung",)  #: rung (each rung itself) and/or episodic policies (orchestrator)
+    policies: tuple[str, ...] = ("rung",)  #: rung (each rung itself), orchestrator, router, cascade
     policy_options: dict[str, Any] = field(default_factory=dict)  #: e.g. prefs, config for the orchestrator
+    router_path: Path | None = None  #: router artifact of --policy router/cascade (default: trained from the store)
 
 
 @dataclass
@@ -148,7 +149,7 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
         return out
 
     async with clients_for(urls, config) as client_for_rung:
-        episode_for = _episode_functions(config, ladder, store, client_for_rung)
+        episode_for = _episode_functions(config, ladder, suite, store, client_for_rung)
         result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave)
     return total, result
 
@@ -214,10 +215,18 @@ def judge_note(ladder, suite) -> str | None:
     return None
 
 
-def _episode_functions(config: ProbeConfig, ladder, store, client_for_rung) -> Callable[[str], Any]:
-    """The episode function of each episodic policy of the probe (built once, before any run)."""
+def _episode_functions(config: ProbeConfig, ladder, suite, store, client_for_rung) -> Callable[[str], Any]:
+    """The episode function of each policy of the probe (built once, before any run): the orchestrator's from
+    its registered policy; ``router`` and ``cascade`` chains from `advisor.probe.chain` (deciding with the
+    registered rules)."""
+    from advisor.probe.chain import CHAIN_POLICIES, chain_runner
     from advisor.router.policies import POLICIES
 
-    runners = {p: POLICIES.get(p).runner(ladder, client_for_rung, store=store, **config.policy_options)
-               for p in config.policies if p != "rung"}
+    runners = {}
+    for p in config.policies:
+        if p in CHAIN_POLICIES:
+            runners[p] = chain_runner(p, ladder, client_for_rung, store=store, suite=suite,
+                                      router_path=config.router_path, prefs=config.policy_options.get("prefs"))
+        elif p != "rung":
+            runners[p] = POLICIES.get(p).runner(ladder, client_for_rung, store=store, **config.policy_options)
     return runners.__getitem__

@@ -51,7 +51,8 @@ def training_data_from_store(store, suite_name: str | None = None, kinds: Sequen
     """Aggregate the store's scored runs (of one ladder) into prompt-level training data."""
     from advisor.ladder import Ladder
 
-    rows = store.runs(kind=list(kinds), suite_name=suite_name, ladder_name=ladder_name, unscored=False)
+    rows = store.runs(kind=list(kinds), suite_name=suite_name, ladder_name=ladder_name, unscored=False,
+                      policy="fixed")  # policy runs (orchestrator, router, cascade) are not rung outcomes
     rows = [r for r in rows if r["overall"] is not None]
     if not rows:
         raise RouterError(f"no scored runs in {store.path}" + (f" for suite {suite_name!r}" if suite_name else "")

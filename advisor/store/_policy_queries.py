@@ -35,12 +35,13 @@ class PolicyQueries:
                           "run_key", [suite_name, ladder_name])
 
     def expert_call_counts(self, suite_name: str, ladder_name: str) -> list[dict[str, Any]]:
-        """Per class, condition, policy and model: the expert calls of policy runs and how many respected the
-        user's preferences (``n``, ``ok``)."""
+        """Per class, condition, policy and model: the rung calls of policy runs (orchestrator expert turns,
+        router/cascade attempts) and how many respected the user's preferences (``n``, ``ok``)."""
         return self._rows(
             "SELECT r.task_class, r.condition, r.policy, c.model, count(*) AS n, "
-            "count(*) FILTER (WHERE c.respects) AS ok FROM policy_calls c JOIN runs r USING (run_key) "
-            "WHERE r.suite_name = ? AND r.ladder_name = ? AND c.role = 'expert' GROUP BY ALL "
+            "count(*) FILTER (WHERE c.respects) AS ok, count(*) FILTER (WHERE c.respects IS NOT NULL) AS rated "
+            "FROM policy_calls c JOIN runs r USING (run_key) "
+            "WHERE r.suite_name = ? AND r.ladder_name = ? AND c.role IN ('expert', 'attempt') GROUP BY ALL "
             "ORDER BY ALL", [suite_name, ladder_name])
 
     def policy_ladder_hashes(self, suite_name: str) -> list[str]:
@@ -52,3 +53,15 @@ class PolicyQueries:
     def policy_call_rows(self, run_key: str) -> list[dict[str, Any]]:
         """The model calls of one policy run, in order."""
         return self._rows("SELECT * FROM policy_calls WHERE run_key = ? ORDER BY seq", [run_key])
+
+    def verifier_counts(self, suite_name: str, ladder_name: str) -> list[dict[str, Any]]:
+        """Per class, condition and policy: chain attempts the verifier judged (``judged``), and of those whose
+        usability is known, the usable ones, false accepts (accepted, not usable) and false rejects."""
+        return self._rows(
+            "SELECT r.task_class, r.condition, r.policy, count(*) AS judged, "
+            "count(*) FILTER (WHERE c.usable IS NOT NULL) AS known, "
+            "count(*) FILTER (WHERE c.usable) AS usable, "
+            "count(*) FILTER (WHERE c.accepted AND NOT c.usable) AS false_accepts, "
+            "count(*) FILTER (WHERE NOT c.accepted AND c.usable) AS false_rejects "
+            "FROM policy_calls c JOIN runs r USING (run_key) WHERE r.suite_name = ? AND r.ladder_name = ? "
+            "AND c.accepted IS NOT NULL GROUP BY ALL ORDER BY ALL", [suite_name, ladder_name])

@@ -29,7 +29,7 @@ _TURN_COLUMNS = ["run_key", "turn", "action", "arguments_json", "observation", "
                  "latency_s", "finish_reason"]
 _CRITERION_COLUMNS = ["run_key", "checklist", "criterion", "weight", "score", "detail"]
 _POLICY_CALL_COLUMNS = ["run_key", "seq", "round", "model", "role", "input_tokens", "output_tokens", "cost_usd",
-                        "latency_s", "respects"]
+                        "latency_s", "respects", "verdict", "accepted", "usable"]
 _RUNG_COLUMNS = ["ladder_hash", "name", "position", "role", "hf_id", "triton_model", "params_total_b",
                  "params_active_b", "usd_per_m_input", "usd_per_m_output", "price_basis", "simulated", "self_hosted",
                  "data_leaves_org"]

@@ -126,6 +126,18 @@ def _m005_router_promotions(con) -> None:
     )
 
 
+def _m006_policy_call_verdicts(con) -> None:
+    """Per attempt of a chain policy run (cascade): the verifier's verdict, and whether the attempt was usable
+    (so the verifier's false-accept and false-reject rates can be measured)."""
+    con.execute(
+        """
+        ALTER TABLE policy_calls ADD COLUMN verdict VARCHAR;
+        ALTER TABLE policy_calls ADD COLUMN accepted BOOLEAN;
+        ALTER TABLE policy_calls ADD COLUMN usable BOOLEAN;
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -133,4 +145,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m003_live_service", _m003_live_service),
     ("m004_policy_calls", _m004_policy_calls),
     ("m005_router_promotions", _m005_router_promotions),
+    ("m006_policy_call_verdicts", _m006_policy_call_verdicts),
 ]

@@ -1,0 +1,172 @@
+"""The ``router`` and ``cascade`` policies as probe runs: a chain of rung episodes per task, decided up front.
+
+``advisor probe --policy router|cascade`` stores one run per (task, condition, replica) under the policy's
+name (``runs.policy`` and ``runs.rung`` = ``router`` / ``cascade``, ``rung_position`` -1). Which rungs the run
+calls comes from the routing policies registry (`advisor.router.policies.POLICIES`), decided once for every
+task of the suite in one vectorised batch (``decide``), by a router artifact: ``--router FILE``, or one trained
+at the start of the policy runs from the store's fixed-rung runs of the same suite and ladder (in-sample:
+the router has seen these tasks' outcomes, so its figures flatter it; pass a router trained elsewhere for an
+out-of-sample comparison).
+
+Each attempt of a chain is a fresh episode of the rung (its own workspace and fixture API, the task's limits),
+exactly as a fixed-rung run; the run is scored on its **last** attempt, and its cost is every attempt's
+tokens at its rung's price (one `PolicyCall` per attempt, role ``attempt``, in ``policy_calls``), so cost per
+usable result counts escalations the same way it counts retries for a rung.
+
+What decides escalation (the probe's scorer is a verifier no production service has, so it is never used):
+
+- ``router`` is **single-shot**: the rung the router picks for the task (the ``router`` rule in single mode:
+  lowest predicted cost per usable result), one attempt, no verifier. This is what the routing service does
+  for a class without a verifier.
+- ``cascade`` escalates **cheapest-first** over every rung (the ``cascade`` rule: ordered by mean training
+  cost) while the **verifier** rejects. The verifier is the task's deterministic task-completion checklist
+  (`VERIFIER`): accept when its TC score reaches the bar. It sees the goal, not how the work was done (no
+  instruction-following checks), so it can accept an unusable attempt; it is applied only in classes whose
+  suite entry says ``verifier: true``; elsewhere the cascade stops after its first rung. Every verified attempt
+  stores the verdict and whether the attempt was in fact usable, so the verifier's false-accept and
+  false-reject rates are measured (`advisor.orchestrator.compare`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from advisor.agent.loop import EpisodeResult
+from advisor.errors import ConfigError, RouterError
+from advisor.orchestrator.loop import PolicyCall
+
+CHAIN_POLICIES = ("router", "cascade")
+VERIFIER = "deterministic task-completion checks (TC >= bar), in classes with verifier: true"
+
+
+@dataclass(frozen=True)
+class PolicyArm:
+    """What a chain policy's runs are stored under (no single model answers them)."""
+
+    name: str
+    simulated: bool
+    triton_model: None = None
+
+
+@dataclass
+class ChainResult(EpisodeResult):
+    """The last attempt's episode, with every attempt's tokens and cost (each at its own rung's price)."""
+
+    calls: list[PolicyCall] = field(default_factory=list)
+
+    def cost(self, model: Any = None) -> float:
+        """USD of every attempt (`model` is ignored)."""
+        return sum(c.cost_usd for c in self.calls)
+
+
+def arm_of(ladder: Any, policy: str) -> PolicyArm:
+    """The pseudo-model a chain policy's runs are stored under."""
+    return PolicyArm(policy, bool(ladder.simulated))
+
+
+def router_for(store: Any, suite: Any, ladder: Any, router_path: str | Path | None = None) -> Any:
+    """The router a chain policy decides with: `router_path`, or one trained now from the store's fixed runs."""
+    from advisor.router.artifact import load_router
+
+    if router_path is not None:
+        model = load_router(router_path)
+    else:
+        from advisor.router.train import fit_router, training_data_from_store
+
+        try:
+            data = training_data_from_store(store, suite_name=suite.name, ladder_name=ladder.name)
+            model = fit_router(data, folds=max(2, min(5, len(data.texts) // 2)))
+        except RouterError as exc:
+            raise ConfigError(f"--policy router/cascade needs a router: {exc}. Run --policy rung first (same "
+                              "suite and ladder), or pass --router FILE") from None
+    unknown = [n for n in model.rung_names if n not in {m.name for m in ladder.rungs}]
+    if unknown:
+        raise ConfigError(f"router {router_path or '(trained)'} knows rungs {', '.join(unknown)} that ladder "
+                          f"{ladder.name!r} does not have; train it on this ladder's runs")
+    return model  # a rung the router never saw is never chosen
+
+
+def decide_chains(policy: str, router: Any, suite: Any, prefs: Any = None) -> dict[str, list[str]]:
+    """Per task id: the rung names the policy calls, in order (one vectorised decision over the suite)."""
+    from advisor.router.policies import Context, Requests, make_policy
+    from advisor.router.policy import PolicyConfig, Preferences
+
+    mode = "single" if policy == "router" else "escalate"
+    ctx = Context(router, PolicyConfig(mode=mode), prefs or Preferences())
+    batch = Requests.score(router, [t.instructions for t in suite.tasks], [t.task_class for t in suite.tasks])
+    choice = make_policy(policy, ctx).decide(batch)
+    names = router.rung_names
+    return {t.id: [names[j] for j in choice.chains[i] if j >= 0] for i, t in enumerate(suite.tasks)}
+
+
+async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None, str]:
+    """(accepted, usable, verdict) of one attempt: `VERIFIER` decides; the full score says if it was usable."""
+    from advisor.checks import score_episode
+
+    try:
+        card = await score_episode(task, episode, None)
+    except Exception as exc:  # noqa: BLE001 - a check that crashes cannot accept
+        return False, None, f"rejected: the checks failed to run ({type(exc).__name__}: {exc})"
+    usable = None if card.overall is None else card.overall >= bar
+    if card.tc_score is None:
+        return False, usable, f"rejected: task-completion checks could not decide ({card.unscored_reason})"
+    ok = card.tc_score >= bar
+    return ok, usable, f"{'accepted' if ok else 'rejected'}: task completion {card.tc_score:.0f} vs bar {bar:g}"
+
+
+def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, store: Any, suite: Any,
+                 router_path: str | Path | None = None, prefs: Any = None, bar: float = 75.0):
+    """The probe's episode function for `policy` (``router`` or ``cascade``), with `run_episode`'s signature."""
+    from advisor.agent.loop import run_episode
+    from advisor.tools.environment import Environment
+
+    if policy not in CHAIN_POLICIES:
+        raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(CHAIN_POLICIES)}")
+    router = router_for(store, suite, ladder, router_path)
+    chains = decide_chains(policy, router, suite, prefs)
+    verified = {c.name for c in suite.classes if c.verifier} if policy == "cascade" else set()
+
+    async def episode(task, model, client, env, limits, *, condition="baseline", sampling=None, request_id=None):
+        chain = [ladder.rung(n) for n in chains[task.id]]
+        res = ChainResult(episode=None)  # type: ignore[arg-type] - set from the last attempt below
+        start = time.monotonic()
+        for i, rung in enumerate(chain):
+            attempt_env = env if i == 0 else Environment.create(task.for_condition(condition), Path(env.workspace).parent)
+            r = await run_episode(task, rung, client_for(rung), attempt_env, limits, condition=condition,
+                                  sampling=sampling, request_id=f"{request_id}:{i}" if request_id else None)
+            last = i == len(chain) - 1 or task.task_class not in verified
+            call = PolicyCall(i, i, rung.name, "attempt", r.input_tokens, r.output_tokens, r.cost(rung), r.latency_s)
+            if not last and r.episode.stop_reason != "backend_error":
+                call.accepted, call.usable, call.verdict = await verify(task, r.episode, bar)
+                last = call.accepted
+            _absorb(res, r, call)
+            if last or r.episode.stop_reason == "backend_error":
+                break
+            if attempt_env is not env:
+                attempt_env.close()
+        res.latency_s = time.monotonic() - start
+        return res
+
+    episode.settings = {"policy": policy, "router": router.version_tag, "router_file": str(router_path or ""),
+                        "mode": "single" if policy == "router" else "escalate",
+                        "verifier": VERIFIER if policy == "cascade" else None,
+                        "verified_classes": sorted(verified)}
+    return episode
+
+
+def _absorb(res: ChainResult, r: EpisodeResult, call: PolicyCall) -> None:
+    """Add one attempt to the chain's result (its episode becomes the one scored)."""
+    res.episode = r.episode
+    offset = len(res.turns)
+    for t in r.turns:
+        t.turn += offset
+        res.turns.append(t)
+    res.model_calls += r.model_calls
+    res.input_tokens += r.input_tokens
+    res.output_tokens += r.output_tokens
+    res.tokens_from_server = res.tokens_from_server and r.tokens_from_server
+    res.notes += [n for n in r.notes if n not in res.notes]
+    res.calls.append(call)
