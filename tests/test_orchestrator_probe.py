@@ -55,7 +55,7 @@ def test_policy_runs_are_stored_with_rung_sequence_and_cost_per_rung(probed):
 
 def test_policies_comparison(probed, capsys):
     capsys.readouterr()
-    assert main(["policies", "--store", str(probed), "--ladder", str(DEMO_LADDER), "--json"]) == 0
+    assert main(["policies", "--store", str(probed), "--ladder", str(DEMO_LADDER), "--json", "--all-rungs"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["simulated"] is True
     arms = {(a["task_class"], a["arm"]): a for a in out["arms"]}
@@ -67,15 +67,23 @@ def test_policies_comparison(probed, capsys):
         lo, hi = a["interval"]
         assert 0 <= lo <= hi <= 1
     assert ("api_calls", "nano-30b") in arms
+    assert sum(a["floor_rung"] for a in out["arms"]) == len(orch)  # one floor rung per class and condition
+    assert main(["policies", "--store", str(probed), "--ladder", str(DEMO_LADDER), "--json"]) == 0
+    side = json.loads(capsys.readouterr().out)
+    assert all(a["floor_rung"] or a["policy"] != "fixed" for a in side["arms"])
+    assert {(r["task_class"], r["condition"]) for r in side["recommendations"]} == {
+        (a["task_class"], a["condition"]) for a in orch}
     assert main(["policies", "--store", str(probed), "--ladder", str(DEMO_LADDER)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("SIMULATED") and "orchestrator" in text
+    assert text.startswith("SIMULATED") and "orchestrator" in text and "floor rung" in text
+    assert "which policy to run" in text
 
 
-def test_probe_refuses_a_batch_policy(tmp_path):
-    code = main(["probe", "--store", str(tmp_path / "x.duckdb"), "--policy", "cascade", "--full-grid",
+def test_probe_refuses_a_policy_it_cannot_run(tmp_path, capsys):
+    code = main(["probe", "--store", str(tmp_path / "x.duckdb"), "--policy", "threshold", "--full-grid",
                  "--task", TASKS[0], "--no-report"])
     assert code != 0
+    assert "use rung, orchestrator, router, cascade" in capsys.readouterr().err
 
 
 def test_report_has_a_policies_section(probed, tmp_path):
@@ -84,7 +92,10 @@ def test_report_has_a_policies_section(probed, tmp_path):
     with Store.open(probed, read_only=True) as s:
         files = write_report(s, tmp_path, name="r")
     md = files.markdown.read_text(encoding="utf-8") if hasattr(files, "markdown") else (tmp_path / "r" / "report.md").read_text()
-    assert "## Policies: fixed rungs vs the orchestrator (SIMULATED)" in md
-    assert "| orchestrator |" in md and "run " in md
+    assert "## Policies: floor rung vs orchestrator, learned router and cascade (SIMULATED)" in md
+    assert "| orchestrator |" in md and "### Which policy to run (SIMULATED)" in md and ": run " in md
+    assert "policies.png" in md and (tmp_path / "r" / "policies.png").stat().st_size > 1000
+    html = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert 'id="fig-policies"' in html and 'id="policy-advice"' in html
     data = json.loads((tmp_path / "r" / "floors.json").read_text())
     assert {a["policy"] for a in data["policies"]} == {"fixed", "orchestrator"}

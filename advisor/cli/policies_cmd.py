@@ -1,4 +1,5 @@
-"""`advisor policies`: fixed rungs vs routing policies (orchestrator) per class and condition, from a store."""
+"""`advisor policies`: the floor rung vs routing policies (orchestrator, router, cascade) per class and
+condition, from a store, with the policy to run per class and why (`advisor.orchestrator.compare`)."""
 
 from __future__ import annotations
 
@@ -23,36 +24,45 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
              suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
                                                           "holds several).")] = None,
              as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-             bar: BarOpt = 75.0, confidence: ConfidenceOpt = 0.9) -> None:
-    """Per class and condition: each rung and each policy's usable rate (interval), $ per usable result,
-    latency, and for policies the expert calls per rung with the strongest-rung and own-family shares."""
+             bar: BarOpt = 75.0, confidence: ConfidenceOpt = 0.9,
+             all_rungs: Annotated[bool, typer.Option("--all-rungs", help="Show every rung, not only each "
+                                                     "class's floor rung.")] = False) -> None:
+    """Per class and condition: the floor rung and each policy's usable rate (interval), $ per usable result,
+    latency, rung calls per rung with the strongest-rung and own-family shares, the cascade verifier's error
+    rates; then per class the policy to run and why."""
     from advisor.floors import FloorSettings, resolve_suite
     from advisor.ladder import load_ladder
-    from advisor.orchestrator.compare import compare
+    from advisor.orchestrator.compare import compare, recommend, side_by_side
     from advisor.probe.session import DEFAULT_LADDER, default_file
     from advisor.store import Store
 
     lad = load_ladder(ladder or default_file(DEFAULT_LADDER))
     with Store.open(store, read_only=True) as s:
         name = resolve_suite(s, suite)
-        arms = compare(s, name, lad, FloorSettings(bar=bar, confidence=confidence))
+        settings = FloorSettings(bar=bar, confidence=confidence)
+        arms = compare(s, name, lad, settings)
     simulated = any(a.simulated for a in arms)
+    advice = recommend(arms, settings.target)
+    shown = arms if all_rungs else side_by_side(arms)
     if as_json:
         typer.echo(jsonout.dumps({"suite": name, "ladder": lad.name, "simulated": simulated,
-                                  "arms": [a.to_dict() for a in arms]}, indent=2, default=str))
+                                  "arms": [a.to_dict() for a in shown],
+                                  "recommendations": [{"task_class": c, "condition": k, "run": run, "why": why}
+                                                      for (c, k), (run, why) in advice.items()]},
+                                 indent=2, default=str))
         return
-    typer.echo(render_text(arms, name, lad.name, simulated))
+    typer.echo(render_text(shown, name, lad.name, simulated, advice))
 
 
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def render_text(arms, suite: str, ladder: str, simulated: bool) -> str:
-    """The comparison as a plain-text table (one row per class, condition and arm)."""
-    head = f"{'SIMULATED ' if simulated else ''}suite {suite} on ladder {ladder}: rungs vs policies"
-    cols = ["class", "condition", "arm", "runs", "usable (90% CI)", "$/usable", "latency", "expert calls",
-            "strongest", "own family", "adherence"]
+def render_text(arms, suite: str, ladder: str, simulated: bool, advice: dict | None = None) -> str:
+    """The comparison as a plain-text table (one row per class, condition and arm), then the advice lines."""
+    head = f"{'SIMULATED ' if simulated else ''}suite {suite} on ladder {ladder}: floor rung vs policies"
+    cols = ["class", "condition", "arm", "runs", "usable (90% CI)", "$/usable", "latency", "rung calls",
+            "strongest", "own family", "adherence", "verifier FA/FR"]
     rows = []
     for a in arms:
         lo, hi = a.interval
@@ -60,11 +70,17 @@ def render_text(arms, suite: str, ladder: str, simulated: bool) -> str:
         money = "-" if a.cost_per_usable is None else f"${a.cost_per_usable:.5f}"
         latency = "-" if a.latency_s is None else f"{a.latency_s:.2f} s"
         dist = " ".join(f"{k}:{v}" for k, v in a.expert_calls.items()) or "-"
-        rows.append([a.task_class, a.condition, a.arm, str(a.runs), usable, money, latency, dist,
-                     _pct(a.strongest_share), _pct(a.own_family_share), _pct(a.adherence)])
+        verifier = f"{_pct(a.false_accept)}/{_pct(a.false_reject)}" if a.verified else "-"
+        rows.append([a.task_class, a.condition, a.label, str(a.runs), usable, money, latency, dist,
+                     _pct(a.strongest_share), _pct(a.own_family_share), _pct(a.adherence), verifier])
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
     line = lambda r: " | ".join(v.ljust(w) for v, w in zip(r, widths))  # noqa: E731
     out = [head, line(cols), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)]
-    out.append("$/usable: mean cost per attempt / usable rate (retry until usable), orchestrator and expert "
-               "tokens included; strongest / own family: share of expert calls")
+    out.append("$/usable: mean cost per attempt / usable rate (retry until usable), orchestrator, expert and "
+               "escalation tokens included; rung calls: orchestrator turns handed to each rung, router/cascade "
+               "attempts per rung; strongest / own family: shares of those calls; verifier FA/FR: the cascade "
+               "verifier's measured false-accept / false-reject rates")
+    if advice:
+        out.append(f"{'SIMULATED ' if simulated else ''}which policy to run, per class and condition:")
+        out += [f"  {c} ({k}): run {run}: {why}" for (c, k), (run, why) in advice.items()]
     return "\n".join(out)

@@ -210,4 +210,8 @@ def turns_by_outcome(data) -> bytes:
 
 def all_plots(data) -> dict[str, bytes]:
     """Every figure of the report, by file stem."""
-    return {"scores": score_distributions(data), "frontier": frontier(data), "turns": turns_by_outcome(data)}
+    from advisor.report.policies import call_distribution_plot
+
+    policies = {"policies": call_distribution_plot(data)} if data.policies else {}
+    return {"scores": score_distributions(data), "frontier": frontier(data), "turns": turns_by_outcome(data),
+            **policies}

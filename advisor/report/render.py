@@ -293,31 +293,8 @@ def provenance_rows(data) -> list[tuple[str, str]]:
 
 def tables(data, dec, prices: list[dict[str, Any]] | None = None) -> list[Table]:
     """Every table of the report, in page order: the decision first, then the evidence."""
-    extra = [policies_table(data)] if data.policies else []
-    return [decision_table(data, dec), rung_table(data), lift_table(data), *floor_tables(data), *extra,
+    return [decision_table(data, dec), rung_table(data), lift_table(data), *floor_tables(data),
             gap_table(data), unscored_table(data), price_table(prices or [])]
-
-
-def policies_table(data) -> Table:
-    """Policies: fixed rungs vs the orchestrator per class and condition, with the arm to run and why."""
-    from advisor.orchestrator.compare import recommend
-
-    rec = recommend(data.policies, data.settings.target)
-    rows = []
-    for a in data.policies:
-        run, why = rec.get((a.task_class, a.condition), ("", ""))
-        dist = ", ".join(f"{k} {v}" for k, v in a.expert_calls.items()) or "-"
-        rows.append([a.task_class, a.condition, a.arm, f"{fmt_share(a.usable_rate)} {fmt_interval(a.interval)}",
-                     "-" if a.cost_per_usable is None else f"${a.cost_per_usable:.5f}", dist,
-                     fmt_share(a.strongest_share), fmt_share(a.own_family_share),
-                     f"run {run}: {why}" if a.arm == run else ""])
-    return Table("policies", "Policies: fixed rungs vs the orchestrator",
-                 ["class", "condition", "rung or policy", "usable (interval)", "$ per usable result",
-                  "expert calls", "to strongest", "to own family", "which to run"], rows,
-                 "Same tasks, same bar. $ per usable result = mean cost per attempt / usable rate (retry until "
-                 "usable; the orchestrator's tokens and every expert call included). Expert calls: how often the "
-                 "orchestrator handed a turn to each rung; to strongest / to own family: shares of those calls "
-                 "(strongest-tool defaulting; self-enhancement).", any(x.simulated for x in data.policies))
 
 
 BANNER = ("SIMULATED: {n} of these runs come from stand-in rungs (CPU simulations), not real models. "
@@ -359,7 +336,10 @@ def to_html(data, dec, images: dict[str, bytes], title: str, prices: list[dict[s
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     figures = [{"key": k, "title": t, "caption": c, "b64": base64.b64encode(images[k]).decode()}
                for k, t, c in FIGURES if k in images]
-    return env.get_template("report.html.j2").render(figures=figures, **_view(data, dec, title, prices))
+    from advisor.report.policies import policies_view
+
+    return env.get_template("report.html.j2").render(figures=figures, policies=policies_view(data, images.get("policies")),
+                                                     **_view(data, dec, title, prices))
 
 
 def _table_md(t: Table) -> str:
@@ -387,6 +367,9 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
     out += ["", "## Glossary", ""] + [f"- **{k}**: {d}" for k, d in v["glossary"]] + [""]
     for t in v["evidence"]:
         out.append(_table_md(t))
+    from advisor.report.policies import policies_markdown
+
+    out.append(policies_markdown(data, (image_files or {}).get("policies")))
     sim = " (SIMULATED)" if data.simulated else ""
     for key, t, caption in FIGURES:
         if key in (image_files or {}):
@@ -410,4 +393,11 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
             "paired_tasks": data.paired_tasks, "lift": data.lift,
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
             "prices": prices or [], "provenance": data.provenance, "rung_order": data.rung_order,
-            "policies": [a.to_dict() for a in data.policies]}
+            "policies": [a.to_dict() for a in data.policies], "policy_advice": _advice(data)}
+
+
+def _advice(data) -> list[dict[str, str]]:
+    from advisor.orchestrator.compare import recommend
+
+    return [{"task_class": c, "condition": k, "run": run, "why": why}
+            for (c, k), (run, why) in recommend(data.policies, data.settings.target).items()]

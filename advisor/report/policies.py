@@ -1,0 +1,121 @@
+"""The report's Policies section: the floor rung vs the orchestrator, the learned router and the cascade.
+
+Shown when the store holds policy runs of the suite (``advisor probe --policy ...``). Three parts, from the
+arms of `advisor.orchestrator.compare` (the same numbers ``advisor policies`` prints):
+
+- a table per class and condition: the floor rung and each policy's usable rate with its interval, $ per
+  usable result (retries and escalations counted alike), latency, rung calls, the two biases and the cascade
+  verifier's measured error rates;
+- a figure of the **rung-call distribution** per policy and class (orchestrator: turns handed to each rung;
+  router and cascade: attempts per rung), marked SIMULATED when stand-ins answered;
+- one line per class and condition saying which policy a platform team should run and why
+  (`advisor.orchestrator.compare.recommend`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TITLE = "Policies: floor rung vs orchestrator, learned router and cascade"
+FIGURE_TITLE = "Rung calls per policy and class"
+FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per class (both conditions): the "
+                  "orchestrator's turns handed to a rung, the router's and the cascade's attempts. A tall top "
+                  "segment is strongest-tool defaulting.")
+
+
+def policies_table(data: Any):
+    """The side-by-side table (the floor rung and each policy per class and condition)."""
+    from advisor.orchestrator.compare import side_by_side
+    from advisor.report.render import Table, fmt_interval, fmt_share
+
+    rows = []
+    for a in side_by_side(data.policies):
+        dist = ", ".join(f"{k} {v}" for k, v in a.expert_calls.items()) or "-"
+        verifier = f"{fmt_share(a.false_accept)} / {fmt_share(a.false_reject)}" if a.verified else "-"
+        rows.append([a.task_class, a.condition, a.label, f"{fmt_share(a.usable_rate)} {fmt_interval(a.interval)}",
+                     "-" if a.cost_per_usable is None else f"${a.cost_per_usable:.5f}",
+                     "-" if a.latency_s is None else f"{a.latency_s:.2f} s", dist, fmt_share(a.strongest_share),
+                     fmt_share(a.own_family_share), verifier])
+    return Table("policies", TITLE,
+                 ["class", "condition", "floor rung or policy", "usable (interval)", "$ per usable result",
+                  "latency", "rung calls", "to strongest", "to own family", "verifier false accept / reject"], rows,
+                 "Same tasks, same bar. $ per usable result = mean cost per attempt / usable rate (retry until "
+                 "usable; the orchestrator's tokens, every rung it called and every escalation included). Floor "
+                 "rung: the fixed rung the floor finder recommends for the class. Router: the learned router's "
+                 "rung, single-shot (no verifier). Cascade: cheapest rung first, escalating while the task's "
+                 "deterministic task-completion checks reject (the verifier; its measured error rates shown). "
+                 "To strongest / to own family: shares of the orchestrator's calls (strongest-tool defaulting; "
+                 "self-enhancement).", any(x.simulated for x in data.policies))
+
+
+def advice_lines(data: Any) -> list[str]:
+    """One line per class and condition: which policy to run and why."""
+    from advisor.orchestrator.compare import recommend
+
+    return [f"{c} ({k}): run {run}: {why}" for (c, k), (run, why) in
+            recommend(data.policies, data.settings.target).items()]
+
+
+def call_distribution(data: Any) -> dict[str, dict[str, dict[str, int]]]:
+    """policy -> class -> rung -> calls, both conditions summed."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for a in data.policies:
+        if a.policy == "fixed":
+            continue
+        cell = out.setdefault(a.policy, {}).setdefault(a.task_class, {})
+        for rung, n in a.expert_calls.items():
+            cell[rung] = cell.get(rung, 0) + n
+    return out
+
+
+def call_distribution_plot(data: Any) -> bytes:
+    """Stacked bars: per policy (one panel each) and class, the share of rung calls per rung."""
+    from advisor.report.plots import _mark_simulated, _plt, _png, _title
+
+    plt = _plt()
+    dist = call_distribution(data)
+    policies = list(dist) or ["(no policy runs)"]
+    rungs = list(dict.fromkeys([*data.rung_order, *(r for p in dist.values() for c in p.values() for r in c)]))
+    classes = sorted({c for p in dist.values() for c in p})
+    colors = plt.get_cmap("viridis")([i / max(1, len(rungs) - 1) for i in range(len(rungs))])
+    fig, axes = plt.subplots(1, len(policies), figsize=(max(4.0, 3.2 * len(policies)), 3.4), sharey=True,
+                             squeeze=False)
+    for ax, policy in zip(axes[0], policies):
+        cells = dist.get(policy, {})
+        bottom = [0.0] * len(classes)
+        for j, rung in enumerate(rungs):
+            shares = [cells.get(c, {}).get(rung, 0) / max(1, sum(cells.get(c, {}).values())) for c in classes]
+            ax.bar(range(len(classes)), shares, bottom=bottom, color=colors[j], label=rung)
+            bottom = [b + s for b, s in zip(bottom, shares)]
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels(classes, rotation=35, ha="right", fontsize=8)
+        ax.set_title(policy, fontsize=10)
+    axes[0][0].set_ylabel("share of rung calls")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(_title(data, FIGURE_TITLE), fontsize=11)
+    _mark_simulated(fig, data)
+    return _png(fig)
+
+
+def policies_view(data: Any, png: bytes | None) -> dict[str, Any] | None:
+    """What the HTML template's Policies block shows (None when the store holds no policy runs)."""
+    import base64
+
+    if not data.policies:
+        return None
+    return {"table": policies_table(data), "advice": advice_lines(data), "figure_title": FIGURE_TITLE,
+            "caption": FIGURE_CAPTION, "b64": base64.b64encode(png).decode() if png else None}
+
+
+def policies_markdown(data: Any, image_file: str | None) -> str:
+    """The Policies section in Markdown ("" when there are no policy runs)."""
+    from advisor.report.render import _table_md
+
+    if not data.policies:
+        return ""
+    sim = " (SIMULATED)" if data.simulated else ""
+    out = [_table_md(policies_table(data)), f"### Which policy to run{sim}", ""]
+    out += [f"- {line}" for line in advice_lines(data)] + [""]
+    if image_file:
+        out += [f"### {FIGURE_TITLE}{sim}", "", f"![{FIGURE_TITLE}{sim}]({image_file})", "", FIGURE_CAPTION, ""]
+    return "\n".join(out)
