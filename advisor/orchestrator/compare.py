@@ -16,8 +16,8 @@ For every (class, condition) and every **arm** (each rung run by itself, and eac
   rates over the attempts it judged.
 
 The **floor rung** of a (class, condition) is the fixed rung the floor finder recommends there
-(`advisor.floors.analyse`: lowest cost per usable result at or above the floor; the largest rung when no rung
-clears). `side_by_side` keeps, per (class, condition), the floor rung and the policies: the comparison the
+(`advisor.floors.analyse`: lowest cost per usable result at or above the floor; when no rung clears, the
+largest rung, labelled ``largest rung X (no floor)``). `side_by_side` keeps, per (class, condition), the floor rung and the policies: the comparison the
 report's Policies section and ``advisor policies`` show, and `recommend` says which to run and why.
 """
 
@@ -51,6 +51,7 @@ class Arm:
     latency_s: float | None
     simulated: bool
     floor_rung: bool = False  #: the fixed rung the floor finder recommends in this (class, condition)
+    floor_found: bool = True  #: False: no rung clears the floor there, and `floor_rung` marks the largest rung
     expert_calls: dict[str, int] = field(default_factory=dict)  #: rung -> calls (policy arms)
     strongest_share: float | None = None
     own_family_share: float | None = None
@@ -66,15 +67,17 @@ class Arm:
     @property
     def label(self) -> str:
         """How the arm is named in the side-by-side view (``floor rung nano-30b`` for the floor rung)."""
-        return f"floor rung {self.arm}" if self.floor_rung else self.arm
+        if not self.floor_rung:
+            return self.arm
+        return f"floor rung {self.arm}" if self.floor_found else f"largest rung {self.arm} (no floor)"
 
 
 def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = FloorSettings()) -> list[Arm]:
     """Every arm of every (class, condition) of `suite` run on `ladder` (by name), rungs first."""
     rows = store.arm_rows(suite, ladder.name)
     floors = analyse([r for r in rows if r["policy"] == "fixed"], settings, suite)
-    floor_of = {(cf.task_class, cf.condition): cf.recommended or (cf.rungs[-1].stats.rung if cf.rungs else None)
-                for cf in floors.classes}
+    floor_of = {(cf.task_class, cf.condition): (cf.recommended or (cf.rungs[-1].stats.rung if cf.rungs else None),
+                                                cf.recommended is not None) for cf in floors.classes}
     for r in rows:
         if r["policy"] != "fixed":
             r["rung"], r["rung_position"] = r["policy"], POLICY_POSITION + _order(r["policy"])
@@ -98,7 +101,9 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
         policy = policy_of.get(s.rung, "fixed")
         arm = Arm(s.task_class, s.condition, s.rung, policy, s.runs, s.scored, s.usable,
                   s.usable_rate, s.interval, s.cost_per_attempt, per_usable, sum(lat) / len(lat) if lat else None,
-                  s.simulated_runs > 0, floor_rung=policy == "fixed" and floor_of.get((s.task_class, s.condition)) == s.rung)
+                  s.simulated_runs > 0)
+        floor, found = floor_of.get((s.task_class, s.condition), (None, False))
+        arm.floor_rung, arm.floor_found = policy == "fixed" and floor == s.rung, found
         dist = by_cell.get((s.task_class, s.condition, policy), {}) if policy != "fixed" else {}
         if dist:
             total = sum(n for n, _, _ in dist.values())

@@ -41,7 +41,8 @@ def policies_table(data: Any):
                   "latency", "rung calls", "to strongest", "to own family", "verifier false accept / reject"], rows,
                  "Same tasks, same bar. $ per usable result = mean cost per attempt / usable rate (retry until "
                  "usable; the orchestrator's tokens, every rung it called and every escalation included). Floor "
-                 "rung: the fixed rung the floor finder recommends for the class. Router: the learned router's "
+                 "rung: the fixed rung the floor finder recommends for the class (the largest rung where no rung "
+                 "clears the floor). Router: the learned router's "
                  "rung, single-shot (no verifier). Cascade: cheapest rung first, escalating while the task's "
                  "deterministic task-completion checks reject (the verifier; its measured error rates shown). "
                  "To strongest / to own family: shares of the orchestrator's calls (strongest-tool defaulting; "
