@@ -258,7 +258,7 @@ def test_pinned_rung_and_unknown_rung(service):
         service.client().chat.completions.create(model="nano12b", messages=[{"role": "user", "content": "hi"}])
     assert "Did you mean 'nano-12b'" in str(err.value) and err.value.body["code"] == "model_not_found"
     models = {m.id for m in service.client().models.list()}
-    assert models == {"auto", "nano-12b", "nano-30b", "super-120b"}
+    assert models == {"auto", "orchestrator", "nano-12b", "nano-30b", "super-120b"}  # the demo has an orchestrator
 
 
 def test_keys_bounds_and_unsupported_fields(service):

@@ -78,6 +78,13 @@ def create_app(settings=None):
         data += [{"id": r.name, "object": "model", "created": created, "owned_by": "advisor",
                   "advisor": {"hf_id": r.hf_id, "triton_model": r.triton_model, "simulated": rt.simulated(r.name),
                               "self_hosted": r.self_hosted}} for r in rt.ladder.rungs]
+        from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
+
+        if serves_orchestrator(rt):
+            orch = rt.ladder.roles.orchestrator
+            data.append({"id": MODEL_ID, "object": "model", "created": created, "owned_by": "advisor",
+                         "advisor": {"policy": "orchestrator", "hf_id": orch.hf_id, "triton_model": orch.triton_model,
+                                     "simulated": rt.ladder.simulated or orch.simulated}})
         return _json({"object": "list", "data": data})
 
     async def healthz(request):

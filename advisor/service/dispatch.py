@@ -101,9 +101,15 @@ def decide(rt, req, key) -> Plan:
         allowed = [n for n in allowed if n in prefs.rungs]
     plan = Plan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
                 verifier, allowed)
-    if req.model != "auto":
+    from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, serves_orchestrator
+
+    if req.model == MODEL_ID and serves_orchestrator(rt):
+        plan_orchestrated(rt, req, plan)  # the orchestrator role picks the rung (advisor.service.orchestrated)
+    elif req.model != "auto":
         if req.model not in names:
-            raise RequestError(f"the model {req.model!r} does not exist: use 'auto' or a rung.{did_you_mean(req.model, ['auto', *names])}",
+            policies = ["auto", *([MODEL_ID] if serves_orchestrator(rt) else [])]
+            raise RequestError(f"the model {req.model!r} does not exist: use {' or '.join(map(repr, policies))} or a "
+                               f"rung.{did_you_mean(req.model, [*policies, *names])}",
                                status=404, param="model", code="model_not_found")
         if key is not None and not key.may_use(req.model):
             raise RequestError(f"this API key may not use rung {req.model!r}", status=403, param="model",
@@ -225,6 +231,10 @@ def fill_attempt(attempt: Attempt, model, result) -> None:
 async def run(rt, req, plan: Plan) -> Outcome:
     """Walk the plan's chain (see the module docstring) and return the outcome (never past the deadline)."""
     deadline = time.monotonic() + rt.config.limits.deadline_s
+    if plan.mode == "orchestrator":
+        from advisor.service.orchestrated import run_orchestrated
+
+        return await run_orchestrated(rt, req, plan, deadline)
     out = Outcome(plan, [])
     queue, tried = list(plan.chain), set()
     last: tuple[str, Reply] | None = None

@@ -117,8 +117,9 @@ class Runtime:
         return self._verifiers.get(task_class or "")
 
     def simulated(self, rung: str) -> bool:
-        """True when `rung` is a stand-in."""
-        return self.ladder.simulated or self.rungs[rung].simulated
+        """True when `rung` (a rung, or a role such as the orchestrator) is a stand-in."""
+        model = self.rungs.get(rung) or next(m for m in self.ladder.models() if m.name == rung)  # or a role
+        return self.ladder.simulated or model.simulated
 
     async def readiness(self) -> tuple[bool, str]:
         """(ready, why): Triton answers and at least one rung is loaded (cached for `readiness_ttl_s`)."""
