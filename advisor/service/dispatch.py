@@ -196,19 +196,25 @@ def max_tokens_for(rt, req, model) -> int:
 
 async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
     """One attempt (never raises for backend failures: the attempt records them)."""
+    model = rt.rungs[rung]
+    attempt, text = await call_model(rt, req, plan, model, lambda: render_prompt(model, req), deadline)
+    return attempt, (None if text is None else parse_reply(model, text, req))
+
+
+async def call_model(rt, req, plan: Plan, model, prompt, deadline: float) -> tuple[Attempt, str | None]:
+    """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
+    failed: the attempt's error says why; a timeout or a backend that is down is a failover)."""
     from advisor.triton.client import GenerationTimeout
 
-    model = rt.rungs[rung]
-    attempt = Attempt(rung)
+    attempt = Attempt(model.name)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         attempt.error = "deadline: no time left for this attempt"
         return attempt, None
     started = time.perf_counter()
     try:
-        prompt = render_prompt(model, req)
         result = await rt.client_for(model).generate(
-            model.triton_model, prompt, max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
+            model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
             timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
     except GenerationTimeout as exc:
         attempt.error, attempt.failover = f"timeout: {exc}", True
@@ -218,7 +224,7 @@ async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[At
     if attempt.error:
         return attempt, None
     fill_attempt(attempt, model, result)
-    return attempt, parse_reply(model, result.text, req)
+    return attempt, result.text or ""
 
 
 def fill_attempt(attempt: Attempt, model, result) -> None:

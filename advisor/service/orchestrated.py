@@ -21,10 +21,9 @@ Streaming is refused for this model (the expert is only known once the orchestra
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from advisor.service.dispatch import Attempt, Outcome, Plan, call_rung, fill_attempt, max_tokens_for
+from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -89,7 +88,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     prompt, specs, by_alias = _orchestrator_prompt(rt, req, plan)
     why = "no reply"
     for _ in range(MAX_INVALID):
-        attempt, text = await _ask(rt, req, plan, orch, prompt, deadline)
+        attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
         out.attempts.append(attempt)
         if text is None:
             out.status, out.error = (504 if attempt.error.startswith("deadline") else 503), \
@@ -118,28 +117,6 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     out.status, out.error = 502, (f"the orchestrator {orch.name} gave {MAX_INVALID} unusable replies (last: {why}); "
                                   "check it with `advisor ladder check`")
     return out
-
-
-async def _ask(rt: Any, req: Any, plan: Plan, orch: Any, prompt: str, deadline: float):
-    """One orchestrator call as an `Attempt` (its text, or None with the attempt's error)."""
-    from advisor.errors import BackendError
-
-    attempt = Attempt(orch.name)
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        attempt.error = "deadline: no time left for the orchestrator"
-        return attempt, None
-    started = time.perf_counter()
-    try:
-        result = await rt.client_for(orch).generate(
-            orch.triton_model, prompt, max_tokens=max_tokens_for(rt, req, orch), sampling=req.sampling(),
-            timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
-    except BackendError as exc:
-        attempt.error, attempt.latency_s = f"down: {exc}", time.perf_counter() - started
-        return attempt, None
-    attempt.latency_s = time.perf_counter() - started
-    fill_attempt(attempt, orch, result)
-    return attempt, result.text or ""
 
 
 async def _deliver(plan: Plan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
