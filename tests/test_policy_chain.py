@@ -12,7 +12,8 @@ from advisor.store import Store
 
 from conftest import DEMO_LADDER
 
-TASKS = ["api-refund-order", "api-cancel-order", "docs-rate-limit-pro", "code-slugify", "extract-orders-revenue"]
+TASKS = ["api-refund-order", "api-cancel-order", "docs-rate-limit-pro", "code-slugify", "extract-orders-revenue",
+         "docs-backup-retention"]  # six prompts: enough to cross-fit the router (5 grouped folds)
 RUNGS = ["nano-12b", "nano-30b", "super-120b"]
 
 
@@ -52,6 +53,7 @@ def test_router_runs_are_single_shot_on_the_routers_rung(probed):
         assert calls[0]["input_tokens"] == r["input_tokens"] and r["model_calls"] >= 1
         settings = json.loads(r["settings_json"])
         assert settings["mode"] == "single" and settings["router"].startswith("advisor-router/")
+        assert settings["router_source"].startswith("cross-fitted")  # out-of-sample: never saw the task's runs
     # one decision per task: both conditions of a task go to the same rung
     by_task: dict[str, set[str]] = {}
     for r, calls in runs:
@@ -113,3 +115,4 @@ def test_router_file_is_used_and_a_missing_router_is_a_clear_error(probed, trito
     assert main(_args(triton_server.grpc_url, other, "router", extra=["--router", str(artifact)])) == 0
     runs = _runs(other, "router")
     assert runs and {json.loads(r["settings_json"])["router_file"] for r, _ in runs} == {str(artifact)}
+    assert {json.loads(r["settings_json"])["router_source"] for r, _ in runs} == {f"router file {artifact}"}

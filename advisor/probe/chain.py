@@ -40,6 +40,7 @@ from advisor.orchestrator.loop import PolicyCall
 
 CHAIN_POLICIES = ("router", "cascade")
 VERIFIER = "deterministic task-completion checks (TC >= bar), in classes with verifier: true"
+CROSSFIT_FOLDS = 5  #: grouped folds of the router policy's out-of-sample decisions
 
 
 @dataclass(frozen=True)
@@ -67,39 +68,86 @@ def arm_of(ladder: Any, policy: str) -> PolicyArm:
     return PolicyArm(policy, bool(ladder.simulated))
 
 
-def router_for(store: Any, suite: Any, ladder: Any, router_path: str | Path | None = None) -> Any:
-    """The router a chain policy decides with: `router_path`, or one trained now from the store's fixed runs."""
-    from advisor.router.artifact import load_router
+def _fit(data: Any) -> Any:
+    """A router fitted on `data` (inner folds scaled to its size; sklearn's convergence chatter silenced)."""
+    import warnings
 
-    if router_path is not None:
-        model = load_router(router_path)
-    else:
-        from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.train import fit_router
 
-        try:
-            data = training_data_from_store(store, suite_name=suite.name, ladder_name=ladder.name)
-            model = fit_router(data, folds=max(2, min(5, len(data.texts) // 2)))
-        except RouterError as exc:
-            raise ConfigError(f"--policy router/cascade needs a router: {exc}. Run --policy rung first (same "
-                              "suite and ladder), or pass --router FILE") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_router(data, folds=max(2, min(5, len(data.texts) // 2)))
+
+
+def _check_rungs(model: Any, ladder: Any, source: str) -> Any:
     unknown = [n for n in model.rung_names if n not in {m.name for m in ladder.rungs}]
     if unknown:
-        raise ConfigError(f"router {router_path or '(trained)'} knows rungs {', '.join(unknown)} that ladder "
-                          f"{ladder.name!r} does not have; train it on this ladder's runs")
+        raise ConfigError(f"router {source} knows rungs {', '.join(unknown)} that ladder {ladder.name!r} does not "
+                          "have; train it on this ladder's runs")
     return model  # a rung the router never saw is never chosen
 
 
-def decide_chains(policy: str, router: Any, suite: Any, prefs: Any = None) -> dict[str, list[str]]:
-    """Per task id: the rung names the policy calls, in order (one vectorised decision over the suite)."""
+def training_data(store: Any, suite: Any, ladder: Any) -> Any:
+    """The store's fixed-rung runs of this suite and ladder as router training data (ConfigError when none)."""
+    from advisor.router.train import training_data_from_store
+
+    try:
+        return training_data_from_store(store, suite_name=suite.name, ladder_name=ladder.name)
+    except RouterError as exc:
+        raise ConfigError(f"--policy router/cascade needs a router: {exc}. Run --policy rung first (same suite and "
+                          "ladder), or pass --router FILE") from None
+
+
+def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: str | Path | None = None,
+                prefs: Any = None) -> tuple[dict[str, list[str]], Any, str]:
+    """(rung chain per task id, the router, how it was obtained).
+
+    With `router_path`, that artifact decides every task. Otherwise a router is trained from the store's
+    fixed-rung runs of the suite and ladder; for ``router`` (where the choice of rung is the whole policy) each
+    task is decided by a router **cross-fitted** without that task's runs (`CROSSFIT_FOLDS` grouped folds), so
+    the comparison is out-of-sample; tasks without runs, and ``cascade`` (which only takes the rung order
+    by mean cost from the router), use the router trained on everything.
+    """
+    from advisor.router.artifact import load_router
+    from advisor.router.train import grouped_folds
+
+    if router_path is not None:
+        router = _check_rungs(load_router(router_path), ladder, str(router_path))
+        return decide_chains(policy, router, suite.tasks, prefs), router, f"router file {router_path}"
+    data = training_data(store, suite, ladder)
+    try:
+        router = _check_rungs(_fit(data), ladder, "(trained)")
+    except RouterError as exc:
+        raise ConfigError(f"--policy {policy}: cannot train a router from the store ({exc}); probe more tasks "
+                          "with --policy rung, or pass --router FILE") from None
+    prompts = len(set(data.groups))
+    if policy != "router" or prompts < CROSSFIT_FOLDS + 1:
+        return decide_chains(policy, router, suite.tasks, prefs), router, "trained on the store's rung runs (in-sample)"
+    chains: dict[str, list[str]] = {}
+    for train, test in grouped_folds(data.groups, CROSSFIT_FOLDS, seed=0):
+        held = {data.groups[i] for i in test}
+        model = _fit(data.subset(train))
+        chains.update(decide_chains(policy, model, [t for t in suite.tasks if t.prompt_hash() in held], prefs))
+    rest = [t for t in suite.tasks if t.id not in chains]
+    chains.update(decide_chains(policy, router, rest, prefs) if rest else {})
+    return chains, router, (f"cross-fitted on the store's rung runs: each task routed by a router trained without "
+                            f"it ({CROSSFIT_FOLDS} grouped folds)")
+
+
+def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> dict[str, list[str]]:
+    """Per task id: the rung names the policy calls, in order (one vectorised decision over the tasks)."""
     from advisor.router.policies import Context, Requests, make_policy
     from advisor.router.policy import PolicyConfig, Preferences
 
+    tasks = list(tasks)
+    if not tasks:
+        return {}
     mode = "single" if policy == "router" else "escalate"
     ctx = Context(router, PolicyConfig(mode=mode), prefs or Preferences())
-    batch = Requests.score(router, [t.instructions for t in suite.tasks], [t.task_class for t in suite.tasks])
+    batch = Requests.score(router, [t.instructions for t in tasks], [t.task_class for t in tasks])
     choice = make_policy(policy, ctx).decide(batch)
     names = router.rung_names
-    return {t.id: [names[j] for j in choice.chains[i] if j >= 0] for i, t in enumerate(suite.tasks)}
+    return {t.id: [names[j] for j in choice.chains[i] if j >= 0] for i, t in enumerate(tasks)}
 
 
 async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None, str]:
@@ -125,8 +173,7 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
 
     if policy not in CHAIN_POLICIES:
         raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(CHAIN_POLICIES)}")
-    router = router_for(store, suite, ladder, router_path)
-    chains = decide_chains(policy, router, suite, prefs)
+    chains, router, how = plan_chains(policy, store, suite, ladder, router_path, prefs)
     verified = {c.name for c in suite.classes if c.verifier} if policy == "cascade" else set()
 
     async def episode(task, model, client, env, limits, *, condition="baseline", sampling=None, request_id=None):
@@ -151,6 +198,7 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
         return res
 
     episode.settings = {"policy": policy, "router": router.version_tag, "router_file": str(router_path or ""),
+                        "router_source": how,
                         "mode": "single" if policy == "router" else "escalate",
                         "verifier": VERIFIER if policy == "cascade" else None,
                         "verified_classes": sorted(verified)}
