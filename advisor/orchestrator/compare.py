@@ -177,6 +177,12 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
             best = max(cell, key=lambda a: (a.usable_rate, -(a.cost_per_usable or float("inf"))))
             why = (f"none reaches the {target:.0%} target; highest usable rate ({_share(best.usable_rate)}, "
                    f"{_money(best.cost_per_usable)} per usable result): probe more or add a larger rung")
+        if best.policy != "fixed" and len(best.expert_calls) == 1:
+            only = next(iter(best.expert_calls))
+            why += f"; every call went to {only}: the same as running {only}"
+            floor = next((a for a in cell if a.floor_rung and a.arm == only), None)
+            if floor is not None:
+                why += f" ({best.runs} runs here vs {floor.runs} fixed runs of it)"
         if best.policy == "cascade":
             why += "; needs a verifier in production (here: the task-completion checks"
             why += f", false accept {_share(best.false_accept)})" if best.false_accept is not None else ")"
