@@ -85,3 +85,15 @@ def test_recommend_takes_the_cheapest_arm_reaching_the_target_else_the_most_usab
     (run, why), = recommend(single, 0.8).values()
     assert run == "router" and "same as running large (30 runs here vs 5 fixed runs of it)" in why
     assert "only" not in why  # 30 scored runs is not a small sample
+
+
+def test_policies_without_policy_runs_is_one_clear_error(store, capsys):
+    from advisor.cli import main
+
+    path = store.path
+    store.close()
+    with Store.open(path) as s:
+        s.delete_runs([r["run_key"] for r in s.runs(policy="cascade")])
+    assert main(["policies", "--store", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "has no policy runs yet" in err and "advisor probe --policy" in err

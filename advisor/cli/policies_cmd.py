@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
 
 def policies(store: StoreOpt = Path(DEFAULT_STORE),
              ladder: Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False,
-                                                            help="Ladder the runs used (default: ladders/demo.yaml).")] = None,
+                                                            help="Ladder the runs used (default: the one "
+                                                            "recorded with the store's policy runs).")] = None,
              suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
                                                           "holds several).")] = None,
              as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -33,12 +34,11 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     from advisor.floors import FloorSettings, resolve_suite
     from advisor.ladder import load_ladder
     from advisor.orchestrator.compare import compare, recommend, side_by_side
-    from advisor.probe.session import DEFAULT_LADDER, default_file
     from advisor.store import Store
 
-    lad = load_ladder(ladder or default_file(DEFAULT_LADDER))
     with Store.open(store, read_only=True) as s:
         name = resolve_suite(s, suite)
+        lad = load_ladder(ladder) if ladder else _stored_ladder(s, name)
         settings = FloorSettings(bar=bar, confidence=confidence)
         arms = compare(s, name, lad, settings)
     simulated = any(a.simulated for a in arms)
@@ -52,6 +52,24 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
                                  indent=2, default=str))
         return
     typer.echo(render_text(shown, name, lad.name, simulated, advice))
+
+
+def _stored_ladder(store, suite: str):
+    """The ladder recorded with the suite's policy runs (DataError when there are none, or several)."""
+    from advisor.errors import DataError
+    from advisor.ladder import Ladder
+
+    hashes = store.policy_ladder_hashes(suite)
+    if not hashes:
+        raise DataError(f"{store.path}: suite {suite!r} has no policy runs yet; run `advisor probe --policy rung "
+                        "--policy orchestrator --policy router --policy cascade` first")
+    if len(hashes) > 1:
+        raise DataError(f"{store.path}: suite {suite!r} has policy runs on {len(hashes)} ladders; choose one with "
+                        "--ladder")
+    config = store.ladder_config(hashes[0])
+    if config is None:
+        raise DataError(f"{store.path}: the ladder {hashes[0]} of the policy runs is not recorded; pass --ladder")
+    return Ladder.model_validate(config)
 
 
 def _pct(x) -> str:
