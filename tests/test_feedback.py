@@ -252,3 +252,11 @@ def test_drift_in_metrics_and_command(loop):
         text = resp.read().decode()
     assert f'advisor_predicted_p_usable_total{{task_class="{loop.class_a}"}}' in text
     assert 'advisor_router_reloads_total{result="ok"}' in text
+    # the drift gauges: the rejected rung's live accept rate on class A is 0, against the serving router's rate
+    labels = f'{{rung="{loop.rejected}",simulated="true",task_class="{loop.class_a}"}}'
+    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("advisor_drift_") and labels in line}
+    assert values["advisor_drift_live_accept_rate"] == 0.0, values
+    ref = values["advisor_drift_reference_usable_rate"]
+    assert values["advisor_drift_accept_minus_reference"] == -ref
+    assert values["advisor_drift_flag"] == float(ref > table["threshold"])
