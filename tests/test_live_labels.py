@@ -123,6 +123,7 @@ def test_gate_refuses_a_candidate_trained_on_corrupted_labels(gate_store, corrup
     candidate = _candidate(train, labels)
     with Store.open(path, read_only=True) as store:
         res = gate(candidate, serving, store, window=100)
+    print(f"{corruption}: {res.reason} (Brier serving {res.brier_serving:.4f}, candidate {res.brier_candidate:.4f})")
     assert res.decisions == 100 and not res.passed
     assert res.brier_candidate > res.brier_serving and res.interval[0] > res.margin, res.as_dict()
     assert "upper end above the margin" in res.reason
@@ -138,6 +139,7 @@ def test_gate_passes_a_candidate_trained_on_the_real_labels(gate_store):
                            seed=1)
     with Store.open(path, read_only=True) as store:
         res = gate(candidate, serving, store, window=100)
+    print(f"real labels: {res.reason} (Brier serving {res.brier_serving:.4f}, candidate {res.brier_candidate:.4f})")
     assert res.passed, res.as_dict()
 
 
