@@ -39,7 +39,8 @@ def live_store(path, simulated: bool = True, live: bool = True):
                 decisions.append({
                     "decision_id": did, "created_at": t0 + dt.timedelta(seconds=len(decisions)), "request_hash": did,
                     "task_class": cls, "policy": "router:v1", "mode": "escalate", "chosen_rung": rung,
-                    "p_usable": 0.9, "expected_cost": 0.01, "total_cost_usd": 0.012, "status": "ok" if ok else "rejected",
+                    "p_usable": 0.9, "expected_cost": 0.01, "total_cost_usd": 0.012,
+                    "status": "ok" if ok else "rejected",
                     "class_source": "predicted: default_class" if i % 4 == 0 else "given", "simulated": simulated})
                 outcomes.append({"decision_id": did, "attempt": 0, "rung": rung, "cost_usd": 0.012, "verified": True,
                                  "accepted": ok, "failover": False, "simulated": simulated,
@@ -64,8 +65,8 @@ def test_live_figures_equal_the_stores_own_queries(report):
     assert set(by) == {"lookup", "multi_step"} and live["threshold"] == 0.15
     with Store.open(store, read_only=True) as s:
         for (cls, rung), off in OFFSET.items():
-            want = s.query("SELECT avg(CASE WHEN o.accepted THEN 1 ELSE 0 END) AS r, count(*) AS n FROM live_outcomes o "
-                           "JOIN routing_decisions d USING (decision_id) WHERE d.task_class = ? AND o.rung = ?",
+            want = s.query("SELECT avg(CASE WHEN o.accepted THEN 1 ELSE 0 END) AS r, count(*) AS n "
+                           "FROM live_outcomes o JOIN routing_decisions d USING (decision_id) WHERE d.task_class = ? AND o.rung = ?",
                            [cls, rung])[0]
             row = next(r for r in by[cls]["rungs"] if r["rung"] == rung)
             assert row["live_accept_rate"] == pytest.approx(want["r"]) and row["live_attempts"] == want["n"] == N

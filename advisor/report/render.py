@@ -342,8 +342,8 @@ def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[st
     from advisor.report.live import drift_line, live_tables
 
     live = data.live
-    return {"live": live, "live_tables": live_tables(live) if live else [], "live_drift": drift_line(live) if live
-            else "",
+    return {"live": live, "live_tables": live_tables(live) if live else [],
+            "live_drift": drift_line(live) if live else "",
             "title": title, "data": data, "decision": ts[0], "evidence": ts[1:], "total": total_line(dec, largest),
             "volume": volume_line(dec, data.classes), "next": next_lines(dec), "glossary": glossary(data.settings, largest,
                                                                                                  data.simulated),

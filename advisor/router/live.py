@@ -41,8 +41,10 @@ import numpy as np
 
 from advisor.scores import Verifier
 
-LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates; prior = Beta(1, 1) "
-                "updated with the rung's probe counts in the class and its de-noised live verdicts (a soft label)")
+LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates; prior = "
+                "Beta(1, 1) updated with the rung's probe counts in the class and its de-noised live verdicts "
+                "(a soft label)")
+
 
 def live_attempts(store) -> tuple[list[dict[str, Any]], int]:
     """(verified attempts of requests whose prompt was stored, in time order; decisions skipped for lacking one)."""
