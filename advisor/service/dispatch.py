@@ -255,6 +255,7 @@ async def run(rt, req, plan: Plan) -> Outcome:
             word = "accepted" if verdict.accepted else "rejected"
             m.attempts.labels(rung, word, _sim(rt, rung)).inc()
             m.verdicts.labels(plan.task_class or "", word).inc()
+            m.rung_verdicts.labels(plan.task_class or "", rung, word, _sim(rt, rung)).inc()
             if verdict.accepted:
                 return _deliver(out, rung, reply, "accepted")
         else:

@@ -79,6 +79,7 @@ class Runtime:
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)
+        self.metrics.set_reference(self.serving.model)
 
     @property
     def router(self):
