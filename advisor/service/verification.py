@@ -5,6 +5,7 @@ A reply is seen by the checks as a one-turn episode: the ``final`` target is its
 ``json_equals`` and ``tool_call`` checks apply unchanged. A judge verifier asks the ladder's judge role with
 the class's rubric (`advisor.checks.judge.TritonJudge`) and accepts at its threshold; its tokens are costed.
 A verifier that cannot decide (the judge is down, its verdict does not parse) rejects, and says why.
+The error rates the policy uses for a verifier are measured on probe runs by `advisor.service.calibration`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Verdict:
     accepted: bool
     detail: str
     cost_usd: float = 0.0  #: the judge's cost, when a judge verified
+    undecided: bool = False  #: the verifier could not grade (it rejects; a measurement leaves it out)
 
 
 class ChecksVerifier:
@@ -67,7 +69,7 @@ class JudgeReplyVerifier:
         try:
             grade = await self.judge.grade(criterion, task, episode)
         except JudgeError as exc:
-            return Verdict(False, f"judge could not grade: {exc}", getattr(exc, "cost_usd", 0.0))
+            return Verdict(False, f"judge could not grade: {exc}", getattr(exc, "cost_usd", 0.0), undecided=True)
         ok = grade.score >= self.config.threshold
         return Verdict(ok, f"judge score {grade.score:.2f} ({grade.reason})", grade.cost_usd)
 
