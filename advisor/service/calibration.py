@@ -73,8 +73,10 @@ class ClassMeasurement:
     ladder: str | None = None
 
     def rows(self, measurement_id: str, measured_at, bar: float, config_path: str | None) -> list[dict[str, Any]]:
-        """``verifier_rates`` rows: the pooled one (rung ``*``), then one per rung."""
-        out = []
+        """``verifier_rates`` rows: the pooled one (rung ``*``), then one per rung (none without any run)."""
+        out: list[dict[str, Any]] = []
+        if not self.runs and not self.unverifiable:
+            return out
         for rung, r in [(POOLED, self.pooled), *self.rungs.items()]:
             out.append({"measurement_id": measurement_id, "measured_at": measured_at, "task_class": self.task_class,
                         "rung": rung, "verifier_hash": self.verifier_hash, "config_path": config_path,
@@ -193,3 +195,28 @@ def _measured(label: str, rate: float | None, errors: int, n: int, stated: float
 def describe(rates: dict[str, PolicyRates]) -> list[str]:
     """One line per class: the rates the policy uses and their source (the service prints these at startup)."""
     return [f"verifier rates of class {name!r}: {r.source}: {r.detail}" for name, r in sorted(rates.items())]
+
+
+def service_rates(config, store_path) -> tuple[dict[str, PolicyRates], list[str]]:
+    """The rates `advisor serve` hands its workers, read once from the store at `store_path` (the config's when
+    the store is missing or busy), and the startup lines that say which."""
+    from pathlib import Path
+
+    from advisor.errors import StoreError
+    from advisor.store import Store
+
+    if not any(c.verifier_config for c in config.classes.values()):
+        return {}, []
+    note = []
+    store = None
+    if Path(store_path).is_file():
+        try:
+            store = Store.open(store_path, read_only=True)
+        except StoreError as exc:
+            note = [f"verifier rates: the store could not be read ({exc}); the config's rates are used"]
+    try:
+        rates = policy_rates(config, store)
+    finally:
+        if store is not None:
+            store.close()
+    return rates, note + describe(rates)
