@@ -313,7 +313,7 @@ def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escal
     assert 'advisor_verifier_verdicts_total{task_class="agent_step",verdict="rejected"}' in metrics
 
 
-def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service):
+def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service, capsys):
     with Store.open(service.store, read_only=True) as s:
         pooled = s.query("SELECT * FROM verifier_rates WHERE task_class = ? AND rung = '*'", [MEASURED])[0]
     assert pooled["runs"] > 0
@@ -328,6 +328,18 @@ def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service):
     for side, stated in (("false_accept", 0.37), ("false_reject", 0.41)):  # measured where measurable, else stated
         assert reason[side] == pytest.approx(stated if pooled[side] is None else pooled[side])
     assert (reason["false_accept"], reason["false_reject"]) != (0.37, 0.41)
+    # `advisor floors` shows this live traffic beside the probe's usable rates (and decides from the probe)
+    from advisor.cli import main
+
+    capsys.readouterr()
+    assert main(["floors", "--store", str(service.store), "--class", MEASURED, "--json"]) == 0
+    cells = {c["rung"]: c for c in json.loads(capsys.readouterr().out)["live"]["cells"]}
+    with Store.open(service.store, read_only=True) as s:
+        tried = s.query("SELECT rung, count(*) AS n, count(*) FILTER (WHERE accepted) AS ok FROM live_outcomes "
+                        "JOIN routing_decisions USING (decision_id) WHERE task_class = ? AND verified "
+                        "AND NOT failover GROUP BY rung", [MEASURED])
+    assert tried and {r["rung"]: (r["n"], r["ok"]) for r in tried} == {
+        rung: (c["attempts"], c["accepted"]) for rung, c in cells.items()}
 
 
 def test_metrics_health_and_readiness(service):

@@ -72,8 +72,14 @@ class AgreementQueries:
                 con.execute(f"INSERT INTO verifier_rates ({', '.join(VERIFIER_RATE_COLUMNS)}) VALUES ({marks})",
                             [row.get(c) for c in VERIFIER_RATE_COLUMNS])
 
+    def _has_verifier_rates(self) -> bool:
+        """False for a store opened read-only before migration m006 added the table."""
+        return bool(self._rows("SELECT 1 FROM information_schema.tables WHERE table_name = 'verifier_rates'"))
+
     def verifier_rate_rows(self, task_class: str | None = None) -> list[dict[str, Any]]:
         """Stored service-verifier measurements, newest first (pooled row '*' first within one), optionally of one class."""
+        if not self._has_verifier_rates():
+            return []
         where, params = (" WHERE task_class = ?", [task_class]) if task_class else ("", [])
         return self._rows(f"SELECT * FROM verifier_rates{where} ORDER BY measured_at DESC, measurement_id, "
                           "task_class, rung = '*' DESC, rung", params)
@@ -82,7 +88,7 @@ class AgreementQueries:
         """Per class, the rows of its newest measurement made with the verifier of that hash (classes never
         measured with it are absent)."""
         out: dict[str, list[dict[str, Any]]] = {}
-        if not verifier_hashes:
+        if not verifier_hashes or not self._has_verifier_rates():
             return out
         rows = self._rows(
             "SELECT * FROM verifier_rates WHERE task_class IN (SELECT unnest(?)) "
