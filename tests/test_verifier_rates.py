@@ -138,3 +138,40 @@ def test_measure_errors_name_what_is_wrong(probed, tmp_path, capsys):
     (tmp_path / "none.yaml").write_text("version: 1\nclasses: {chat: {verifier: none}}\n")
     assert main(["verifier", "measure", "--config", str(tmp_path / "none.yaml"), "--store", str(store)]) != 0
     assert "no class with a verifier" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_judge_verifier_is_measured_with_the_ladders_judge_on_triton(probed, tmp_path, capsys):
+    """The demo ladder plus a stand-in judge role on its own embedded Triton: the judge is really called and
+    costed; the stand-in judge does not answer the rubric's JSON, so every run is unverifiable, left out of the
+    rates (never counted as a rejection), and the config's rates stay in use."""
+    from test_probe_judge import JUDGE_ROLE
+
+    from advisor.ladder import load_ladder
+    from advisor.triton.server import EmbeddedTriton
+
+    (tmp_path / "judged.yaml").write_text(DEMO.read_text() + JUDGE_ROLE)
+    (tmp_path / "judge.yaml").write_text("""version: 1
+classes:
+  narrow:
+    verifier:
+      judge: {rubric: "Names the code word from notes.txt", threshold: 0.5}
+      false_accept: 0.2
+      false_reject: 0.1
+""")
+    store = probed / "probe.duckdb"
+    assert main(["verifier", "measure", "--config", str(tmp_path / "judge.yaml"), "--store", str(store)]) != 0
+    assert "pass --ladder" in capsys.readouterr().err
+    server = EmbeddedTriton(load_ladder(tmp_path / "judged.yaml")).start()
+    try:
+        assert main(["verifier", "measure", "--config", str(tmp_path / "judge.yaml"), "--store", str(store),
+                     "--ladder", str(tmp_path / "judged.yaml"), "--url", server.grpc_url, "--json"]) == 0
+    finally:
+        server.stop()
+    pooled = next(r for r in json.loads(capsys.readouterr().out) if r["rung"] == "*")
+    with Store.open(store, read_only=True) as s:
+        narrow_runs = s.query("SELECT count(*) AS n FROM runs WHERE task_class = 'narrow' AND NOT unscored")[0]["n"]
+        rates = policy_rates(load_config(tmp_path / "judge.yaml"), s)
+    assert pooled["unverifiable"] == narrow_runs and pooled["runs"] == 0
+    assert pooled["judge_cost_usd"] > 0, "the judge's tokens are costed"
+    assert rates["narrow"].source == "config" and rates["narrow"].as_pair() == [0.2, 0.1]

@@ -64,8 +64,9 @@ class JudgeReplyVerifier:
         episode = Episode(final=reply.final, stop_reason="final",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
         criterion = SimpleNamespace(name="reply", description="The reply answers the request acceptably.",
-                                    check=SimpleNamespace(rubric=self.config.rubric))
-        task = SimpleNamespace(instructions=request_text, id="live")
+                                    weight=100, check=SimpleNamespace(rubric=self.config.rubric))
+        task = SimpleNamespace(instructions=request_text, id="live", instruction_following=[],
+                               task_completion=[criterion])  # the judge prompt names the checklist and weight
         try:
             grade = await self.judge.grade(criterion, task, episode)
         except JudgeError as exc:
