@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _rate(value: float | None, errors: int, n: int) -> str:
-    return f"n/a (0 runs)" if value is None else f"{value:.1%} ({errors}/{n})"
+    return "n/a (0 runs)" if value is None else f"{value:.1%} ({errors}/{n})"
 
 
 def render_rows(rows: list[dict]) -> list[str]:
