@@ -77,3 +77,13 @@ def test_no_live_traffic_no_live_column(tmp_path, capsys):
     assert "live acc" not in text and LIVE_NOTE not in text
     assert main(["floors", "--store", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["live"]["cells"] == []
+
+
+def test_a_store_from_before_the_live_service_columns_still_has_floors(tmp_path, capsys):
+    path = tmp_path / "old.duckdb"
+    with Store.open(path) as s:
+        s.add_runs_bulk(_probe_runs())
+        s._con.execute("ALTER TABLE live_outcomes DROP COLUMN failover")  # as m001 left it
+        s._con.execute("DELETE FROM _migrations WHERE name = 'm003_live_service'")
+    assert main(["floors", "--store", str(path)]) == 0  # read-only: not migrated, no live column
+    assert "live acc" not in capsys.readouterr().out

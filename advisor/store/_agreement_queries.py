@@ -105,7 +105,11 @@ class AgreementQueries:
     # ----------------------------------------------------------------- live traffic beside probe rates
     def live_accept_rates(self, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Per class and rung: verified live attempts (no failover, no error), how many the verifier accepted,
-        over how many requests, how many from SIMULATED rungs, and the time span."""
+        over how many requests, how many from SIMULATED rungs, and the time span (none in a store opened
+        read-only before migration m003 gave attempts their failover flag)."""
+        if not self._rows("SELECT 1 FROM information_schema.columns WHERE table_name = 'live_outcomes' "
+                          "AND column_name = 'failover'"):
+            return []
         where, params = "", []
         if classes:
             where, params = " AND d.task_class IN (SELECT unnest(?))", [list(classes)]
