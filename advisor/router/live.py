@@ -10,9 +10,10 @@ rung in the class::
     P(usable | rejected) = fr pi / (fr pi + (1 - fa)(1 - pi))
 
 as a soft label (the trainer turns a fraction into a weighted positive and a weighted negative row). With a
-perfect verifier (fa = fr = 0) this is the verdict itself. The rates come from the service config's verifier
-(``false_accept``, ``false_reject``), and for a judge verifier from the last `advisor judge agreement`
-measurement when the store holds one (`advisor.checks.agreement.latest_verifier`).
+perfect verifier (fa = fr = 0) this is the verdict itself. The rates are the service verifier's measured on
+probe runs (`advisor verifier measure`, `advisor.service.calibration`) when the store holds them for the verifier
+as configured, else for a judge verifier the last `advisor judge agreement` measurement
+(`advisor.checks.agreement.latest_verifier`), else the service config's (``false_accept``, ``false_reject``).
 
 **The prior** is the mean of a Beta posterior over the rung's usable rate in the class (`label_prior`):
 a uniform Beta(1, 1) updated with the probe's counts (u usable of n scored runs) and with the live verdicts
@@ -62,7 +63,8 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
 
 
 def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
-    """Per class the verifier's error rates: the service config's, a judge's measured ones when stored."""
+    """Per class the verifier's error rates: measured by `advisor verifier measure` for this verifier when stored,
+    else a judge verifier's last `advisor judge agreement`, else the service config's."""
     from advisor.service.config import load_config
 
     out: dict[str, Verifier] = {}
@@ -74,14 +76,17 @@ def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
         from advisor.checks.agreement import latest_verifier
 
         measured = latest_verifier(store)
+    from advisor.service.calibration import policy_rates
+
+    served = policy_rates(config, store)  # measured on probe runs by `advisor verifier measure`, else the config's
     for name, cls in config.classes.items():
         v = cls.verifier_config
         if v is None:
             continue
-        if v.judge is not None and measured is not None:
+        if served[name].source == "config" and v.judge is not None and measured is not None:
             out[name] = measured[0]
         else:
-            out[name] = Verifier(v.false_accept, v.false_reject)
+            out[name] = served[name].verifier
     return out
 
 

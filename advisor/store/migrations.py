@@ -126,6 +126,22 @@ def _m005_router_promotions(con) -> None:
     )
 
 
+def _m006_service_verifier_rates(con) -> None:
+    """A service verifier's error rates measured on stored probe runs (`advisor verifier measure`): per class
+    and rung (rung '*' pools the class), what the verifier said vs usable at the bar."""
+    con.execute(
+        """
+        CREATE TABLE verifier_rates (
+            measurement_id VARCHAR NOT NULL, measured_at TIMESTAMP NOT NULL, task_class VARCHAR NOT NULL,
+            rung VARCHAR NOT NULL, verifier_hash VARCHAR NOT NULL, config_path VARCHAR, suite_name VARCHAR,
+            ladder_name VARCHAR, bar DOUBLE NOT NULL, runs INTEGER NOT NULL, unverifiable INTEGER NOT NULL,
+            positives INTEGER NOT NULL, negatives INTEGER NOT NULL, false_accepts INTEGER NOT NULL,
+            false_rejects INTEGER NOT NULL, false_accept DOUBLE, false_reject DOUBLE, judge_cost_usd DOUBLE NOT NULL,
+            simulated BOOLEAN NOT NULL, PRIMARY KEY (measurement_id, task_class, rung));
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -133,4 +149,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m003_live_service", _m003_live_service),
     ("m004_policy_calls", _m004_policy_calls),
     ("m005_router_promotions", _m005_router_promotions),
+    ("m006_service_verifier_rates", _m006_service_verifier_rates),
 ]
