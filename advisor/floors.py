@@ -381,4 +381,4 @@ class LiveAcceptance:
 def live_acceptance(store, classes: Sequence[str] | None = None) -> list[LiveAcceptance]:
     """Per class and rung, the routing service's verified live attempts and how many were accepted."""
     return [LiveAcceptance(r["task_class"], r["rung"], r["attempts"], r["accepted"], r["decisions"], r["simulated"])
-            for r in store.live_accept_rates(classes)]
+            for r in store.live_accept_counts(classes)]

@@ -9,7 +9,7 @@ only attempts the feedback loop learns from, scores a gate on, or compares with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 _LABELLED = ("o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL")
 
@@ -66,3 +66,22 @@ class LiveQueries:
                    bool_or(coalesce(simulated, false)) AS simulated
             FROM runs WHERE kind IN ('probe', 'imported') AND NOT unscored AND overall IS NOT NULL
             GROUP BY 1, 2 ORDER BY 1, 2""")
+
+    def live_accept_counts(self, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Per class and rung: verified live attempts (no failover, no error), how many the verifier accepted,
+        over how many requests, how many from SIMULATED rungs, and the time span (none in a store opened
+        read-only before migration m003 gave attempts their failover flag)."""
+        if not self._rows("SELECT 1 FROM information_schema.columns WHERE table_name = 'live_outcomes' "
+                          "AND column_name = 'failover'"):
+            return []
+        where, params = "", []
+        if classes:
+            where, params = " AND d.task_class IN (SELECT unnest(?))", [list(classes)]
+        return self._rows(
+            "SELECT d.task_class, o.rung, count(*) AS attempts, count(*) FILTER (WHERE o.accepted) AS accepted, "
+            "count(DISTINCT o.decision_id) AS decisions, count(*) FILTER (WHERE o.simulated) AS simulated, "
+            "min(o.created_at) AS first, max(o.created_at) AS last "
+            "FROM live_outcomes o JOIN routing_decisions d USING (decision_id) "
+            "WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL "
+            f"AND d.task_class IS NOT NULL{where} GROUP BY d.task_class, o.rung ORDER BY d.task_class, o.rung",
+            params)
