@@ -348,3 +348,37 @@ def find_floors(store, suite: str | None = None, settings: FloorSettings | None 
     settings = settings or FloorSettings()
     name = resolve_suite(store, suite)
     return analyse(load_rows(store, name, classes), settings, suite=name)
+
+
+#: What the live column of `advisor floors` is, and why floors do not use it.
+LIVE_NOTE = ("live acc = share of the routing service's verified live attempts on that rung its verifier accepted "
+             "(live traffic, not a usable rate); the floor stays on probe runs: live attempts go only to the rungs "
+             "the policy chose, on requests that are not the suite's tasks, and a verifier's accept is not the "
+             "full score")
+
+
+@dataclass(frozen=True)
+class LiveAcceptance:
+    """Verified live attempts of one class on one rung (routing service records), beside the probe's rates."""
+
+    task_class: str
+    rung: str
+    attempts: int  #: verified attempts (no failover, no error)
+    accepted: int  #: of which the verifier accepted
+    decisions: int  #: requests they belong to
+    simulated: int  #: attempts answered by SIMULATED stand-in rungs
+
+    @property
+    def accept_rate(self) -> float | None:
+        """accepted / attempts."""
+        return self.accepted / self.attempts if self.attempts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the rate."""
+        return {**asdict(self), "accept_rate": self.accept_rate}
+
+
+def live_acceptance(store, classes: Sequence[str] | None = None) -> list[LiveAcceptance]:
+    """Per class and rung, the routing service's verified live attempts and how many were accepted."""
+    return [LiveAcceptance(r["task_class"], r["rung"], r["attempts"], r["accepted"], r["decisions"], r["simulated"])
+            for r in store.live_accept_counts(classes)]

@@ -1,17 +1,17 @@
 """The live feedback loop end to end: serve -> live outcomes -> retrain -> gated promotion -> hot reload -> rollback.
 
 `advisor serve` runs in a subprocess on the embedded Triton (SIMULATED stand-ins) and a real DuckDB file; a few
-hundred requests of two classes go through the official `openai` client. Class A's verifier demands the HTTP
-first call (tool, or HTTP method) of one of nano-30b / super-120b that the other's first call does not match, so it rejects the answers
-of the rung the first router starts that class on (found by a throwaway service); class B's verifier accepts any.
+hundred requests of two classes go through the official `openai` client. Class A is a task and two rungs (lower,
+higher) that the first router starts on the lower rung and escalates to the higher (found in-process with the
+same policy config as the service); class A's verifier demands the higher rung's first call (tool, or HTTP
+method), which the lower rung's does not match, so it rejects every answer of the lower rung. Class B's verifier
+accepts any. The retrained router must stop trying the lower rung first on class A.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
-import random
-import shutil
 import subprocess
 import sys
 import threading
@@ -49,27 +49,27 @@ def _wait_version(base: str, version: str, timeout: float = 20.0) -> None:
         time.sleep(0.2)
 
 
+def _routes_low_first(router, task, pair) -> bool:
+    """Does `router` (under the service config below) start `task` on the lower rung of `pair`, then escalate?"""
+    from advisor.router.policy import PolicyConfig, Preferences
+    from advisor.router.routing import route_one
+
+    d = route_one(router, task.instructions, task.task_class, PolicyConfig(mode="escalate", k=1, target=0.5),
+                  Preferences(allowed=list(pair)))
+    return d.chain == list(pair)
+
+
 @pytest.fixture(scope="module")
 def loop(tmp_path_factory, triton_server):
     """A probe store, the initial promoted router, the service config, and the running service."""
+    from itertools import combinations
+
     from advisor.probe import ProbeConfig, run_probe
+    from advisor.router.artifact import load_router
     from advisor.suite import load_suite
 
     suite = load_suite(SUITE)
     ladder = triton_server.ladder
-    pair = ("nano-30b", "super-120b")
-    task_a = None
-    def key(action):
-        return action.name, action.arguments.get("method")
-
-    for task in suite.tasks:  # nano-30b's first call differs from super-120b's (tool or HTTP method)
-        firsts = {r: _first_action(ladder, r, task) for r in pair}
-        mid, big = firsts.values()
-        if mid.kind == big.kind == "call" and key(mid) != key(big):
-            task_a = task
-            break
-    assert task_a is not None
-    class_b = next(t.task_class for t in suite.tasks if t.task_class != task_a.task_class)
     tmp = tmp_path_factory.mktemp("feedback")
     by_class: dict[str, list[str]] = {}
     for t in suite.tasks:
@@ -80,15 +80,40 @@ def loop(tmp_path_factory, triton_server):
     _cli("router", "train", "--store", str(store), "--out", str(tmp / "r1.json"), "--folds", "3")
     first = _cli("router", "promote", str(tmp / "r1.json"), "--store", str(store))
     assert "promoted" in first.stdout and "first promotion" in first.stdout
-    config = tmp / "service.yaml"
+    r1 = load_router(tmp / "r1.json")
 
-    def write_config(check_a: dict) -> None:
-        config.write_text(f"""version: 1
+    # Class A: a task and two rungs (lower, higher) that the first router starts on the lower rung and escalates
+    # to the higher, where the higher rung's first action is a call the lower rung's first action is not (another
+    # tool or HTTP method, or no call): the verifier demands that call, so it rejects the lower rung's answers.
+    def check_of(action) -> dict:
+        check = {"type": "tool_call", "tool": action.name}
+        if action.arguments.get("method"):
+            check["arguments"] = {"method": action.arguments["method"]}
+        return check
+
+    def matches(action, check) -> bool:
+        return (action.kind == "call" and action.name == check["tool"]
+                and action.arguments.get("method") == check.get("arguments", {}).get("method"))
+
+    choice = None
+    for task in suite.tasks:
+        for pair in combinations([r.name for r in ladder.rungs], 2):
+            lo, hi = (_first_action(ladder, r, task) for r in pair)
+            if hi.kind == "call" and not matches(lo, check_of(hi)) and _routes_low_first(r1, task, pair):
+                choice = task, pair, check_of(hi)
+                break
+        if choice:
+            break
+    assert choice is not None, "no example task that the first router starts on a lower rung with another first call"
+    task_a, pair, check = choice
+    class_b = next(t.task_class for t in suite.tasks if t.task_class != task_a.task_class)
+    config = tmp / "service.yaml"
+    config.write_text(f"""version: 1
 default_class: {class_b}
 classes:
   {task_a.task_class}:
     verifier:
-      checks: [{json.dumps(check_a)}]
+      checks: [{json.dumps(check)}]
   {class_b}:
     verifier:
       checks: [{{type: regex, pattern: '(?s).'}}]
@@ -96,34 +121,11 @@ routing: {{policy: router, target: 0.5}}
 record: {{store_prompts: true}}
 limits: {{deadline_s: 20, attempt_timeout_s: 5}}
 """)
-
-    # Which of the two rungs does the first router start class A on? Ask a throwaway service that accepts all.
-    write_config({"type": "regex", "pattern": "(?s)."})
-    probe_store = tmp / "scratch.duckdb"
-    shutil.copy(store, probe_store)
-    scout = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--config", str(config), "--no-auth",
-                     "--ingest-every", "0", "--router", str(tmp / "r1.json")], probe_store)
-    try:
-        client = scout.client(key="none")
-        starts = [client.chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": task_a.instructions}], tools=_task_tools(task_a),
-            extra_headers={"x-advisor-class": task_a.task_class, "x-advisor-rungs": ",".join(pair)}
-        ).headers["x-advisor-chain"].split(",")[0]
-            for _ in range(3)]
-    finally:
-        scout.stop()
-    rejected = max(pair, key=starts.count)
-    accepted = next(r for r in pair if r != rejected)
-    want, other = firsts[accepted], firsts[rejected]
-    check = {"type": "tool_call", "tool": want.name}
-    if want.name == other.name:
-        check["arguments"] = {"method": want.arguments["method"]}
-    write_config(check)
     svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--config", str(config), "--no-auth",
                    "--ingest-every", "0"], store)
     ns = type("Loop", (), {})()
-    ns.svc, ns.store, ns.tmp, ns.config, ns.task_a, ns.class_a, ns.class_b, ns.rejected = (
-        svc, store, tmp, config, task_a, task_a.task_class, class_b, rejected)
+    ns.svc, ns.store, ns.tmp, ns.config, ns.task_a, ns.class_a, ns.class_b, ns.rejected, ns.pair = (
+        svc, store, tmp, config, task_a, task_a.task_class, class_b, pair[0], pair)
     yield ns
     svc.stop()
 
@@ -133,7 +135,7 @@ def _send(loop, client, cls: str, i: int):
         msgs = [{"role": "user", "content": loop.task_a.instructions}]
         return client.chat.completions.with_raw_response.create(
             model="auto", messages=msgs, tools=_task_tools(loop.task_a),
-            extra_headers={"x-advisor-class": cls, "x-advisor-rungs": "nano-30b,super-120b"})
+            extra_headers={"x-advisor-class": cls, "x-advisor-rungs": ",".join(loop.pair)})
     return client.chat.completions.with_raw_response.create(
         model="auto", messages=[{"role": "user", "content": f"Write a short note about item {i}."}],
         extra_headers={"x-advisor-class": cls})
@@ -160,11 +162,15 @@ def test_live_loop_retrain_promote_reload_rollback(loop):
     from advisor.router.artifact import load_router
     from advisor.router.policy import PolicyConfig, Preferences
     from advisor.router.routing import route_one
-    from advisor.scores import Verifier
 
     cand = load_router(r2)
     p_rej = cand.predict_one(loop.task_a.instructions, loop.class_a)[cand.rung_names.index(loop.rejected)]
     assert p_rej < 0.2, f"the candidate still expects {loop.rejected} to pass class A: {p_rej:.2f}"
+    d = route_one(cand, loop.task_a.instructions, loop.class_a, PolicyConfig(mode="escalate", k=1, target=0.5),
+                  Preferences(allowed=list(loop.pair)))
+    assert d.chain[0] != loop.rejected, d.explain()
+    print(f"class A {loop.class_a} task {loop.task_a.id} pair {loop.pair}: candidate chain {d.chain}, "
+          f"P {d.probabilities}, candidates {d.candidates}")
     # a concurrent request loop runs through the promotion and the reload
     failures, seen, stop = [], set(), threading.Event()
 
@@ -198,10 +204,8 @@ def test_live_loop_retrain_promote_reload_rollback(loop):
     assert {v1, cand.version_tag} <= seen, seen
     headers = _traffic(loop, 40)
     a_chains = [h["x-advisor-chain"].split(",") for h in headers if h["x-advisor-class"] == loop.class_a]
-    # The promoted router decides class A (its version), and every answer still comes from a chain that reaches
-    # the accepted rung. (Its chains may still try the rejected rung first when that cheap attempt plus escalation
-    # is the cheapest expected cost under its cost model: the candidate's P for it is what changed, asserted above.)
-    assert all(len(c) > 1 or loop.rejected not in c for c in a_chains), a_chains
+    # The promoted router routes class A away from the rejected rung: it is never tried first.
+    assert a_chains and all(c[0] != loop.rejected for c in a_chains), a_chains
     ingest_now(loop.svc.spool, loop.store)
     with Store.open(loop.store, read_only=True) as s:
         versions = {r["router_version"] for r in s.query("SELECT DISTINCT router_version FROM routing_decisions")}
@@ -248,3 +252,11 @@ def test_drift_in_metrics_and_command(loop):
         text = resp.read().decode()
     assert f'advisor_predicted_p_usable_total{{task_class="{loop.class_a}"}}' in text
     assert 'advisor_router_reloads_total{result="ok"}' in text
+    # the drift gauges: the rejected rung's live accept rate on class A is 0, against the serving router's rate
+    labels = f'{{rung="{loop.rejected}",simulated="true",task_class="{loop.class_a}"}}'
+    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("advisor_drift_") and labels in line}
+    assert values["advisor_drift_live_accept_rate"] == 0.0, values
+    ref = values["advisor_drift_reference_usable_rate"]
+    assert values["advisor_drift_accept_minus_reference"] == -ref
+    assert values["advisor_drift_flag"] == float(ref > table["threshold"])

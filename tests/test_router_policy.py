@@ -132,3 +132,17 @@ def test_batch_selection_matches_decide(config):
     for i in range(40):
         d = decide(Pm[i], Cm[i], rungs, config, prefs)
         assert [rungs[j].name for j in chains[i] if j >= 0] == d.chain
+
+
+def test_fallback_does_not_buy_a_sliver_of_p_with_a_near_useless_first_attempt():
+    """No candidate reaches the target: a first rung with P ~ 0 adds ~0 to P(usable) at +50% cost, so the chain
+    without it wins (the live loop's class whose cheap rung the verifier always rejects; figures of its router)."""
+    p, c = [4.5e-5, 0.1817], [0.000152, 0.000302]
+    d = decide(p, c, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.5))
+    both, alone = cand(d, ["small", "large"]), cand(d, ["large"])
+    assert 0 < both["p_usable"] - alone["p_usable"] < 1e-4
+    assert both["cost_per_usable_usd"] > alone["cost_per_usable_usd"]
+    assert d.chain == ["large"] and "within 0.01" in d.rule
+    # a real gain in P(usable) (beyond the tie tolerance) is still worth the first attempt
+    d = decide([0.1, 0.1817], c, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.5))
+    assert d.chain == ["small", "large"]

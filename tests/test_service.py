@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 SUITE = REPO / "suites" / "example" / "suite.yaml"
 KEY, LIMITED_KEY = "sk-test-full", "sk-test-small"
+MEASURED = "doc_retrieval"  #: a suite class whose service verifier is measured on the probe runs
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -152,8 +153,18 @@ classes:
   extraction:
     match: ['(?i)\\bextract\\b']
     verifier: none
+  {MEASURED}:
+    retries: 2
+    verifier:
+      checks: [{{type: regex, pattern: '\\w'}}]
+      false_accept: 0.37
+      false_reject: 0.41
 limits: {{max_body_bytes: 65536, max_tokens: 2048, deadline_s: 20, attempt_timeout_s: 5}}
 """)
+    from advisor.cli import main
+
+    assert main(["verifier", "measure", "--config", str(tmp / "service.yaml"), "--store", str(tmp / "probe.duckdb"),
+                 "--class", MEASURED]) == 0  # the service reads these rates at startup
     return tmp
 
 
@@ -300,6 +311,35 @@ def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escal
     metrics = service.client()._client.get(service.base + "/metrics").text
     assert 'advisor_escalations_total{from_rung="nano-12b",to_rung="nano-30b"}' in metrics
     assert 'advisor_verifier_verdicts_total{task_class="agent_step",verdict="rejected"}' in metrics
+
+
+def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service, capsys):
+    with Store.open(service.store, read_only=True) as s:
+        pooled = s.query("SELECT * FROM verifier_rates WHERE task_class = ? AND rung = '*'", [MEASURED])[0]
+    assert pooled["runs"] > 0
+    line = service.line_with(f"verifier rates of class {MEASURED!r}")
+    assert ("measured" in line) and pooled["measurement_id"] in line
+    assert "class 'agent_step': config" in service.line_with("class 'agent_step'")
+    _, headers = _chat(service.client(), model="auto", messages=[{"role": "user", "content": "Where is the doc?"}],
+                       extra_body={"advisor": {"class": MEASURED}})
+    decision, _ = service.records(headers["x-advisor-decision-id"])
+    reason = json.loads(decision["explanation_json"])["reason"]
+    assert reason["mode"] == "escalate" and reason["k"] == 2
+    for side, stated in (("false_accept", 0.37), ("false_reject", 0.41)):  # measured where measurable, else stated
+        assert reason[side] == pytest.approx(stated if pooled[side] is None else pooled[side])
+    assert (reason["false_accept"], reason["false_reject"]) != (0.37, 0.41)
+    # `advisor floors` shows this live traffic beside the probe's usable rates (and decides from the probe)
+    from advisor.cli import main
+
+    capsys.readouterr()
+    assert main(["floors", "--store", str(service.store), "--class", MEASURED, "--json"]) == 0
+    cells = {c["rung"]: c for c in json.loads(capsys.readouterr().out)["live"]["cells"]}
+    with Store.open(service.store, read_only=True) as s:
+        tried = s.query("SELECT rung, count(*) AS n, count(*) FILTER (WHERE accepted) AS ok FROM live_outcomes "
+                        "JOIN routing_decisions USING (decision_id) WHERE task_class = ? AND verified "
+                        "AND NOT failover GROUP BY rung", [MEASURED])
+    assert tried and {r["rung"]: (r["n"], r["ok"]) for r in tried} == {
+        rung: (c["attempts"], c["accepted"]) for rung, c in cells.items()}
 
 
 def test_metrics_health_and_readiness(service):

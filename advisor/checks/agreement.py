@@ -130,8 +130,7 @@ async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: i
     from advisor.checks.base import needs_judge
     from advisor.checks.judge import JudgeCheck, JudgeError
 
-    runs = store.query("SELECT * FROM runs WHERE suite_name = ? AND NOT unscored ORDER BY run_key", [suite.name])
-    runs = runs[:max_runs] if max_runs is not None else runs
+    runs = store.scored_suite_runs(suite.name, limit=max_runs)
     out = Agreement(judge_name, suite.name, simulated=any(r["simulated"] for r in runs))
     tasks = {t.id: t for t in suite.tasks}
     with tempfile.TemporaryDirectory(prefix="advisor-agreement-") as tmp:
@@ -139,13 +138,12 @@ async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: i
             task = tasks.get(run["task_id"])
             if task is None:
                 continue
-            results = store.query("SELECT checklist, criterion, score FROM criterion_results WHERE run_key = ?",
-                                  [run["run_key"]])
+            results = store.criterion_rows(run["run_key"])
             pairs = [(r, _criterion(task, r["checklist"], r["criterion"])) for r in results]
             checked = [(r, c) for r, c in pairs if c is not None and not needs_judge(c.check) and r["score"] is not None]
             if not checked:
                 continue
-            turns = store.query("SELECT * FROM turns WHERE run_key = ?", [run["run_key"]])
+            turns = store.turn_rows(run["run_key"])
             episode = rebuild_episode(task, run, turns, Path(tmp))
             out.runs += 1
             judged: dict[tuple[str, str], float] = {}

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "advisor.cli.router_cmd",
     "advisor.cli.store_cmd",
     "advisor.cli.judge_cmd",
+    "advisor.cli.verifier_cmd",
     "advisor.cli.plan_cmd",
     "advisor.cli.serve_cmd",
 ]

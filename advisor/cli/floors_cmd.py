@@ -47,17 +47,19 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
            confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
            false_reject: FalseRejectOpt = 0.0) -> None:
     """Per class and condition: usable rate with its interval per rung, the floor, and the recommended rung."""
-    from advisor.floors import find_floors
+    from advisor.floors import LIVE_NOTE, find_floors, live_acceptance
     from advisor.store import Store
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     with Store.open(store, read_only=True) as s:
         result = find_floors(s, suite, settings, classes=task_class)
+        live = live_acceptance(s, task_class)
     if as_json:
-        typer.echo(jsonout.dumps({"simulated": result.simulated_runs > 0, **result.to_dict()}, indent=2,
+        typer.echo(jsonout.dumps({"simulated": result.simulated_runs > 0, **result.to_dict(),
+                                  "live": {"note": LIVE_NOTE, "cells": [c.to_dict() for c in live]}}, indent=2,
                                  default=str))
         return
-    typer.echo(render_text(result))
+    typer.echo(render_text(result, live))
     from advisor.report.answer import print_answer
 
     typer.echo("")
@@ -68,10 +70,20 @@ def _num(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
-def render_text(result) -> str:
-    """The floors as plain text, one block per class and condition."""
+def _live_cell(cell) -> str:
+    if cell is None:
+        return "-"
+    return f"{cell.accept_rate:.0%} ({cell.attempts})" + ("*" if cell.simulated else "")
+
+
+def render_text(result, live=()) -> str:
+    """The floors as plain text, one block per class and condition; `live` (`LiveAcceptance` cells) adds the
+    routing service's live accept rate per class and rung beside the probe's rates (not used for the floor)."""
     s = result.settings
+    from advisor.floors import LIVE_NOTE
     from advisor.money import column_scale, per_label, usd
+
+    live_by = {(c.task_class, c.rung): c for c in live}
 
     lines = [f"suite {result.suite}: {result.runs} runs ({result.unscored} unscored, left out of rates)",
              f"bar {s.bar:g}, near-zero < {s.near_zero:g}, target usable rate {s.target:.0%} at "
@@ -79,6 +91,8 @@ def render_text(result) -> str:
              f"false reject {s.false_reject:g}"]
     if result.simulated_runs:
         lines.append(f"SIMULATED: {result.simulated_runs} runs come from stand-in rungs, not real models")
+    if live_by:
+        lines.append(LIVE_NOTE + ("; * = SIMULATED stand-in rungs answered" if any(c.simulated for c in live) else ""))
     for cf in result.classes:
         lines.append("")
         floor = f"{cf.floor} ({cf.floor_status})" if cf.floor else "none (no rung clears the target)"
@@ -89,7 +103,7 @@ def render_text(result) -> str:
         unit = "$" if scale == 1 else "$/1k"
         lines.append(f"  {'rung':<14}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
                      f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable':>12}{'pts/$':>8}"
-                     "  status")
+                     + (f"{'live acc (n)':>14}" if live_by else "") + "  status")
         for v in cf.rungs:
             c = v.stats
             lo, hi = c.interval
@@ -98,10 +112,21 @@ def render_text(result) -> str:
             lines.append(f"  {c.rung:<14}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
                          f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
                          f"{_money(c.cost_per_attempt, scale):>13}{_money(v.cost_per_usable, scale):>12}"
-                         f"{_num(v.points_per_dollar, '{:.0f}'):>8}  {v.status}: {v.reason}")
+                         f"{_num(v.points_per_dollar, '{:.0f}'):>8}"
+                         + (f"{_live_cell(live_by.get((cf.task_class, c.rung))):>14}" if live_by else "")
+                         + f"  {v.status}: {v.reason}")
+        others = [c for (cls, rung), c in live_by.items() if cls == cf.task_class and cf.verdict(rung) is None]
+        if others:
+            lines.append("  live only (no probe runs): " + ", ".join(f"{c.rung} {_live_cell(c)}" for c in others))
         lines.append(f"  note: {cf.note}")
         if scale != 1:
             lines.append(f"  ($/1k: dollars {per_label('attempt', scale)} or {per_label('usable result', scale)})")
+    probed = {cf.task_class for cf in result.classes}
+    elsewhere = [c for c in live if c.task_class not in probed]
+    if elsewhere:
+        lines.append("")
+        lines.append("live traffic in classes without probe runs in this suite: " + ", ".join(
+            f"{c.task_class}/{c.rung} {_live_cell(c)}" for c in elsewhere))
     return "\n".join(lines)
 
 

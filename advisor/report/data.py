@@ -55,6 +55,7 @@ class ReportData:
     rung_order: list[str] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
     policies: list[Any] = field(default_factory=list)  #: `advisor.orchestrator.compare.Arm`s, when policies ran
+    live: dict[str, Any] | None = None  #: the Live section (`advisor.report.live.live_section`), when served
 
 
 def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[str] | None) -> list[Any]:
@@ -63,6 +64,13 @@ def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[s
 
     arms = stored_comparison(store, suite, settings)
     return [a for a in arms if not classes or a.task_class in classes]
+
+
+def _live(store, classes: Sequence[str] | None) -> dict[str, Any] | None:
+    """The Live section's figures when the store holds live routed requests (`advisor.report.live`)."""
+    from advisor.report.live import live_section
+
+    return live_section(store, classes)
 
 
 def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
@@ -116,7 +124,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
-        policies=_policy_arms(store, name, settings, classes))
+        policies=_policy_arms(store, name, settings, classes), live=_live(store, classes))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

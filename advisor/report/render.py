@@ -316,7 +316,12 @@ def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[st
     largest = data.rung_order[-1] if data.rung_order else "the largest rung"
     from advisor.report.glossary import glossary
 
-    return {"title": title, "data": data, "decision": ts[0], "evidence": ts[1:], "total": total_line(dec, largest),
+    from advisor.report.live import drift_line, live_tables
+
+    live = data.live
+    return {"live": live, "live_tables": live_tables(live) if live else [],
+            "live_drift": drift_line(live) if live else "",
+            "title": title, "data": data, "decision": ts[0], "evidence": ts[1:], "total": total_line(dec, largest),
             "volume": volume_line(dec, data.classes), "next": next_lines(dec), "glossary": glossary(data.settings, largest,
                                                                                                  data.simulated),
             "settings": settings_rows(data), "provenance": provenance_rows(data),
@@ -374,6 +379,9 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
     for key, t, caption in FIGURES:
         if key in (image_files or {}):
             out.append(f"## {t}{sim}\n\n![{t}{sim}]({image_files[key]})\n\n{caption}\n")
+    from advisor.report.live import live_markdown
+
+    out += live_markdown(data.live)
     out.append("## Settings\n")
     out += [f"- {k}: {val}" for k, val in v["settings"]]
     out.append("\n## Provenance\n")
@@ -393,7 +401,7 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
             "paired_tasks": data.paired_tasks, "lift": data.lift,
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
             "prices": prices or [], "provenance": data.provenance, "rung_order": data.rung_order,
-            "policies": [a.to_dict() for a in data.policies], "policy_advice": _advice(data)}
+            "policies": [a.to_dict() for a in data.policies], "policy_advice": _advice(data), "live": data.live}
 
 
 def _advice(data) -> list[dict[str, str]]:

@@ -24,34 +24,11 @@ from typing import Any
 DEFAULT_THRESHOLD = 0.15
 MIN_N = 20
 
-_ATTEMPTS = """
-SELECT coalesce(d.task_class, '') AS task_class, o.rung, count(*) AS n, avg(CASE WHEN o.accepted THEN 1 ELSE 0 END) AS rate
-FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
-WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL
-GROUP BY 1, 2 ORDER BY 1, 2
-"""
-_DECISIONS = """
-SELECT coalesce(task_class, '') AS task_class, count(*) AS n,
-       avg(CASE WHEN starts_with(coalesce(class_source, ''), 'predicted') THEN 1 ELSE 0 END) AS predicted_share,
-       count(*) FILTER (WHERE mode = 'escalate' AND p_usable IS NOT NULL) AS n_verified,
-       avg(p_usable) FILTER (WHERE mode = 'escalate') AS p_predicted,
-       avg(CASE WHEN status = 'ok' THEN 1 ELSE 0 END) FILTER (WHERE mode = 'escalate') AS p_realised,
-       sum(total_cost_usd) AS cost, count(*) FILTER (WHERE status = 'ok' AND mode = 'escalate') AS accepted,
-       avg(expected_cost) FILTER (WHERE mode = 'escalate') AS expected_cost,
-       bool_or(coalesce(simulated, false)) AS simulated
-FROM routing_decisions WHERE policy <> 'pinned' GROUP BY 1 ORDER BY 1
-"""
-_PROBE = """
-SELECT task_class, rung, count(*) AS n, avg(CASE WHEN overall >= bar THEN 1 ELSE 0 END) AS rate
-FROM runs WHERE kind IN ('probe', 'imported') AND NOT unscored AND overall IS NOT NULL GROUP BY 1, 2
-"""
-
-
 def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
-    probe = {(r["task_class"], r["rung"]): r for r in store.query(_PROBE)}
+    probe = {(r["task_class"], r["rung"]): r for r in store.probe_usable_rates()}
     rungs: dict[str, list[dict]] = {}
-    for r in store.query(_ATTEMPTS):
+    for r in store.live_accept_rates():
         p = probe.get((r["task_class"], r["rung"]))
         diff = None if p is None else float(r["rate"]) - float(p["rate"])
         rungs.setdefault(r["task_class"], []).append({
@@ -59,7 +36,7 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
             "probe_runs": int(p["n"]) if p else 0, "probe_usable_rate": float(p["rate"]) if p else None,
             "difference": diff, "drifts": diff is not None and abs(diff) > threshold and r["n"] >= MIN_N})
     classes = []
-    for d in store.query(_DECISIONS):
+    for d in store.live_class_summary():
         c = d["task_class"]
         pred, real = d["p_predicted"], d["p_realised"]
         gap = None if pred is None or real is None else float(real) - float(pred)

@@ -3,16 +3,28 @@
 A live attempt is one call of one rung for one request, verified by the class's verifier. Its label is the
 verifier's verdict, which is a *noisy* label of usability: the verifier accepts an unusable answer with
 probability ``fa`` (false accept) and rejects a usable one with probability ``fr`` (false reject). Training
-uses the **posterior** that the answer was usable given the verdict, by Bayes with the rung's usable rate in
-the class from the probe runs as the prior ``pi``::
+uses the **posterior** that the answer was usable given the verdict, by Bayes with a prior ``pi`` for the
+rung in the class::
 
     P(usable | accepted) = (1 - fr) pi / ((1 - fr) pi + fa (1 - pi))
     P(usable | rejected) = fr pi / (fr pi + (1 - fa)(1 - pi))
 
 as a soft label (the trainer turns a fraction into a weighted positive and a weighted negative row). With a
-perfect verifier (fa = fr = 0) this is the verdict itself. The rates come from the service config's verifier
-(``false_accept``, ``false_reject``), and for a judge verifier from the last `advisor judge agreement`
-measurement when the store holds one (`advisor.checks.agreement.latest_verifier`).
+perfect verifier (fa = fr = 0) this is the verdict itself. The rates are the service verifier's measured on
+probe runs (`advisor verifier measure`, `advisor.service.calibration`) when the store holds them for the verifier
+as configured, else for a judge verifier the last `advisor judge agreement` measurement
+(`advisor.checks.agreement.latest_verifier`), else the service config's (``false_accept``, ``false_reject``).
+
+**The prior** is the mean of a Beta posterior over the rung's usable rate in the class (`label_prior`):
+a uniform Beta(1, 1) updated with the probe's counts (u usable of n scored runs) and with the live verdicts
+de-noised by the verifier's rates (the Rogan-Gladen estimate ``(accept rate - fa) / (1 - fa - fr)``, clipped
+to [0, 1], counted over the m live training attempts)::
+
+    pi = (1 + u + m x live usable estimate) / (2 + n + m)
+
+so a rung the probe never saw pass (u = 0) still learns from live accepts (a probe-rate prior of 0 would
+multiply every accept to a label of 0), and a rung the probe found good but the live verifier rejects is
+pulled down. A verifier with fa + fr >= 1 carries no information: its verdicts add nothing to the prior.
 
 Only requests whose prompt text was stored can be used (the featuriser needs the text): under the default
 privacy setting (``record: {store_prompts: false}``) the service stores the prompt's hash only, **no features**,
@@ -30,22 +42,14 @@ import numpy as np
 
 from advisor.scores import Verifier
 
-LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates, prior = the "
-                "rung's usable rate in the class from probe runs (a soft label)")
-
-_SQL = """
-SELECT d.decision_id, d.created_at, d.prompt_text, d.request_hash, d.task_class, d.router_version,
-       d.chain_json, d.p_usable, d.expected_cost, d.total_cost_usd, d.status, d.class_source,
-       o.attempt, o.rung, o.accepted, o.cost_usd, o.input_tokens
-FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
-WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL
-ORDER BY d.created_at, d.decision_id, o.attempt
-"""
+LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates; prior = "
+                "Beta(1, 1) updated with the rung's probe counts in the class and its de-noised live verdicts "
+                "(a soft label)")
 
 
 def live_attempts(store) -> tuple[list[dict[str, Any]], int]:
     """(verified attempts of requests whose prompt was stored, in time order; decisions skipped for lacking one)."""
-    rows = store.query(_SQL)
+    rows = store.live_attempt_rows()
     kept = [r for r in rows if r["prompt_text"]]
     skipped = len({r["decision_id"] for r in rows if not r["prompt_text"]})
     return kept, skipped
@@ -59,7 +63,8 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
 
 
 def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
-    """Per class the verifier's error rates: the service config's, a judge's measured ones when stored."""
+    """Per class the verifier's error rates: measured by `advisor verifier measure` for this verifier when stored,
+    else a judge verifier's last `advisor judge agreement`, else the service config's."""
     from advisor.service.config import load_config
 
     out: dict[str, Verifier] = {}
@@ -71,14 +76,17 @@ def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
         from advisor.checks.agreement import latest_verifier
 
         measured = latest_verifier(store)
+    from advisor.service.calibration import policy_rates
+
+    served = policy_rates(config, store)  # measured on probe runs by `advisor verifier measure`, else the config's
     for name, cls in config.classes.items():
         v = cls.verifier_config
         if v is None:
             continue
-        if v.judge is not None and measured is not None:
+        if served[name].source == "config" and v.judge is not None and measured is not None:
             out[name] = measured[0]
         else:
-            out[name] = Verifier(v.false_accept, v.false_reject)
+            out[name] = served[name].verifier
     return out
 
 
@@ -90,18 +98,42 @@ def posterior(accepted: bool, prior: float, verifier: Verifier) -> float:
     return float(num / den) if den > 0 else float(accepted)
 
 
-def _prior(data, rates: dict, task_class: str | None, j: int) -> float:
-    rate = (rates.get(task_class or "") or [None] * len(data.rungs))[j]
-    return float(rate) if rate is not None else float(data.rungs[j].base_rate or 0.5)
+def label_prior(probe_usable: float, probe_runs: float, live_accepted: float, live_attempts: float,
+                verifier: Verifier) -> float:
+    """The Beta-posterior mean prior of a (class, rung) for the soft labels (see the module docstring)."""
+    fa, fr = verifier.false_accept, verifier.false_reject
+    alpha, n = 1.0 + probe_usable, 2.0 + probe_runs
+    if live_attempts > 0 and fa + fr < 1.0:
+        est = min(max((live_accepted / live_attempts - fa) / (1.0 - fa - fr), 0.0), 1.0)
+        alpha, n = alpha + live_attempts * est, n + live_attempts
+    return alpha / n
+
+
+def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier]) -> dict[tuple[str, str], float]:
+    """Per (class, rung) the soft labels' prior from the probe data and the live rows (`label_prior`)."""
+    cls = np.array([c or "" for c in data.classes])
+    live: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        cnt = live.setdefault((r["task_class"] or "", r["rung"]), [0, 0])
+        cnt[0] += bool(r["accepted"])
+        cnt[1] += 1
+    out = {}
+    for c in set(cls) | {k[0] for k in live}:
+        m = cls == c
+        for j, rung in enumerate(data.rungs):
+            n = np.nan_to_num(data.runs[m, j])
+            u = float((np.nan_to_num(data.usable[m, j]) * n).sum())
+            acc, tot = live.get((c, rung.name), (0, 0))
+            out[(c, rung.name)] = label_prior(u, float(n.sum()), acc, tot, rates.get(c, Verifier()))
+    return out
 
 
 def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier], weight: float = 1.0,
                skipped_no_prompt: int = 0, held_out: int = 0):
     """Probe/imported training data plus live attempts (soft labels, each attempt counted as `weight` runs)."""
     from advisor.records import text_hash
-    from advisor.router.train import training_stats
 
-    class_rates = training_stats(data)["class_rates"]
+    priors = class_priors(data, [r for r in rows if r["rung"] in {x.name for x in data.rungs}], rates)
     col = {r.name: j for j, r in enumerate(data.rungs)}
     index = {g: i for i, g in enumerate(data.groups)}
     R = len(data.rungs)
@@ -116,7 +148,8 @@ def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier],
         if j is None:
             off_ladder += 1
             continue
-        label = posterior(bool(r["accepted"]), _prior(data, class_rates, r["task_class"], j), rates.get(r["task_class"] or "", Verifier()))
+        cls = r["task_class"] or ""
+        label = posterior(bool(r["accepted"]), priors[(cls, r["rung"])], rates.get(cls, Verifier()))
         key = text_hash(r["prompt_text"])
         if key not in index:
             index[key] = len(groups)
@@ -155,6 +188,7 @@ def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier],
     prov.update({"data_hash": digest, "prompts": len(groups), "live": {
         "decisions": len(used), "attempts": len(live_rows), "weight": weight, "label": LABEL_METHOD,
         "verifier_rates": {c: [v.false_accept, v.false_reject] for c, v in rates.items()},
+        "label_priors": {f"{c}/{rung}": round(p, 4) for (c, rung), p in sorted(priors.items())},
         "skipped_no_prompt": skipped_no_prompt, "attempts_off_ladder": off_ladder, "held_out_decisions": held_out,
         "live_from": str(min((r["created_at"] for r in live_rows), default="")) or None,
         "live_until": str(max((r["created_at"] for r in live_rows), default="")) or None}})

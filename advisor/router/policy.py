@@ -10,7 +10,9 @@ failures (below). In **single-shot** mode (no verifier) the chain is r alone, tr
 
 Decision rule: among candidates whose P(usable) reaches `target`, the lowest preference-weighted cost per usable
 result; or, with ``value_usd`` (what a usable result is worth), the highest value x P(usable) - weighted
-E[cost]. When none reaches the target: the highest P(usable) (cheapest on a tie). Preferences filter first:
+E[cost]. When none reaches the target: the highest P(usable), where candidates within `P_TIE` (0.01) of the
+highest count as tied and the tie goes to the lowest weighted cost per usable result (so a near-useless first
+attempt that adds a sliver of P(usable) is not bought at full price). Preferences filter first:
 allowed rungs, self-hosted only, latency limit (rungs with unknown latency are kept and the explanation says
 so), weight 0 = never. The reported expected cost is always the real one.
 
@@ -30,6 +32,9 @@ import numpy as np
 
 from advisor.errors import RouterError, did_you_mean
 from advisor.scores import PERFECT, Verifier
+
+
+P_TIE = 0.01  #: highest-P(usable) fallback: candidates within this of the best P count as tied (module doc)
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,8 @@ def describe(reason: dict[str, Any]) -> str:
         text = f"lowest {w}expected cost per usable result among {reason['candidates']} candidate(s) with " \
                f"P(usable) >= {target:g}"
     elif kind == "highest_p":
-        text = f"no candidate reaches P(usable) >= {target:g}: highest P(usable)"
+        text = (f"no candidate reaches P(usable) >= {target:g}: highest P(usable) (within {P_TIE:g}: then lowest "
+                f"{w}cost per usable result)")
     else:
         text = reason.get("text", str(kind))
     if reason.get("mode") == "single":
@@ -244,7 +250,9 @@ def select(table: dict[str, np.ndarray], target: float, value_usd: float | None 
         return np.zeros(len(obj), dtype=int)
     # ties broken on the real expected cost
     obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0]
-    fallback = np.lexsort((table["expected_cost"].T, -table["p_usable"].T), axis=0)[0]
+    near = table["p_usable"] >= table["p_usable"].max(axis=1, keepdims=True) - P_TIE
+    fallback = np.lexsort((table["expected_cost"].T, np.where(near, table["objective"], np.inf).T, ~near.T),
+                          axis=0)[0]
     return np.where(meets.any(axis=1), obj_rank, fallback)
 
 

@@ -321,20 +321,34 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
+def _impute_by_class(P: np.ndarray, classes: Sequence[str | None]) -> np.ndarray:
+    """P with each missing (prompt, rung) cell set to the rung's mean out-of-fold P over the prompt's class.
+
+    Live outcomes only hold the rungs a chain tried (a rung after an accepted attempt is never tried), so
+    dropping prompts with a missing rung would keep only the rejected first attempts and bias the second stage;
+    the class mean carries no label of the prompt itself."""
+    out = P.copy()
+    cls = np.array([c or "" for c in classes])
+    for j in range(P.shape[1]):
+        miss = ~np.isfinite(out[:, j])
+        overall = float(np.nanmean(P[:, j])) if (~miss).any() else 0.5
+        for c in np.unique(cls[miss]):
+            src = (cls == c) & ~miss
+            out[miss & (cls == c), j] = P[src, j].mean() if src.any() else overall
+    return out
+
+
 def _fit_stack(P_oof: np.ndarray, onehot: np.ndarray, data: TrainingData, cv, C: float, seed: int, metrics: dict):
     """Second stage sharing strength across rungs: per rung, a logistic regression on every rung's out-of-fold
     logit and the class one-hot (a request hard for one rung tends to be hard for the others). Returns the
     weights (R + n_class, R), biases (R,) and the second stage's out-of-fold probabilities; metrics per rung
     are replaced by the second stage's (`stacked: true`)."""
     n, R = P_oof.shape
-    ok = np.isfinite(P_oof).all(axis=1)
-    Z = np.hstack([_logit(np.where(np.isfinite(P_oof), P_oof, 0.5)), onehot])
+    Z = np.hstack([_logit(_impute_by_class(P_oof, data.classes)), onehot])
     W, b = np.zeros((Z.shape[1], R)), np.zeros(R)
     out = np.full_like(P_oof, np.nan)
     for j, rung in enumerate(data.rungs):
         rows, y, w = _rows_for_rung(data.usable, data.runs, j)
-        keep = ok[rows]
-        rows, y, w = rows[keep], y[keep], w[keep]
         p2 = np.zeros(len(rows))
         for _, test_prompts in cv:
             m = np.isin(rows, test_prompts)

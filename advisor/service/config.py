@@ -10,8 +10,8 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
         verifier:
           checks:                  # the suite's deterministic check types, applied to the reply
             - {type: json_schema, schema: {type: object, required: [name]}}
-          false_accept: 0.05       # the verifier's error rates the policy uses (stated here, not measured)
-          false_reject: 0.02
+          false_accept: 0.05       # the verifier's error rates the policy uses until `advisor verifier
+          false_reject: 0.02       # measure` has measured them on probe runs (advisor.service.calibration)
         retries: 2                 # attempts on one rung before escalating (k)
       chat:
         verifier: none
@@ -65,8 +65,10 @@ class VerifierConfig(_Strict):
 
     checks: list[ReplyCheck] = Field(default_factory=list, description="All must pass for the reply to be accepted.")
     judge: JudgeVerifier | None = None
-    false_accept: float = Field(default=0.0, ge=0, le=1, description="P(accept | not usable), used by the policy.")
-    false_reject: float = Field(default=0.0, ge=0, le=1, description="P(reject | usable), used by the policy.")
+    false_accept: float = Field(default=0.0, ge=0, le=1, description="P(accept | not usable), used by the policy "
+                                "when not measured (`advisor verifier measure`).")
+    false_reject: float = Field(default=0.0, ge=0, le=1, description="P(reject | usable), used by the policy "
+                                "when not measured (`advisor verifier measure`).")
 
     @model_validator(mode="after")
     def _some(self) -> "VerifierConfig":

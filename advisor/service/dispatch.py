@@ -147,11 +147,10 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
 
     prefs = req.advisor
     routing = rt.config.routing
-    vcfg = ccfg.verifier_config
     config = PolicyConfig(mode="escalate" if plan.verifier else "single", k=ccfg.retries,
-                          verifier=Verifier(false_accept=vcfg.false_accept, false_reject=vcfg.false_reject)
-                          if vcfg else Verifier(), target=prefs.target if prefs and prefs.target is not None
-                          else routing.target, max_chain=routing.max_chain, order=routing.order,
+                          verifier=rt.policy_verifier(plan.task_class) if plan.verifier else Verifier(),
+                          target=prefs.target if prefs and prefs.target is not None else routing.target,
+                          max_chain=routing.max_chain, order=routing.order,
                           value_usd=prefs.value_usd if prefs else None)
     allowed = [n for n in plan.allowed if n in rt.router.rung_names]
     if prefs is not None and prefs.max_cost_usd is not None:
@@ -271,6 +270,7 @@ async def run(rt, req, plan: Plan) -> Outcome:
             word = "accepted" if verdict.accepted else "rejected"
             m.attempts.labels(rung, word, _sim(rt, rung)).inc()
             m.verdicts.labels(plan.task_class or "", word).inc()
+            m.rung_verdicts.labels(plan.task_class or "", rung, word, _sim(rt, rung)).inc()
             if verdict.accepted:
                 return _deliver(out, rung, reply, "accepted")
         else:

@@ -88,7 +88,11 @@ def serve(options: ServeOptions) -> None:
     ladder_path = Path(options.ladder_path) if options.ladder_path else default_file(DEFAULT_LADDER)
     suite_path = Path(options.suite_path) if options.suite_path else default_file(DEFAULT_SUITE)
     ladder = load_ladder(ladder_path)
-    load_config(options.config_path, ladder)  # errors now, with file and line
+    from advisor.service.calibration import service_rates
+
+    rates, lines = service_rates(load_config(options.config_path, ladder), options.store_path)  # config errors now
+    for line in lines:
+        echo(line)
     keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     if not len(keys) and not options.no_auth:
         from advisor.service.auth import ApiKey, KeyRing, key_hash
@@ -108,7 +112,8 @@ def serve(options: ServeOptions) -> None:
             settings = ServeSettings(
                 ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,
                 served_by=served_by, config_path=str(options.config_path) if options.config_path else None,
-                keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth)
+                keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth,
+                verifier_rates={name: r.as_pair() for name, r in rates.items()})
             os.environ[SETTINGS_ENV] = settings.to_json()
             if options.workers > 1:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")

@@ -3,11 +3,20 @@
 Each app gets its own registry (no global state at import). With several workers ``advisor serve`` sets
 ``PROMETHEUS_MULTIPROC_DIR`` before they start, and ``/metrics`` then sums every worker's values
 (prometheus_client's multiprocess mode). Stand-in rungs carry ``simulated="true"`` on every per-rung series.
+
+**Drift gauges** (per task class and rung, with ``simulated``), computed when ``/metrics`` is read from the
+summed ``advisor_live_verdicts_total`` counter (verified attempts) and the serving router's training usable
+rate of the rung in the class (probe and imported runs; live labels too when it was trained with ``--live``):
+``advisor_drift_live_accept_rate``, ``advisor_drift_reference_usable_rate``,
+``advisor_drift_accept_minus_reference`` and ``advisor_drift_flag`` (1 when the difference is above the
+threshold, 0.15, on at least 20 verified attempts; the same rule as `advisor router drift` and the report's
+Live section, `advisor.router.drift`). Classes and rungs without verified attempts have no drift series.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -41,6 +50,10 @@ class Metrics:
                                          registry=reg, buckets=LATENCY_BUCKETS)
         self.reloads = Counter("advisor_router_reloads", "Hot reloads of the promoted router, by result.",
                                ["result"], registry=reg)
+        self.rung_verdicts = Counter("advisor_live_verdicts", "Verifier verdicts on attempts, by class and rung "
+                                     "(the drift gauges' live counts).", ["task_class", "rung", "verdict", "simulated"],
+                                     registry=reg)
+        self.reference: dict[tuple[str, str], float] = {}
         self.predicted = Counter("advisor_predicted_p_usable", "Sum of the policy's P(usable) of routed requests "
                                  "(divide by advisor_requests_total for the mean; drift vs the accept rate).",
                                  ["task_class"], registry=reg)
@@ -50,17 +63,88 @@ class Metrics:
         kwargs = {"multiprocess_mode": "livesum"} if self.multiprocess else {}
         self.in_flight = Gauge("advisor_in_flight_requests", "Chat requests in flight.", registry=reg, **kwargs)
 
+    def set_reference(self, model) -> None:
+        """Take the drift gauges' reference rates from the serving router (at start and on every reload)."""
+        self.reference = reference_rates(model)
+
     def render(self) -> tuple[bytes, str]:
-        """(body, content type) of the exposition text (summed over workers in multiprocess mode)."""
+        """(body, content type) of the exposition text (summed over workers in multiprocess mode), with the
+        drift gauges computed from the summed counts."""
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+        registry = self.registry
         if self.multiprocess:
             from prometheus_client import multiprocess
 
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
-            return generate_latest(registry), CONTENT_TYPE_LATEST
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        families = list(registry.collect())
+        families += drift_families(families, self.reference)
+        return generate_latest(_Families(families)), CONTENT_TYPE_LATEST
+
+
+class _Families:
+    """Collected metric families in the shape `generate_latest` reads (an object with ``collect()``)."""
+
+    def __init__(self, families: list):
+        self.families = families
+
+    def collect(self):
+        """The families."""
+        return iter(self.families)
+
+
+def reference_rates(model) -> dict[tuple[str, str], float]:
+    """Per (class, rung) the router's training usable rate (`advisor.router.train.training_stats`)."""
+    stats = (getattr(model, "training", None) or {}).get("stats") or {}
+    out = {}
+    for cls, rates in (stats.get("class_rates") or {}).items():
+        for rung, rate in zip(model.rung_names, rates):
+            if rate is not None:
+                out[(cls, rung)] = float(rate)
+    return out
+
+
+def drift_families(families: list, reference: dict[tuple[str, str], float]) -> list:
+    """The drift gauges (module docstring) from collected families holding ``advisor_live_verdicts``."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    from advisor.router.drift import DEFAULT_THRESHOLD, MIN_N
+
+    counts: dict[tuple[str, str, str], list[float]] = {}
+    for fam in families:
+        if fam.name != "advisor_live_verdicts":
+            continue
+        for smp in fam.samples:
+            if not smp.name.endswith("_total"):
+                continue
+            lab = smp.labels
+            c = counts.setdefault((lab["task_class"], lab["rung"], lab["simulated"]), [0.0, 0.0])
+            c[0] += smp.value if lab["verdict"] == "accepted" else 0.0
+            c[1] += smp.value
+    labels = ["task_class", "rung", "simulated"]
+    gauges: dict[str, Any] = {
+        "live": GaugeMetricFamily("advisor_drift_live_accept_rate", "Live verifier accept rate of verified "
+                                  "attempts.", labels=labels),
+        "ref": GaugeMetricFamily("advisor_drift_reference_usable_rate", "The serving router's training usable rate "
+                                 "of the rung in the class.", labels=labels),
+        "diff": GaugeMetricFamily("advisor_drift_accept_minus_reference", "Live accept rate minus the reference "
+                                  "usable rate.", labels=labels),
+        "flag": GaugeMetricFamily("advisor_drift_flag", f"1 when |accept - reference| > {DEFAULT_THRESHOLD:g} on "
+                                  f"{MIN_N}+ verified attempts.", labels=labels)}
+    for (cls, rung, sim_label), (acc, n) in sorted(counts.items()):
+        if n <= 0:
+            continue
+        key = [cls, rung, sim_label]
+        rate = acc / n
+        gauges["live"].add_metric(key, rate)
+        ref = reference.get((cls, rung))
+        if ref is None:
+            continue
+        gauges["ref"].add_metric(key, ref)
+        gauges["diff"].add_metric(key, rate - ref)
+        gauges["flag"].add_metric(key, float(abs(rate - ref) > DEFAULT_THRESHOLD and n >= MIN_N))
+    return list(gauges.values())
 
 
 def sim(flag: bool) -> str:

@@ -33,6 +33,9 @@ class ServeSettings:
     client_retries: int = 1
     no_auth: bool = False  #: accept requests without a key (loopback development only)
     readiness_ttl_s: float = 1.0
+    #: per class [false_accept, false_reject] the policy uses: measured on probe runs (`advisor verifier measure`)
+    #: or the config's, resolved once by the serving process (`advisor.service.calibration.policy_rates`)
+    verifier_rates: dict[str, list[float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The settings as JSON."""
@@ -79,6 +82,7 @@ class Runtime:
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)
+        self.metrics.set_reference(self.serving.model)
 
     @property
     def router(self):
@@ -115,6 +119,16 @@ class Runtime:
     def verifier_for(self, task_class: str | None):
         """The verifier of a class (None when it has none)."""
         return self._verifiers.get(task_class or "")
+
+    def policy_verifier(self, task_class: str | None):
+        """The verifier error rates the policy uses for a class: as resolved at startup, else the config's."""
+        from advisor.scores import Verifier
+
+        pair = self.settings.verifier_rates.get(task_class or "")
+        if pair is not None:
+            return Verifier(*pair)
+        vcfg = self.config.class_config(task_class).verifier_config
+        return Verifier(vcfg.false_accept, vcfg.false_reject) if vcfg else Verifier()
 
     def simulated(self, rung: str) -> bool:
         """True when `rung` (a rung, or a role such as the orchestrator) is a stand-in."""

@@ -5,6 +5,7 @@ A reply is seen by the checks as a one-turn episode: the ``final`` target is its
 ``json_equals`` and ``tool_call`` checks apply unchanged. A judge verifier asks the ladder's judge role with
 the class's rubric (`advisor.checks.judge.TritonJudge`) and accepts at its threshold; its tokens are costed.
 A verifier that cannot decide (the judge is down, its verdict does not parse) rejects, and says why.
+The error rates the policy uses for a verifier are measured on probe runs by `advisor.service.calibration`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Verdict:
     accepted: bool
     detail: str
     cost_usd: float = 0.0  #: the judge's cost, when a judge verified
+    undecided: bool = False  #: the verifier could not grade (it rejects; a measurement leaves it out)
 
 
 class ChecksVerifier:
@@ -62,12 +64,13 @@ class JudgeReplyVerifier:
         episode = Episode(final=reply.final, stop_reason="final",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
         criterion = SimpleNamespace(name="reply", description="The reply answers the request acceptably.",
-                                    check=SimpleNamespace(rubric=self.config.rubric))
-        task = SimpleNamespace(instructions=request_text, id="live")
+                                    weight=100, check=SimpleNamespace(rubric=self.config.rubric))
+        task = SimpleNamespace(instructions=request_text, id="live", instruction_following=[],
+                               task_completion=[criterion])  # the judge prompt names the checklist and weight
         try:
             grade = await self.judge.grade(criterion, task, episode)
         except JudgeError as exc:
-            return Verdict(False, f"judge could not grade: {exc}", getattr(exc, "cost_usd", 0.0))
+            return Verdict(False, f"judge could not grade: {exc}", getattr(exc, "cost_usd", 0.0), undecided=True)
         ok = grade.score >= self.config.threshold
         return Verdict(ok, f"judge score {grade.score:.2f} ({grade.reason})", grade.cost_usd)
 

@@ -126,7 +126,23 @@ def _m005_router_promotions(con) -> None:
     )
 
 
-def _m006_policy_call_verdicts(con) -> None:
+def _m006_service_verifier_rates(con) -> None:
+    """A service verifier's error rates measured on stored probe runs (`advisor verifier measure`): per class
+    and rung (rung '*' pools the class), what the verifier said vs usable at the bar."""
+    con.execute(
+        """
+        CREATE TABLE verifier_rates (
+            measurement_id VARCHAR NOT NULL, measured_at TIMESTAMP NOT NULL, task_class VARCHAR NOT NULL,
+            rung VARCHAR NOT NULL, verifier_hash VARCHAR NOT NULL, config_path VARCHAR, suite_name VARCHAR,
+            ladder_name VARCHAR, bar DOUBLE NOT NULL, runs INTEGER NOT NULL, unverifiable INTEGER NOT NULL,
+            positives INTEGER NOT NULL, negatives INTEGER NOT NULL, false_accepts INTEGER NOT NULL,
+            false_rejects INTEGER NOT NULL, false_accept DOUBLE, false_reject DOUBLE, judge_cost_usd DOUBLE NOT NULL,
+            simulated BOOLEAN NOT NULL, PRIMARY KEY (measurement_id, task_class, rung));
+        """
+    )
+
+
+def _m007_policy_call_verdicts(con) -> None:
     """Per attempt of a chain policy run (cascade): the verifier's verdict, and whether the attempt was usable
     (so the verifier's false-accept and false-reject rates can be measured)."""
     con.execute(
@@ -145,5 +161,6 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m003_live_service", _m003_live_service),
     ("m004_policy_calls", _m004_policy_calls),
     ("m005_router_promotions", _m005_router_promotions),
-    ("m006_policy_call_verdicts", _m006_policy_call_verdicts),
+    ("m006_service_verifier_rates", _m006_service_verifier_rates),
+    ("m007_policy_call_verdicts", _m007_policy_call_verdicts),
 ]

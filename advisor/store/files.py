@@ -1,0 +1,120 @@
+"""Reading recorded-result files (CSV, JSON lines, Parquet) through DuckDB: the store package's file reader.
+
+DuckDB reads these files with SQL, and SQL lives in `advisor.store`; the importers call `read_table` and get
+plain rows. Errors are one `DataError` line naming the file and the line or byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import DataError
+from advisor.yamlio import check_utf8
+
+
+def read_table(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a CSV, JSONL or Parquet file as dicts, read by DuckDB (empty CSV cells become None).
+
+    Text files must be UTF-8 (a byte-order mark, as Excel writes, is accepted); anything else is one
+    `DataError` naming the file and the byte offset. CSV cells are read as text; JSONL and Parquet keep
+    their types.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; name a .csv, .jsonl or .parquet file")
+    suffix = path.suffix.lower()
+    readers = {".csv": _read_csv, ".jsonl": _read_jsonl, ".ndjson": _read_jsonl, ".parquet": _read_parquet,
+               ".pq": _read_parquet}
+    if suffix not in readers:
+        raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
+    if suffix in (".csv", ".jsonl", ".ndjson"):
+        check_utf8(path, DataError)
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        rows = readers[suffix](con, path)
+    except duckdb.Error as exc:
+        raise DataError(_duckdb_read_error(path, suffix, exc)) from None
+    finally:
+        con.close()
+    return rows
+
+
+def _fetch_dicts(result, decode_json: bool = False) -> list[dict[str, Any]]:
+    names = [d[0] for d in result.description]
+    json_cols = {i for i, d in enumerate(result.description) if decode_json and str(d[1]) == "JSON"}
+    rows = []
+    for values in result.fetchall():
+        if json_cols:
+            values = [json.loads(v) if i in json_cols and v is not None else v for i, v in enumerate(values)]
+        rows.append(dict(zip(names, values)))
+    return rows
+
+
+def _read_csv(con, path: Path) -> list[dict[str, Any]]:
+    import csv
+
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        header = next(csv.reader(fh), None)
+    if not header or not any(h.strip() for h in header):
+        raise DataError(f"{path}: empty file (no header, no rows)")
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise DataError(f"{path}: line 1: column(s) {', '.join(map(repr, dup))} appear twice in the header; "
+                        "give every column its own name")
+    columns = {h: "VARCHAR" for h in header}
+    result = con.execute("SELECT * FROM read_csv(?, header = true, auto_detect = false, columns = ?, delim = ',', "
+                         "quote = '\"', escape = '\"', strict_mode = true)", [str(path), columns])
+    rows = _fetch_dicts(result)
+    if not rows:
+        raise DataError(f"{path}: no data rows (header only)")
+    return [{k: (None if v == "" else v) for k, v in r.items()} for r in rows]
+
+
+def _read_jsonl(con, path: Path) -> list[dict[str, Any]]:
+    with path.open("rb") as fh:
+        if not any(line.strip() for line in fh):
+            raise DataError(f"{path}: empty file (no JSON lines)")
+    result = con.execute("SELECT * FROM read_json(?, format = 'newline_delimited', records = true, "
+                         "sample_size = -1)", [str(path)])
+    return _fetch_dicts(result, decode_json=True)
+
+
+def _read_parquet(con, path: Path) -> list[dict[str, Any]]:
+    rows = _fetch_dicts(con.execute("SELECT * FROM read_parquet(?)", [str(path)]))
+    if not rows:
+        raise DataError(f"{path}: empty file (no rows)")
+    return rows
+
+
+def _duckdb_read_error(path: Path, suffix: str, exc: Exception) -> str:
+    """DuckDB's multi-line reader error as one line naming the file and the line or byte."""
+    import re
+
+    text = str(exc)
+    if suffix == ".csv":
+        line = re.search(r"CSV Error on Line: (\d+)", text)
+        cols = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", text)
+        if line and cols:
+            return (f"{path}: line {line.group(1)}: {cols.group(2)} fields where the header has {cols.group(1)}; "
+                    "quote cells that contain commas")
+        where = f": line {line.group(1)}" if line else ""
+        return f"{path}{where}: not a readable CSV file ({_first_line(text)})"
+    if suffix in (".jsonl", ".ndjson"):
+        byte = re.search(r"at byte (\d+)", text)
+        if "non-record" in text:
+            return f"{path}: each line must be a JSON object"
+        reason = re.search(r"line \d+: ([^\n]*)", text)
+        detail = reason.group(1).strip().rstrip(".") if reason else _first_line(text)
+        return f"{path}: not valid JSON lines{f' at byte {byte.group(1)}' if byte else ''} ({detail})"
+    return f"{path}: not a readable Parquet file ({_first_line(text)})"
+
+
+def _first_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return first.split("Error: ", 1)[-1]

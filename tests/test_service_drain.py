@@ -1,0 +1,105 @@
+"""Graceful shutdown of `advisor serve`: SIGTERM while requests are in flight drains them, refuses new ones,
+exits 0, and every completed request's decision and attempt reaches the store.
+
+The service starts its own embedded Triton with the demo ladder whose stand-ins wait a simulated latency per
+generation (so requests are certainly in flight when the signal comes); the router is trained at startup from
+a small probe of the session's Triton stored in a real DuckDB file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from advisor.store import Store
+
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+SUITE = REPO / "suites" / "example" / "suite.yaml"
+LATENCY_MS = 2500
+IN_FLIGHT = 6
+
+
+@pytest.fixture
+def slow_service(tmp_path, triton_server):
+    """`advisor serve` on an embedded Triton whose rungs take LATENCY_MS per generation."""
+    from advisor.probe import ProbeConfig, run_probe
+    from advisor.suite import load_suite
+    from test_service import Service
+
+    data = yaml.safe_load((REPO / "ladders" / "demo.yaml").read_text())
+    for model in data["rungs"]:
+        model["standin"]["latency_ms"] = LATENCY_MS
+    (tmp_path / "slow.yaml").write_text(yaml.safe_dump(data))
+    first = {}
+    for task in load_suite(SUITE).tasks:
+        first.setdefault(task.task_class, task.id)
+    store = tmp_path / "drain.duckdb"
+    run_probe(ProbeConfig(ladder_path=REPO / "ladders" / "demo.yaml", suite_path=SUITE, url=triton_server.grpc_url,
+                          store_path=store, replicas=1, conditions=("baseline",), tasks=list(first.values())))
+    (tmp_path / "keys.txt").write_text("drain sk-drain\n")
+    svc = Service(["--ladder", str(tmp_path / "slow.yaml"), "--keys", str(tmp_path / "keys.txt"),
+                   "--ingest-every", "0"], store)
+    yield svc
+    if svc.proc.poll() is None:  # a failed test: do not leave the service (and its Triton) behind
+        svc.proc.kill()
+        svc.proc.wait(timeout=30)
+
+
+def _in_flight(base: str) -> float:
+    import httpx
+
+    text = httpx.get(base + "/metrics", timeout=5).text
+    line = next(ln for ln in text.splitlines() if ln.startswith("advisor_in_flight_requests"))
+    return float(line.split()[-1])
+
+
+def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_records_all(slow_service):
+    import httpx
+
+    svc = slow_service
+    client = svc.client("sk-drain")
+
+    def one(i: int):
+        raw = client.chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": f"Request {i}: summarise the release notes."}])
+        return raw.http_response.status_code, raw.headers["x-advisor-decision-id"], raw.parse(), time.monotonic()
+
+    with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT) as pool:
+        futures = [pool.submit(one, i) for i in range(IN_FLIGHT)]
+        end = time.monotonic() + LATENCY_MS / 1000
+        while _in_flight(svc.base) < IN_FLIGHT:
+            assert time.monotonic() < end, "the requests should all be in flight within one generation"
+            time.sleep(0.05)
+        assert not any(f.done() for f in futures)
+        svc.proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        time.sleep(0.5)
+        # a new request after the signal is refused (the listening socket is closed) or answered 503
+        try:
+            late = httpx.post(svc.base + "/v1/chat/completions", headers={"Authorization": "Bearer sk-drain"},
+                              json={"model": "auto", "messages": [{"role": "user", "content": "late"}]}, timeout=10)
+            assert late.status_code == 503, late.text
+        except httpx.TransportError:
+            pass
+        results = [f.result(timeout=60) for f in futures]
+    assert all(status == 200 and reply.choices[0].message.content for status, _, reply, _ in results)
+    assert all(done > signalled for *_, done in results)  # in flight at the signal, answered after it: drained
+    assert svc.proc.wait(timeout=90) == 0, "".join(svc.lines)
+    svc._drain.join(timeout=5)
+    stopped = svc.line_with("stopped;")
+    ids = [decision_id for _, decision_id, _, _ in results]
+    with Store.open(svc.store, read_only=True) as s:
+        rows = s.query("SELECT decision_id, status, http_status, attempts FROM routing_decisions")
+        attempts = s.query("SELECT decision_id, count(*) AS n FROM live_outcomes GROUP BY decision_id")
+    assert sorted(r["decision_id"] for r in rows) == sorted(ids), "every completed request, and nothing else"
+    assert all(r["status"] == "ok" and r["http_status"] == 200 for r in rows)
+    assert {a["decision_id"]: a["n"] for a in attempts} == {r["decision_id"]: r["attempts"] for r in rows}
+    assert f"{IN_FLIGHT} decisions" in stopped
+    assert not list(svc.spool.glob("*.*")), "every segment was ingested"

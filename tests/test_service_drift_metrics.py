@@ -1,0 +1,86 @@
+"""The service's drift gauges: computed at /metrics time from the summed per-(class, rung) verdict counter and
+the serving router's training rates, in one process and summed over worker processes (multiprocess mode).
+The service end to end (a real /metrics over the embedded Triton) is tests/test_feedback.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from advisor.service.metrics import Metrics, reference_rates
+
+
+class _Model:
+    """Just what `reference_rates` reads from a router artifact."""
+
+    rung_names = ["small", "large"]
+    training = {"stats": {"class_rates": {"a": [0.8, 0.9], "b": [None, 0.5]}}}
+
+
+def _gauges(text: str) -> dict[tuple[str, str], float]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("advisor_drift_"):
+            name_labels, value = line.rsplit(" ", 1)
+            out[(name_labels.split("{")[0], name_labels)] = float(value)
+    return out
+
+
+def _value(gauges, name: str, cls: str, rung: str, sim: str = "true") -> float | None:
+    key = (name, f'{name}{{rung="{rung}",simulated="{sim}",task_class="{cls}"}}')
+    return gauges.get(key)
+
+
+def test_reference_rates_from_the_router_training_stats():
+    assert reference_rates(_Model()) == {("a", "small"): 0.8, ("a", "large"): 0.9, ("b", "large"): 0.5}
+
+
+def test_drift_gauges_flag_a_rung_whose_live_accept_rate_left_its_reference():
+    m = Metrics()
+    m.set_reference(_Model())
+    for _ in range(25):  # class a, small: 25 rejected of 25 (reference 0.8) -> drift
+        m.rung_verdicts.labels("a", "small", "rejected", "true").inc()
+    for i in range(30):  # class a, large: 26 of 30 accepted (0.87 vs 0.9) -> no drift
+        m.rung_verdicts.labels("a", "large", "accepted" if i < 26 else "rejected", "true").inc()
+    for _ in range(5):  # class b, large: 0 of 5 (reference 0.5): too few attempts to flag
+        m.rung_verdicts.labels("b", "large", "rejected", "true").inc()
+    m.rung_verdicts.labels("c", "small", "accepted", "false").inc()  # no reference for class c
+    g = _gauges(m.render()[0].decode())
+    assert _value(g, "advisor_drift_live_accept_rate", "a", "small") == 0.0
+    assert _value(g, "advisor_drift_reference_usable_rate", "a", "small") == 0.8
+    assert abs(_value(g, "advisor_drift_accept_minus_reference", "a", "small") + 0.8) < 1e-9
+    assert _value(g, "advisor_drift_flag", "a", "small") == 1.0
+    assert abs(_value(g, "advisor_drift_live_accept_rate", "a", "large") - 26 / 30) < 1e-9
+    assert _value(g, "advisor_drift_flag", "a", "large") == 0.0
+    assert _value(g, "advisor_drift_flag", "b", "large") == 0.0
+    assert _value(g, "advisor_drift_live_accept_rate", "c", "small", "false") == 1.0
+    assert _value(g, "advisor_drift_flag", "c", "small", "false") is None
+
+
+def test_drift_gauges_sum_over_worker_processes(tmp_path):
+    """Two worker processes count verdicts into one multiprocess directory; the gauges use the sums."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    worker = textwrap.dedent("""
+        import sys
+        from advisor.service.metrics import Metrics
+        m = Metrics()
+        for _ in range(int(sys.argv[1])):
+            m.rung_verdicts.labels("a", "small", sys.argv[2], "true").inc()
+    """)
+    for n, verdict in ((15, "rejected"), (10, "accepted")):
+        subprocess.run([sys.executable, "-c", worker, str(n), verdict], env=env, check=True)
+    reader = textwrap.dedent("""
+        from advisor.service.metrics import Metrics
+        m = Metrics()
+        class Model:
+            rung_names = ["small"]
+            training = {"stats": {"class_rates": {"a": [0.8]}}}
+        m.set_reference(Model())
+        print(m.render()[0].decode())
+    """)
+    text = subprocess.run([sys.executable, "-c", reader], env=env, check=True, capture_output=True, text=True).stdout
+    g = _gauges(text)
+    assert abs(_value(g, "advisor_drift_live_accept_rate", "a", "small") - 10 / 25) < 1e-9
+    assert _value(g, "advisor_drift_flag", "a", "small") == 1.0
