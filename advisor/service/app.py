@@ -44,6 +44,10 @@ def create_app(settings=None):
         from advisor.service.recording import ROTATE_S
 
         rt = state["rt"] = Runtime(settings)
+        import gc
+
+        gc.collect()
+        gc.freeze()  # the start-up heap (router, ladder, libraries) is never garbage: keep the collector off it
 
         async def rotate():
             while True:
