@@ -43,6 +43,27 @@ TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every d
 MAX_TOKENS = 32
 
 
+async def pool(call, n: int, concurrency: int) -> tuple[list[float], list[str]]:
+    """Run `call()` n times from `concurrency` tasks sharing one counter; (latencies of successes, errors).
+    `call` returns None on success, else an error string (the same loop and clock for both paths)."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    remaining = [n]
+
+    async def worker():
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            started = time.perf_counter()
+            error = await call()
+            if error:
+                errors.append(error)
+            else:
+                latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
 async def direct(url: str, n: int, concurrency: int) -> list[float]:
     """n generations through advisor's Triton client at `concurrency`; latencies."""
     from advisor.ladder import load_ladder
@@ -52,20 +73,13 @@ async def direct(url: str, n: int, concurrency: int) -> list[float]:
 
     model = load_ladder(DEMO).rung(RUNG)
     prompt = render_prompt(model, parse_request({"model": RUNG, "messages": [{"role": "user", "content": TEXT}]}, {}))
-    latencies: list[float] = []
-    remaining = [n]
     async with TritonClient(url) as client:
         await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)  # contract check, warm channel
 
-        async def worker():
-            while remaining[0] > 0:
-                remaining[0] -= 1
-                started = time.perf_counter()
-                await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
-                latencies.append(time.perf_counter() - started)
+        async def call():
+            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies
+        return (await pool(call, n, concurrency))[0]
 
 
 async def via_service(base: str, body: dict, n: int, concurrency: int, client: str) -> tuple[list[float], list[str]]:
@@ -74,30 +88,18 @@ async def via_service(base: str, body: dict, n: int, concurrency: int, client: s
         return await drive(base, [body] * n, concurrency)
     import aiohttp
 
-
-    latencies: list[float] = []
-    errors: list[str] = []
-    remaining = [n]
-    connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
+    connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(base, connector=connector, headers={"Authorization": f"Bearer {KEY}"},
                                      timeout=aiohttp.ClientTimeout(total=30)) as session:
-        async def worker():
-            while remaining[0] > 0:
-                remaining[0] -= 1
-                started = time.perf_counter()
-                try:
-                    async with session.post("/v1/chat/completions", json=body) as resp:
-                        await resp.read()
-                        if resp.status != 200:
-                            errors.append(f"HTTP {resp.status}")
-                            continue
-                except aiohttp.ClientError as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    continue
-                latencies.append(time.perf_counter() - started)
+        async def call():
+            try:
+                async with session.post("/v1/chat/completions", json=body) as resp:
+                    await resp.read()
+                    return None if resp.status == 200 else f"HTTP {resp.status}"
+            except aiohttp.ClientError as exc:
+                return f"{type(exc).__name__}: {exc}"
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, errors
+        return await pool(call, n, concurrency)
 
 
 def run_loop(coro):
