@@ -13,13 +13,13 @@ each concurrency level alternates rounds of
 and prints requests/s and p50/p99 per path, the service/direct throughput ratio (goal at concurrency 32:
 >= 0.85) and the p50 added at concurrency 1 (goal: <= 2 ms).
 
-Fairness: both paths run in this one load-generator process on the same event loop implementation (uvloop when
-installed), with the same `concurrency` tasks taking requests from one counter, one warmed, reused connection
-(pool) per path, and the same latency clock around one call. The load generator shares the 2 cores with the
-service and Triton, so its own CPU is part of either path's cost: every round prints the CPU milliseconds per
-request of the load generator, of the service's process tree and of Triton's (from /proc), so that the costs
-can be compared side by side. httpx costs the load generator about three times aiohttp's CPU per request at 32
-connections (measured with `--client httpx`), which would be charged to the service path only.
+Fairness: both paths run in this one load-generator process on asyncio's default event loop, with the same
+`concurrency` tasks taking requests from one counter, one warmed, reused connection (pool) per path, and the
+same latency clock around one call. The load generator shares the 2 cores with the service and Triton, so its
+own CPU is part of either path's cost: every round prints the CPU milliseconds per request of the load
+generator, of the service's process tree and of Triton's (from /proc), so that the costs can be compared side
+by side. httpx cost the load generator about three times aiohttp's CPU per request at 32 connections (3.1 vs
+0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only.
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
 """
@@ -103,12 +103,9 @@ async def via_service(base: str, body: dict, n: int, concurrency: int, client: s
 
 
 def run_loop(coro):
-    """asyncio.run on uvloop when installed (the same loop for both paths)."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    """The event loop of both paths: asyncio's default loop (grpc.aio, the direct path's client, was measured
+    slower on uvloop, which would charge the direct path for the choice)."""
+    return asyncio.run(coro)
 
 
 def tree_cpu_s(pid: int) -> float:
