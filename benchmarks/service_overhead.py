@@ -22,6 +22,7 @@ by side. httpx cost the load generator about three times aiohttp's CPU per reque
 0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only.
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
+        [--client aiohttp|httpx] [--against OTHER_CHECKOUT/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -134,6 +135,26 @@ def timed(fn, procs: dict[str, int]):
     return result, wall, {"load generator": gen, **cpu}
 
 
+def start_services(url: str, store: Path, workers: int, against: str | None) -> dict[str, tuple]:
+    """The service under test, and with `against` a second one run by that interpreter (another checkout's
+    ``.venv/bin/python``: the code before a change) on a copy of the store; name -> (process, base URL)."""
+    import shutil
+
+    import load_test
+
+    services = {"service": start_service(url, store, workers, ["--ingest-every", "0"])}
+    if against:
+        other = store.with_name("against.duckdb")
+        shutil.copy(store, other)
+        mine = list(load_test.ADVISOR)
+        load_test.ADVISOR[:] = [against, *mine[1:]]  # start_service runs load_test.ADVISOR
+        try:
+            services["against"] = start_service(url, other, workers, ["--ingest-every", "0"])
+        finally:
+            load_test.ADVISOR[:] = mine
+    return services
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
@@ -142,6 +163,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="Service worker processes.")
     parser.add_argument("--client", choices=["aiohttp", "httpx"], default="aiohttp",
                         help="HTTP client of the service path (see the module docstring).")
+    parser.add_argument("--against", default=None, metavar="PYTHON",
+                        help="Also time a second service run by this interpreter (e.g. a checkout of main's "
+                             ".venv/bin/python), rounds alternated with the others: before/after in one run.")
     args = parser.parse_args()
     body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
             "messages": [{"role": "user", "content": TEXT}]}
@@ -151,30 +175,37 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            service, base = start_service(url, store, args.workers, ["--ingest-every", "0"])
-            procs = {"service": service.pid, "triton": triton.pid}
+            services = start_services(url, store, args.workers, args.against)
             try:
-                run_loop(via_service(base, body, 50, 4, args.client))  # warm up
+                for _, base in services.values():
+                    run_loop(via_service(base, body, 50, 4, args.client))  # warm up
                 for c in args.concurrency:
-                    for _ in range(args.rounds):
-                        lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
-                        results.setdefault(("direct", c), []).append((wall, lat, cpu))
-                        (lat, errors), wall, cpu = timed(
-                            lambda: run_loop(via_service(base, body, args.requests, c, args.client)), procs)
-                        if errors:
-                            raise SystemExit(f"service errors: {errors[:3]}")
-                        results.setdefault(("service", c), []).append((wall, lat, cpu))
+                    for r in range(args.rounds):
+                        order = ["direct", *services]
+                        for path in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
+                            pid = services[path][0].pid if path in services else services["service"][0].pid
+                            procs = {"service": pid, "triton": triton.pid}
+                            if path == "direct":
+                                lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
+                            else:
+                                (lat, errors), wall, cpu = timed(lambda: run_loop(
+                                    via_service(services[path][1], body, args.requests, c, args.client)), procs)
+                                if errors:
+                                    raise SystemExit(f"{path} errors: {errors[:3]}")
+                            results.setdefault((path, c), []).append((wall, lat, cpu))
             finally:
-                stop(service)
+                for proc, _ in services.values():
+                    stop(proc)
     finally:
         stop(triton)
     print(f"service overhead: {args.requests} requests x {args.rounds} rounds per path, rung {RUNG} (SIMULATED "
-          f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over {args.client}; load average "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
+          f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
+          f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
+          + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print("  CPU ms per request (median round): load generator (this process) / service tree / triton tree")
     for c in args.concurrency:
         row = {}
-        for path in ("direct", "service"):
+        for path in ("direct", *(["service", "against"] if args.against else ["service"])):
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
             lat = [x for _, ls, _ in runs for x in ls]
@@ -183,9 +214,10 @@ def main() -> None:
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
                   f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['service']:.2f} / "
                   f"{cpu['triton']:.2f} ms")
-        ratio = row["service"][0] / row["direct"][0]
-        added = (row["service"][1] - row["direct"][1]) * 1e3
-        print(f"  c={c:<3} service/direct throughput {ratio:.2f}; p50 added {added:.2f} ms")
+        for path in row:
+            if path != "direct":
+                print(f"  c={c:<3} {path}/direct throughput {row[path][0] / row['direct'][0]:.2f}; p50 added "
+                      f"{(row[path][1] - row['direct'][1]) * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":
