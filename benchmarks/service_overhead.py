@@ -19,7 +19,8 @@ same latency clock around one call. The load generator shares the 2 cores with t
 own CPU is part of either path's cost: every round prints the CPU milliseconds per request of the load
 generator, of the service's process tree and of Triton's (from /proc), so that the costs can be compared side
 by side. httpx cost the load generator about three times aiohttp's CPU per request at 32 connections (3.1 vs
-0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only.
+0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only. (aiohttp
+comes with the `tritonclient[http]` dependency.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
         [--client aiohttp|httpx] [--against OTHER_CHECKOUT/.venv/bin/python]
