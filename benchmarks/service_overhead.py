@@ -4,21 +4,33 @@ Starts the embedded Triton (`advisor triton serve`, the demo ladder's SIMULATED 
 once) and `advisor serve --url` to it (one worker, router trained at start from a small stored probe), then for
 each concurrency level alternates rounds of
 
-  * direct:  advisor's `TritonClient.generate` on nano-30b with the prompt the service would render, and
+  * direct:  advisor's `TritonClient.generate` on nano-30b with the prompt the service would render (one gRPC
+             channel, reused), and
   * service: ``POST /v1/chat/completions`` with ``model: auto`` and ``advisor.rungs: [nano-30b]`` (the routing
-             decision runs, no embeddings; the answer is parsed, costed, recorded and counted) over httpx
-             keep-alive,
+             decision runs, no embeddings; the answer is parsed, costed, recorded and counted) over keep-alive
+             HTTP connections (aiohttp by default: `--client httpx` for the load test's client),
 
 and prints requests/s and p50/p99 per path, the service/direct throughput ratio (goal at concurrency 32:
 >= 0.85) and the p50 added at concurrency 1 (goal: <= 2 ms).
 
+Fairness: both paths run in this one load-generator process on asyncio's default event loop, with the same
+`concurrency` tasks taking requests from one counter, one warmed, reused connection (pool) per path, and the
+same latency clock around one call. The load generator shares the 2 cores with the service and Triton, so its
+own CPU is part of either path's cost: every round prints the CPU milliseconds per request of the load
+generator, of the service's process tree and of Triton's (from /proc), so that the costs can be compared side
+by side. httpx cost the load generator about three times aiohttp's CPU per request at 32 connections (3.1 vs
+0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only. (aiohttp
+comes with the `tritonclient[http]` dependency.)
+
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
+        [--client aiohttp|httpx] [--against OTHER_CHECKOUT/.venv/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -26,11 +38,32 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import DEMO, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
+from load_test import DEMO, KEY, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
 
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
 MAX_TOKENS = 32
+
+
+async def pool(call, n: int, concurrency: int) -> tuple[list[float], list[str]]:
+    """Run `call()` n times from `concurrency` tasks sharing one counter; (latencies of successes, errors).
+    `call` returns None on success, else an error string (the same loop and clock for both paths)."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    remaining = [n]
+
+    async def worker():
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            started = time.perf_counter()
+            error = await call()
+            if error:
+                errors.append(error)
+            else:
+                latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
 
 
 async def direct(url: str, n: int, concurrency: int) -> list[float]:
@@ -42,20 +75,85 @@ async def direct(url: str, n: int, concurrency: int) -> list[float]:
 
     model = load_ladder(DEMO).rung(RUNG)
     prompt = render_prompt(model, parse_request({"model": RUNG, "messages": [{"role": "user", "content": TEXT}]}, {}))
-    latencies: list[float] = []
-    remaining = [n]
     async with TritonClient(url) as client:
         await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)  # contract check, warm channel
 
-        async def worker():
-            while remaining[0] > 0:
-                remaining[0] -= 1
-                started = time.perf_counter()
-                await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
-                latencies.append(time.perf_counter() - started)
+        async def call():
+            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies
+        return (await pool(call, n, concurrency))[0]
+
+
+async def via_service(base: str, body: dict, n: int, concurrency: int, client: str) -> tuple[list[float], list[str]]:
+    """n chat completions through the service at `concurrency` over keep-alive HTTP; (latencies, errors)."""
+    if client == "httpx":
+        return await drive(base, [body] * n, concurrency)
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(base, connector=connector, headers={"Authorization": f"Bearer {KEY}"},
+                                     timeout=aiohttp.ClientTimeout(total=30)) as session:
+        async def call():
+            try:
+                async with session.post("/v1/chat/completions", json=body) as resp:
+                    await resp.read()
+                    return None if resp.status == 200 else f"HTTP {resp.status}"
+            except aiohttp.ClientError as exc:
+                return f"{type(exc).__name__}: {exc}"
+
+        return await pool(call, n, concurrency)
+
+
+def run_loop(coro):
+    """The event loop of both paths: asyncio's default loop (grpc.aio, the direct path's client, was measured
+    slower on uvloop, which would charge the direct path for the choice)."""
+    return asyncio.run(coro)
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process and all its live descendants (from /proc; Linux)."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def timed(fn, procs: dict[str, int]):
+    """Run fn(); return (its result, wall seconds, CPU seconds per process tree incl. this load generator)."""
+    before = {name: tree_cpu_s(pid) for name, pid in procs.items()}
+    gen0, started = time.process_time(), time.perf_counter()
+    result = fn()
+    wall, gen = time.perf_counter() - started, time.process_time() - gen0
+    cpu = {name: tree_cpu_s(pid) - before[name] for name, pid in procs.items()}
+    return result, wall, {"load generator": gen, **cpu}
+
+
+def start_services(url: str, store: Path, workers: int, against: str | None) -> dict[str, tuple]:
+    """The service under test, and with `against` a second one run by that interpreter (another checkout's
+    ``.venv/bin/python``: the code before a change) on a copy of the store; name -> (process, base URL)."""
+    import shutil
+
+    import load_test
+
+    services = {"service": start_service(url, store, workers, ["--ingest-every", "0"])}
+    if against:
+        other = store.with_name("against.duckdb")
+        shutil.copy(store, other)
+        mine = list(load_test.ADVISOR)
+        load_test.ADVISOR[:] = [against, *mine[1:]]  # start_service runs load_test.ADVISOR
+        try:
+            services["against"] = start_service(url, other, workers, ["--ingest-every", "0"])
+        finally:
+            load_test.ADVISOR[:] = mine
+    return services
 
 
 def main() -> None:
@@ -64,45 +162,63 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--workers", type=int, default=1, help="Service worker processes.")
+    parser.add_argument("--client", choices=["aiohttp", "httpx"], default="aiohttp",
+                        help="HTTP client of the service path (see the module docstring).")
+    parser.add_argument("--against", default=None, metavar="PYTHON",
+                        help="Also time a second service run by this interpreter (e.g. a checkout of main's "
+                             ".venv/bin/python), rounds alternated with the others: before/after in one run.")
     args = parser.parse_args()
     body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
             "messages": [{"role": "user", "content": TEXT}]}
     triton, url = start_triton()
-    results: dict[tuple[str, int], list[tuple[float, list[float]]]] = {}
+    results: dict[tuple[str, int], list[tuple[float, list[float], dict[str, float]]]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            service, base = start_service(url, store, args.workers, ["--ingest-every", "0"])
+            services = start_services(url, store, args.workers, args.against)
             try:
-                asyncio.run(drive(base, [body] * 50, 4))  # warm up
+                for _, base in services.values():
+                    run_loop(via_service(base, body, 50, 4, args.client))  # warm up
                 for c in args.concurrency:
-                    for _ in range(args.rounds):
-                        started = time.perf_counter()
-                        lat = asyncio.run(direct(url, args.requests, c))
-                        results.setdefault(("direct", c), []).append((time.perf_counter() - started, lat))
-                        started = time.perf_counter()
-                        lat, errors = asyncio.run(drive(base, [body] * args.requests, c))
-                        if errors:
-                            raise SystemExit(f"service errors: {errors[:3]}")
-                        results.setdefault(("service", c), []).append((time.perf_counter() - started, lat))
+                    for r in range(args.rounds):
+                        order = ["direct", *services]
+                        for path in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
+                            pid = services[path][0].pid if path in services else services["service"][0].pid
+                            procs = {"service": pid, "triton": triton.pid}
+                            if path == "direct":
+                                lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
+                            else:
+                                (lat, errors), wall, cpu = timed(lambda: run_loop(
+                                    via_service(services[path][1], body, args.requests, c, args.client)), procs)
+                                if errors:
+                                    raise SystemExit(f"{path} errors: {errors[:3]}")
+                            results.setdefault((path, c), []).append((wall, lat, cpu))
             finally:
-                stop(service)
+                for proc, _ in services.values():
+                    stop(proc)
     finally:
         stop(triton)
     print(f"service overhead: {args.requests} requests x {args.rounds} rounds per path, rung {RUNG} (SIMULATED "
-          f"stand-in, answers at once), loopback, {args.workers} service worker(s)")
+          f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
+          f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
+          + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
+    print("  CPU ms per request (median round): load generator (this process) / service tree / triton tree")
     for c in args.concurrency:
         row = {}
-        for path in ("direct", "service"):
+        for path in ("direct", *(["service", "against"] if args.against else ["service"])):
             runs = results[(path, c)]
-            rps = statistics.median(len(lat) / wall for wall, lat in runs)
-            lat = [x for _, ls in runs for x in ls]
+            rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
+            lat = [x for _, ls, _ in runs for x in ls]
+            cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
             row[path] = (rps, pct(lat, .5), pct(lat, .99))
-            print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 {row[path][2] * 1e3:6.2f} ms")
-        ratio = row["service"][0] / row["direct"][0]
-        added = (row["service"][1] - row["direct"][1]) * 1e3
-        print(f"  c={c:<3} service/direct throughput {ratio:.2f}; p50 added {added:.2f} ms")
+            print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
+                  f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['service']:.2f} / "
+                  f"{cpu['triton']:.2f} ms")
+        for path in row:
+            if path != "direct":
+                print(f"  c={c:<3} {path}/direct throughput {row[path][0] / row['direct'][0]:.2f}; p50 added "
+                      f"{(row[path][1] - row['direct'][1]) * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

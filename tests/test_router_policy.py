@@ -146,3 +146,19 @@ def test_fallback_does_not_buy_a_sliver_of_p_with_a_near_useless_first_attempt()
     # a real gain in P(usable) (beyond the tie tolerance) is still worth the first attempt
     d = decide([0.1, 0.1817], c, RUNGS, PolicyConfig(mode="escalate", k=1, target=0.5))
     assert d.chain == ["small", "large"]
+
+
+@pytest.mark.parametrize("max_chain", [2, 3])
+def test_candidate_chains_by_order(max_chain):
+    rungs = [RungFacts(f"r{i}") for i in range(4)]
+    Pm = np.array([[0.1, 0.2, 0.9, 0.5], [0.1, 0.8, 0.3, 0.7]])
+    prefs = Preferences(allowed=["r0", "r1", "r2", "r3"])
+    ladder = candidate_table(Pm, np.ones_like(Pm), rungs, PolicyConfig(max_chain=max_chain), prefs)["chains"]
+    assert ladder[0, 0].tolist() == ladder[1, 0].tolist() == [0, 1, 2][:max_chain]
+    assert ladder[0, 3].tolist() == [3] + [-1] * (max_chain - 1)
+    by_p = candidate_table(Pm, np.ones_like(Pm), rungs, PolicyConfig(max_chain=max_chain, order="probability"),
+                           prefs)["chains"]
+    assert by_p[0, 0].tolist() == [0, 2, 3][:max_chain] and by_p[1, 0].tolist() == [0, 1, 3][:max_chain]
+    early = candidate_table(Pm, np.ones_like(Pm), rungs, PolicyConfig(max_chain=max_chain, stop_early=True),
+                            prefs)["chains"]
+    assert early.shape[1] == sum(min(max_chain, 4 - s) for s in range(4))

@@ -26,6 +26,7 @@ out-of-fold training outcomes (`tuning.py`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -203,20 +204,12 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     n = P.shape[0]
     L = 1 if config.mode == "single" else config.max_chain
     w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
-    full = []
-    for c, start in enumerate(keep):
-        above = np.array(keep[c + 1:], dtype=int) if L > 1 else np.zeros(0, dtype=int)
-        if config.order == "probability" and len(above) > 1:
-            tail = above[np.argsort(-P[:, above], axis=1, kind="stable")[:, : L - 1]]
-        else:
-            tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
-        chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
-        lengths = range(1, chain.shape[1] + 1) if config.stop_early else [chain.shape[1]]
-        full.extend(chain[:, :length] for length in lengths)
-    K = len(full)
-    chain_idx = -np.ones((n, K, L), dtype=int)
-    for c, chain in enumerate(full):
-        chain_idx[:, c, : chain.shape[1]] = chain
+    if config.order == "probability" and L > 1:
+        chain_idx = _candidate_chains(P, keep, L, "probability", config.stop_early)
+    else:  # the chains do not depend on the request: built once per (rungs, length, prefixes), shared by the batch
+        template = _ladder_chains(tuple(keep), L, config.stop_early)
+        chain_idx = np.broadcast_to(template, (n, *template.shape))
+    K = chain_idx.shape[1]
     # every candidate of every request in one call: (n x K) chains of at most L steps
     flat = chain_idx.reshape(n * K, L)
     valid = flat >= 0
@@ -232,6 +225,34 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
             "weighted_cost": wcost}
+
+
+def _candidate_chains(P: np.ndarray, keep: Sequence[int], L: int, order: str, stop_early: bool) -> np.ndarray:
+    """Candidate chains (n, K, L) of rung indices padded with -1: per allowed start rung in ladder order, the
+    start then the allowed rungs above it (in ladder order, or by falling P with ``order="probability"``)."""
+    n = P.shape[0]
+    full = []
+    for c, start in enumerate(keep):
+        above = np.array(keep[c + 1:], dtype=int) if L > 1 else np.zeros(0, dtype=int)
+        if order == "probability" and len(above) > 1:
+            tail = above[np.argsort(-P[:, above], axis=1, kind="stable")[:, : L - 1]]
+        else:
+            tail = np.broadcast_to(above[: L - 1], (n, min(len(above), L - 1)))
+        chain = np.concatenate([np.full((n, 1), start), tail], axis=1)
+        lengths = range(1, chain.shape[1] + 1) if stop_early else [chain.shape[1]]
+        full.extend(chain[:, :length] for length in lengths)
+    chain_idx = -np.ones((n, len(full), L), dtype=int)
+    for c, chain in enumerate(full):
+        chain_idx[:, c, : chain.shape[1]] = chain
+    return chain_idx
+
+
+@lru_cache(maxsize=256)
+def _ladder_chains(keep: tuple[int, ...], L: int, stop_early: bool) -> np.ndarray:
+    """The ladder-order candidate chains (K, L) (read-only: shared by every batch with these settings)."""
+    table = _candidate_chains(np.zeros((1, max(keep) + 1)), keep, L, "ladder", stop_early)[0]
+    table.setflags(write=False)
+    return table
 
 
 def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:

@@ -44,6 +44,10 @@ def create_app(settings=None):
         from advisor.service.recording import ROTATE_S
 
         rt = state["rt"] = Runtime(settings)
+        import gc
+
+        gc.collect()
+        gc.freeze()  # the start-up heap (router, ladder, libraries) is never garbage: keep the collector off it
 
         async def rotate():
             while True:
@@ -222,34 +226,39 @@ def usage_of(rt, out) -> dict[str, Any]:
                                       "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
 
 
-def record(rt, out, key, started: float, started_at, write: bool = True) -> list[dict]:
-    """Count the request and return its records; write them now unless `write` is False (the caller then
-    writes them once the response is sent: `finish` does, as a background task of the response)."""
+def record(rt, out, key, started: float, started_at, write: bool = True):
+    """Count the request, and write its records now; with `write` False return a no-argument function that
+    builds and writes them later (`finish` runs it once the response is sent, so that neither building the rows
+    nor the segment's flush is on the request's latency). The latency recorded is the one measured here."""
     from advisor.service.dispatch import records
 
     latency = time.perf_counter() - started
-    rows = records(rt, out, key, started_at, latency)
-    if write:
-        rt.writer.write(rows)
+    attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
     rt.metrics.requests.labels(out.rung or "", out.plan.task_class or "", outcome,
                                "true" if out.rung and rt.simulated(out.rung) else "false").inc()
     rt.metrics.request_seconds.observe(latency)
     if out.plan.p_usable is not None and out.plan.mode != "pinned":
         rt.metrics.predicted.labels(out.plan.task_class or "").inc(out.plan.p_usable)
-    return rows
+
+    def write_rows() -> list[dict]:
+        rows = records(rt, out, key, started_at, latency, attempts_at)
+        rt.writer.write(rows)
+        return rows
+
+    return write_rows() if write else write_rows
 
 
 def finish(rt, req, out, key, started: float, started_at):
     """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks).
 
-    The records are written right after the response is sent (a background task the server awaits, also
-    while draining on SIGTERM), so the segment's flush is not on the request's latency.
+    The records are built and written right after the response is sent (a background task the server awaits,
+    also while draining on SIGTERM), so neither is on the request's latency.
     """
     from starlette.background import BackgroundTask
 
-    async def write(rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
-        rt.writer.write(rows)
+    async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
+        write_rows()
 
     later = BackgroundTask(write, record(rt, out, key, started, started_at, write=False))
     headers = headers_of(rt, out)

@@ -304,8 +304,9 @@ async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------------- recording
-def records(rt, out: Outcome, key, started_at, latency_s: float) -> list[dict[str, Any]]:
-    """The decision row and one row per attempt, as the store's columns."""
+def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=None) -> list[dict[str, Any]]:
+    """The decision row and one row per attempt, as the store's columns (attempts created at `attempts_at`,
+    default now)."""
     import json
 
     plan = out.plan
@@ -328,7 +329,7 @@ def records(rt, out: Outcome, key, started_at, latency_s: float) -> list[dict[st
         rows.append({"record": "attempt", "decision_id": plan.decision_id, "attempt": i, "rung": a.rung,
                      "input_tokens": a.input_tokens, "output_tokens": a.output_tokens, "cost_usd": a.cost_usd,
                      "latency_s": a.latency_s, "verified": a.verified, "accepted": a.accepted, "error": a.error,
-                     "created_at": now(), "simulated": rt.simulated(a.rung), "failover": a.failover,
+                     "created_at": attempts_at or now(), "simulated": rt.simulated(a.rung), "failover": a.failover,
                      "finish_reason": a.finish_reason, "verdict": a.verdict,
                      "tokens_from_server": a.tokens_from_server})
     return rows

@@ -148,7 +148,8 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
     uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
-                workers=options.workers, loop="asyncio", http="httptools" if _has("httptools") else "h11",
+                workers=options.workers, loop="asyncio",  # uvloop measured no faster with grpc.aio (its poller)
+                http="httptools" if _has("httptools") else "h11",
                 log_level="warning", access_log=False, timeout_graceful_shutdown=int(deadline_s) + 5,
                 backlog=4096, limit_concurrency=None,
                 timeout_keep_alive=75)  # idle keep-alive outlives a client's or load balancer's pool timeout

@@ -1,0 +1,114 @@
+"""One request's hashed n-gram counts, exactly as the featuriser's HashingVectorizers compute them, for the hot path.
+
+A routing decision featurises one prompt; sklearn's ``transform`` of a one-row batch costs more than the whole
+decision budget, and walking every n-gram in Python is what made long prompts (thousands of n-grams) the tail
+of the decision latency. Here the work per request is one dictionary look-up per *word* (character n-grams)
+or per token pair (word n-grams), at C speed (``map`` over ``dict.get``); n-grams are hashed once, with
+HashingVectorizer's own murmurhash3 rule, the first time they are seen, and remembered (bounded caches per hash
+width). The multiset of n-grams is the vectorizers' own:
+
+- ``char_wb`` (3-4 grams): the vectorizer splits its lower-cased text on white space and takes the n-grams of
+  each padded word independently, so a text's n-grams are the concatenation of its words' n-grams (computed
+  with the vectorizer's own analyzer, per distinct word);
+- ``word`` (1-2 grams): the vectorizer's own preprocessor and tokenizer, unigrams = tokens, bigrams =
+  ``"a b"`` for adjacent tokens (sklearn's rule), hashed through the tuple (a, b).
+
+`tests/test_router_hashing.py` checks equality with ``HashingVectorizer.transform`` on the benchmark prompts and
+on adversarial text (Unicode case, white space of every kind, short words).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import accumulate, chain
+
+import numpy as np
+
+CACHE_MAX = 200_000  #: entries per cache (words, n-grams, token pairs) before it is emptied
+
+
+@lru_cache(maxsize=4)
+def vectorizers(n_hash: int):
+    """The featuriser's (char_wb 3-4, word 1-2) HashingVectorizers for hash width `n_hash`."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    kw = dict(n_features=n_hash, alternate_sign=False, norm=None, lowercase=True, dtype=np.float32)
+    return (HashingVectorizer(analyzer="char_wb", ngram_range=(3, 4), **kw),
+            HashingVectorizer(analyzer="word", ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b", **kw))
+
+
+class _Hasher:
+    """Per hash width: the analyzers, and caches of word -> char n-gram buckets, token -> bucket, pair -> bucket."""
+
+    def __init__(self, n_hash: int) -> None:
+        from sklearn.utils import murmurhash3_32
+
+        chars, words = vectorizers(n_hash)
+        self.n_hash = n_hash
+        self.murmur = murmurhash3_32
+        self.char_analyzer = chars.build_analyzer()
+        self.char_pre = chars.build_preprocessor()
+        self.word_pre = words.build_preprocessor()
+        self.word_tok = words.build_tokenizer()
+        self.words: dict[str, tuple[int, ...]] = {}
+        self.tokens: dict[str, int] = {}
+        self.pairs: dict[tuple[str, str], int] = {}
+
+    def buckets(self, grams) -> list[int]:
+        """HashingVectorizer's bucket of each n-gram (alternate_sign=False: |murmurhash3_32(utf-8)| mod n_hash)."""
+        h = np.fromiter(map(self.murmur, grams), dtype=np.int64)
+        return (np.abs(h) % self.n_hash).tolist()
+
+    def char_ids(self, text: str) -> np.ndarray:
+        """Bucket of every char_wb 3-4-gram of `text` (with repeats)."""
+        words = self.char_pre(text).split()
+        cache = self.words
+        found = self._found(cache, words)
+        if None in found:
+            new = list(dict.fromkeys(w for w, hit in zip(words, found) if hit is None))
+            grams = list(map(self.char_analyzer, new))
+            flat = self.buckets(chain.from_iterable(grams))
+            ends = list(accumulate(map(len, grams)))
+            cache.update(zip(new, (tuple(flat[i:j]) for i, j in zip([0, *ends], ends))))
+            found = list(map(cache.get, words))
+        return np.fromiter(chain.from_iterable(found), dtype=np.int64)
+
+    def word_ids(self, text: str) -> np.ndarray:
+        """Bucket of every word 1-2-gram of `text` (with repeats)."""
+        toks = self.word_tok(self.word_pre(text))
+        pairs = list(zip(toks, toks[1:]))
+        uni = self._lookup(self.tokens, toks, None)
+        bi = self._lookup(self.pairs, pairs, " ".join)
+        return np.fromiter(chain(uni, bi), dtype=np.int64, count=len(uni) + len(bi))
+
+    def _lookup(self, cache: dict, keys: list, gram) -> list[int]:
+        """Cached buckets of `keys` (n-gram = gram(key), or the key itself); misses hashed in one pass."""
+        found = self._found(cache, keys)
+        if None in found:
+            new = list(dict.fromkeys(k for k, hit in zip(keys, found) if hit is None))
+            cache.update(zip(new, self.buckets(new if gram is None else map(gram, new))))
+            found = list(map(cache.get, keys))
+        return found
+
+    @staticmethod
+    def _found(cache: dict, keys: list) -> list:
+        """Cached values of `keys` (None when missing); a cache past CACHE_MAX is emptied first."""
+        if len(cache) > CACHE_MAX:
+            cache.clear()
+        return list(map(cache.get, keys))
+
+
+@lru_cache(maxsize=4)
+def hasher(n_hash: int) -> _Hasher:
+    """The (cached) hasher of width `n_hash`."""
+    return _Hasher(n_hash)
+
+
+def ngram_counts(text: str, n_hash: int, char_cap: int, word_cap: int) -> tuple[np.ndarray, np.ndarray]:
+    """(bucket indices, counts) of one text's n-grams in the featuriser's 2 x n_hash layout: char_wb 3-4-grams
+    of the first `char_cap` characters in [0, n_hash), word 1-2-grams of the first `word_cap` characters in
+    [n_hash, 2 n_hash); indices sorted and distinct, as a CSR row of ``hstack`` of the two vectorizers."""
+    h = hasher(n_hash)
+    ids = np.concatenate([h.char_ids(text[:char_cap]), h.word_ids(text[:word_cap]) + n_hash])
+    idx, counts = np.unique(ids, return_counts=True)
+    return idx, counts.astype(np.float64)

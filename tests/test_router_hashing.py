@@ -1,0 +1,109 @@
+"""The one-request featurisation fast paths equal the batch (sklearn) path: n-gram buckets and cues."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from advisor.router.features import CUE_CAP, Featurizer, cues
+from advisor.router.hashing import hasher, ngram_counts, vectorizers
+
+ADVERSARIAL = [
+    "",
+    "   ",
+    "a",
+    "I am",
+    "ΑΣ ΟΔΟΣ Σ ς",  # final sigma: lower-casing depends on context
+    "İstanbul ǅemal ﬁne Straße",  # one upper case letter lower-cases to two characters, ligatures
+    "tab\tseparated\nlines\r\nand\x0bvertical\x0cfeed\x1cfile\x1dsep\u00a0nbsp\u2003em\u3000ideographic",
+    "word,word;word.word!!! ?? (a) b) c. d: e",
+    "def f(x):\n    return x == 1  # code {};\n```python\nprint(2)```",
+    "x" * 7000,
+    "repeat " * 1500,
+    "数学の問題: 3 + 4 = ? and ½ ² ³ ٣ digits",
+    "emoji 🙂🙂 mixed CASE Words and_underscores 42nd",
+]
+
+
+def _random_texts(n: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    alphabet = "abcXYZ 019 \t\n.,;:?!()[]{}=+-*/$^_ΣσςİıßéÉ数😀\u00a0\u2003"
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400))) for _ in range(n)]
+
+
+def _reference_row(text: str, n_hash: int, char_cap: int, word_cap: int) -> np.ndarray:
+    chars, words = vectorizers(n_hash)
+    row = np.zeros(2 * n_hash)
+    row[:n_hash] = chars.transform([text[:char_cap]]).toarray().ravel()
+    row[n_hash:] = words.transform([text[:word_cap]]).toarray().ravel()
+    return row
+
+
+@pytest.mark.parametrize("n_hash", [2 ** 10, 2 ** 16])
+def test_ngram_counts_equal_hashing_vectorizer(n_hash):
+    for text in ADVERSARIAL + _random_texts(200):
+        for _ in range(2):  # first call fills the caches, second reads them
+            idx, counts = ngram_counts(text, n_hash, 1000, 6000)
+            assert np.all(np.diff(idx) > 0), "indices sorted and distinct"
+            row = np.zeros(2 * n_hash)
+            row[idx] = counts
+            assert np.array_equal(row, _reference_row(text, n_hash, 1000, 6000)), text[:60]
+
+
+def test_hasher_caches_are_bounded(monkeypatch):
+    import advisor.router.hashing as hashing
+
+    monkeypatch.setattr(hashing, "CACHE_MAX", 50)
+    h = hasher(2 ** 10)
+    for text in _random_texts(30, seed=3):
+        h.char_ids(text)
+        h.word_ids(text)
+    assert len(h.words) <= 50 + 200 and len(h.tokens) <= 50 + 200 and len(h.pairs) <= 50 + 200
+
+
+def _cues_reference(text: str) -> list[float]:
+    head = text[:CUE_CAP]
+    n = max(1, len(head))
+    alnum_or_space = sum(map(str.isalnum, head)) + sum(map(str.isspace, head))
+    return [sum(map(str.isdigit, head)) / n, sum(map(str.isupper, head)) / n, (len(head) - alnum_or_space) / n,
+            sum(ord(ch) > 127 for ch in head) / n]
+
+
+def test_cues_fast_ascii_path_equals_per_character_predicates():
+    texts = ADVERSARIAL + _random_texts(100) + ["".join(map(chr, range(128))) * 3, "ABC def 123 \x1c\x1f\x7f"]
+    for text in texts:
+        got = cues(text)
+        assert got[2:6] == _cues_reference(text), text[:40]
+        assert got[0] == math.log1p(len(text))
+
+
+def test_transform_one_equals_transform_on_long_and_unicode_texts():
+    texts = ADVERSARIAL + _random_texts(40, seed=11)
+    classes = ["a" if i % 2 else None for i in range(len(texts))]
+    f = Featurizer(n_hash=2 ** 12).fit(texts, classes)
+    xs, xd = f.transform(texts, classes)
+    for i, t in enumerate(texts):
+        idx, val, dense = f.transform_one(t, classes[i])
+        row = np.zeros(f.n_sparse, np.float32)
+        row[idx] = val
+        assert np.allclose(row, xs[i].toarray().ravel(), atol=1e-6) and np.allclose(dense, xd[i])
+
+
+def test_cue_patterns_match_like_the_plain_alternations():
+    import re
+
+    from advisor.router.features import _CODE, _MATH
+
+    plain = {_CODE: re.compile(r"```|\bdef |\breturn\b|\bimport |[{};]|\bclass |\bfunction\b|==|\bprint\("),
+             _MATH: re.compile(r"\$|\\frac|\\sqrt|\^|\bsolve\b|\bequation\b|[+\-*/=]\s*\d|\d\s*[+\-*/=]")}
+    rng = random.Random(5)
+    pieces = ["```", "def ", "undef ", "return", "returns", "import ", "{", "}", ";", "class ", "function", "==",
+              "===", "print(", "$", "\\frac", "\\sqrt", "^", "solve", "resolve", "equation", "+ 3", "4 *", "٣=",
+              "=\u0663", "x", " ", "\n", "a", "7"]
+    texts = ADVERSARIAL + ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 80))) for _ in range(500)]
+    for fast, reference in plain.items():
+        for text in texts:
+            assert fast.findall(text) == reference.findall(text), (reference.pattern, text)
