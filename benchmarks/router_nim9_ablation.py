@@ -2,8 +2,8 @@
 
 Every variant gives per-rung P(usable) out of fold (the same grouped 5-fold split as `router_nim9.py`), routed
 single-shot by the value rule argmax_r V x P_r - cost_r with V swept over the evaluation's grid; AIQ over the
-single rungs' cost range (as in `advisor.router.metrics`), minus the baseline's, with a paired bootstrap
-interval (requests resampled). Also the AUC **within** each class (0.5: the text adds nothing to the class).
+single rungs' cost range (as in `advisor.router.metrics`), minus a reference's (the baseline unless a row
+says otherwise), with a paired bootstrap interval (requests resampled). Also the AUC **within** each class (0.5: the text adds nothing to the class).
 
 Variants: the tf-idf logistic baseline (mean cost per rung, as in the evaluation); the router as trained by
 `fit_router` (second stage, per-request costs); per-class usable rates alone (out of fold, and in-sample as an
@@ -80,7 +80,7 @@ class Judge:
         w = np.ones(len(P))
         wc = [within_class_auc(P[:, j], self.Y[:, j], w, classes) for j in range(P.shape[1])]
         wc_mean = np.mean([x for x in wc if x is not None])
-        return (f"  {name:<52} AIQ {a[0]:.4f}  minus baseline {d[0]:+.4f} "
+        return (f"  {name:<52} AIQ {a[0]:.4f}  minus reference {d[0]:+.4f} "
                 f"[{np.percentile(d[1:], 2.5):+.4f}, {np.percentile(d[1:], 97.5):+.4f}]  AUC in class {wc_mean:.3f}")
 
 
@@ -163,6 +163,13 @@ def run(argv: list[str] | None = None) -> None:
     print(judge.line("pooled over rungs (shared + 0.5 x per-rung tf-idf)", P["pooled"], C, cls_all))
     print(judge.line("mean of router, baseline, class rates", (P["router"] + P["base"] + P["class"]) / 3, C,
                      cls_all))
+    ens = (P["router"] + P["base"] + P["class"]) / 3
+    judge.line("router (reference)", P["router"], router_cost, cls_all, reference=True)
+    print(judge.line("mean of router, baseline, class rates (reference: the router)", ens, C, cls_all))
+    resid = Y - P["class"]
+    corr = np.corrcoef(resid.T)[np.triu_indices(R, 1)]
+    print(f"  outcomes within class (minus out-of-fold class rates): mean correlation between rungs {corr.mean():.3f}")
+    judge.line("baseline (reference again)", P["base"], mean_cost, cls_all, reference=True)
     if args.embeddings:
         add_embedding_variants(data, folds, P)
         print(judge.line("MiniLM + class, logistic per rung (C=0.3)", P["emb"], C, cls_all))
