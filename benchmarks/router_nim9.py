@@ -68,6 +68,12 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--n-hash", type=int, default=2 ** 16)
     ap.add_argument("--embeddings", action="store_true", help="add MiniLM sentence embeddings to the features")
     ap.add_argument("--no-stack", action="store_true", help="without the second stage across rungs (train._fit_stack)")
+    ap.add_argument("--no-class-model", action="store_true",
+                    help="without class prediction for requests without a class (classpred.py)")
+    ap.add_argument("--hide-test-classes", action="store_true",
+                    help="held-out requests come without their class (measures class prediction)")
+    ap.add_argument("--subsample", type=int, default=None,
+                    help="use this many prompts drawn at random (seeded), for quick exploration only")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -89,21 +95,32 @@ def run(argv: list[str] | None = None) -> dict:
         rep = import_recorded(path, ladder, store, ImportOptions(suite_name="bench", output_tokens=args.output_tokens,
                                                                  model_map=mapping))
         data = training_data_from_store(store, suite_name="bench")
+    if args.subsample and args.subsample < len(data.texts):
+        import numpy as np
+
+        data = data.subset(np.sort(np.random.default_rng(args.seed).choice(len(data.texts), args.subsample,
+                                                                            replace=False)))
     single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
                            fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings,
-                                       "stack": not args.no_stack},
+                                       "stack": not args.no_stack,
+                                       "predict_classes": not args.no_class_model},
+                           hide_test_classes=args.hide_test_classes,
                            progress=lambda m: print(m, file=sys.stderr, flush=True))
     summary = ev.summarise(cv, seed=args.seed)
     elapsed = time.perf_counter() - t0
-    summary["how"] = f"{args.folds}-fold CV grouped by prompt on {path}"
+    summary["how"] = (f"{args.folds}-fold CV grouped by prompt on {path}"
+                      + (f", SUBSAMPLE of {len(data.texts)} prompts" if args.subsample else "")
+                      + ("; test requests without their class" if args.hide_test_classes else ""))
     summary["cost_assumption"] = (f"{rep.cost_recorded} costs recorded, {rep.cost_estimated} estimated: "
                                   + token_assumption(args.output_tokens))
     print(f"data: {path} ({rep.prompts} prompts, {len(rep.models)} models, {len(rep.classes)} classes); "
           f"bar: score >= {rep.bar / 100:.2f}")
     print(f"cost: {summary['cost_assumption']}")
     print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}"
-          f"{'' if args.no_stack else '; second stage across rungs'}")
+          f"{'' if args.no_stack else '; second stage across rungs'}"
+          f"{'' if args.no_class_model else '; class predicted when missing'}"
+          f"{'; TEST REQUESTS WITHOUT THEIR CLASS' if args.hide_test_classes else ''}")
     print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
           f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "
           f"{elapsed:.0f}s")

@@ -130,16 +130,33 @@ def test_cli_errors(tmp_path, capsys):
     assert code != 0 and "no scored runs" in err
 
 
-@pytest.mark.slow
-def test_benchmark_runs_on_a_routerbench_table_with_real_costs(tmp_path, capsys):
+def bench_table(tmp_path):
+    """A RouterBench-style table with real costs and '/' in model ids, and the benchmark module."""
     data = tmp_path / "rb.csv"
     make_table(data, n=120, costs=True, names={m: f"org/{m}" for m in MODELS})
     spec = importlib.util.spec_from_file_location("router_nim9", ROOT / "benchmarks" / "router_nim9.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return data, bench
+
+
+@pytest.mark.slow
+def test_benchmark_runs_on_a_routerbench_table_with_real_costs(tmp_path, capsys):
+    data, bench = bench_table(tmp_path)
     summary = bench.run([str(data), "--ladder", "auto", "--folds", "3", "--n-hash", "4096"])
     out = capsys.readouterr().out
     assert "360 costs recorded, 0 estimated" in out
     assert "=== single mode" in out and "=== escalate mode" in out and "oracle" in out
     # recorded costs are used as they are: always-largest costs 2e-4 per request
     assert summary["single"]["curves"]["rung:org_super-120b"][0]["cost"] == pytest.approx(2e-4)
+
+
+@pytest.mark.slow
+def test_benchmark_subsample_and_requests_without_their_class(tmp_path, capsys):
+    data, bench = bench_table(tmp_path)
+    summary = bench.run([str(data), "--ladder", "auto", "--folds", "3", "--n-hash", "4096", "--subsample", "90",
+                         "--hide-test-classes"])
+    out = capsys.readouterr().out
+    assert "SUBSAMPLE of 90 prompts" in summary["how"] and "without their class" in summary["how"]
+    assert "TEST REQUESTS WITHOUT THEIR CLASS" in out and "class predicted when missing" in out
+    assert summary["prompts"] == 90 and "in class" in out

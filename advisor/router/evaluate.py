@@ -95,8 +95,10 @@ def _complete(data: TrainingData) -> tuple[TrainingData, int]:
 
 def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escalate: PolicyConfig, folds: int = 5,
                    seed: int = 0, fit_kwargs: dict | None = None, progress: Callable[[str], None] | None = None,
-                   with_baseline: bool = True) -> dict[str, Any]:
-    """Grouped K-fold: train a router (and the baseline) per fold, collect every policy's realised outcomes."""
+                   with_baseline: bool = True, hide_test_classes: bool = False) -> dict[str, Any]:
+    """Grouped K-fold: train a router (and the baseline) per fold, collect every policy's realised outcomes.
+    With `hide_test_classes`, the held-out requests come without their class (every policy sees None), which
+    measures routing of requests without a class (class prediction, `classpred.py`)."""
     from advisor.router.baseline import TfidfLogistic
 
     data, dropped = _complete(data)
@@ -110,6 +112,8 @@ def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escal
         metrics.append(model.metrics)
         baseline = TfidfLogistic().fit(train) if with_baseline else None
         test = data.subset(test_idx)
+        if hide_test_classes:
+            test = replace(test, classes=[None] * len(test.texts))
         for mode, cfg in (("single", config_single), ("escalate", config_escalate)):
             _merge(merged[mode], fold_outcomes(model, test, cfg, baseline, values))
         if progress:
@@ -117,7 +121,8 @@ def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escal
     return {"outcomes": merged, "prompts": len(data.texts), "dropped_incomplete": dropped,
             "rungs": [r.name for r in data.rungs], "fold_metrics": metrics,
             "simulated": bool(data.provenance.get("simulated_runs")),
-            "how": f"{folds}-fold CV grouped by prompt"}
+            "how": f"{folds}-fold CV grouped by prompt" + ("; test requests without their class"
+                                                           if hide_test_classes else "")}
 
 
 def evaluate_artifact(model: RouterModel, test: TrainingData, config_single: PolicyConfig,

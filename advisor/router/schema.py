@@ -59,6 +59,10 @@ def validate_state(state: Any, source: str) -> None:
     for key, want in (("idf", (2 * n_hash,)), ("cue_mean", (len(CUE_NAMES),)), ("cue_std", (len(CUE_NAMES),)),
                       ("class_freq", (len(classes),))):
         _shape(_arr(feat, key, source), want, f"featurizer.{key}", source)
+    if feat.get("class_w") is not None:  # the class model (classpred.py); older artifacts have none
+        _shape(_arr(feat, "class_w", source), (2 * n_hash + len(CUE_NAMES), len(classes)), "featurizer.class_w",
+               source)
+        _shape(_arr(feat, "class_b", source), (len(classes),), "featurizer.class_b", source)
     _shape(_arr(state, "w_sparse", source), (2 * n_hash, R), "w_sparse", source)
     _shape(_arr(state, "w_dense", source), (n_dense, R), "w_dense", source)
     _shape(_arr(state, "bias", source), (R,), "bias", source)

@@ -181,6 +181,22 @@ def calibration_metrics(p: np.ndarray, y: np.ndarray, w: np.ndarray, bins: int =
             float(np.average(y, weights=w))}
 
 
+def within_class_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray, classes: Sequence[str | None]) -> float | None:
+    """AUC inside each task class, averaged with the classes' weights (classes with one outcome only are left
+    out): how well a model ranks requests of the same class, which the class alone cannot do. About 0.5 means
+    the text adds nothing beyond the class."""
+    from sklearn.metrics import roc_auc_score
+
+    cls = np.array([c or "" for c in classes])
+    aucs, weights = [], []
+    for c in np.unique(cls):
+        m = cls == c
+        if len(np.unique(y[m])) == 2:
+            aucs.append(roc_auc_score(y[m], p[m], sample_weight=w[m]))
+            weights.append(w[m].sum())
+    return float(np.average(aucs, weights=weights)) if aucs else None
+
+
 def training_stats(data: TrainingData) -> dict[str, Any]:
     """Per-rung usable rate and mean cost, overall and per class (what the baselines are built from)."""
     rate = np.nanmean(data.usable, axis=0)
@@ -208,9 +224,10 @@ def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Seque
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
                use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True,
-               stack: bool = True) -> RouterModel:
+               stack: bool = True, predict_classes: bool = True) -> RouterModel:
     """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
-    `tune`, choose the default operating point and the chain dependence on out-of-fold predictions."""
+    `tune`, choose the default operating point and the chain dependence on out-of-fold predictions; with
+    `predict_classes`, the featuriser carries a class model for requests without a class (`classpred.py`)."""
     import warnings
 
     import scipy.sparse as sp
@@ -220,7 +237,8 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
 
     if len(data.texts) < 2 * folds:
         raise RouterError(f"too little data to train a router: {len(data.texts)} prompts (need {2 * folds}+)")
-    feat = Featurizer(n_hash=n_hash, use_embeddings=use_embeddings).fit(data.texts, data.classes)
+    feat = Featurizer(n_hash=n_hash, use_embeddings=use_embeddings,
+                      predict_classes=predict_classes).fit(data.texts, data.classes)
     xs, xd = feat.transform(data.texts, data.classes)
     X = sp.hstack([xs, sp.csr_matrix(xd)], format="csr")
     n, R = len(data.texts), len(data.rungs)
@@ -245,7 +263,8 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
             m = fold_of_row == f
             kx, ky = _calibrator(raw_oof[~m], y[~m], w[~m], method)
             p_oof[m] = np.interp(raw_oof[m], kx, ky)
-        metrics[rung.name] = {**calibration_metrics(p_oof, y, w), "calibration": method}
+        metrics[rung.name] = {**calibration_metrics(p_oof, y, w), "calibration": method,
+                              "auc_within_class": within_class_auc(p_oof, y, w, [data.classes[i] for i in rows])}
         auc = metrics[rung.name]["auc"]
         if auc is not None and auc < AUC_FLOOR:
             # no signal: the class-level rate (out of fold for the metrics, all data for the artifact)
@@ -355,7 +374,8 @@ def _fit_stack(P_oof: np.ndarray, onehot: np.ndarray, data: TrainingData, cv, C:
             coef, bb = _fit_linear(Z[rows[~m]], y[~m], w[~m], C, seed)
             p2[m] = 1 / (1 + np.exp(-((Z[rows[m]] @ coef + bb) if coef is not None else bb)))
         out[rows, j] = p2
-        metrics[rung.name].update({**calibration_metrics(p2, y, w), "stacked": True})
+        metrics[rung.name].update({**calibration_metrics(p2, y, w), "stacked": True,
+                                   "auc_within_class": within_class_auc(p2, y, w, [data.classes[i] for i in rows])})
         coef, bb = _fit_linear(Z[rows], y, w, C, seed)
         if coef is not None:
             W[:, j] = coef
