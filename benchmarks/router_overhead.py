@@ -71,6 +71,33 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
             "cpu_p99_ms": float(np.percentile(cpu, 99) * 1e3), "n": n}
 
 
+def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float, float]]:
+    """(p50, p99) CPU milliseconds per stage over n requests seen once: the character and word n-gram hashing
+    of a prompt whose words are new to the caches, the cues, then the whole decision with those words cached."""
+    from advisor.router import features, hashing
+    from advisor.router.routing import route_one, rung_facts
+
+    facts, f = rung_facts(model), model.featurizer
+    h = hashing.hasher(f.n_hash)
+    clock = time.thread_time
+    rows = []
+    for j in range(n):
+        t = texts[j % len(texts)]
+        t0 = clock()
+        h.char_ids(t[: f.char_cap])
+        t1 = clock()
+        h.word_ids(t[: f.word_cap])
+        t2 = clock()
+        features.cues(t)
+        t3 = clock()
+        route_one(model, t, classes[j % len(texts)], config, facts=facts, explain=False)
+        rows.append((t1 - t0, t2 - t1, t3 - t2, clock() - t3))
+    ms = np.array(rows) * 1e3
+    names = ("char n-grams, first time", "word n-grams, first time", "cues", "decision, words cached")
+    return {name: (float(np.percentile(ms[:, k], 50)), float(np.percentile(ms[:, k], 99)))
+            for k, name in enumerate(names)}
+
+
 def batch_rate(model, texts, classes, config) -> float:
     """Decisions per second of `route_batch` over all texts."""
     from advisor.router.routing import route_batch
@@ -91,6 +118,8 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--router-emb", default=None, help="artifact with embeddings (else trained here)")
     ap.add_argument("--no-embeddings", action="store_true")
     ap.add_argument("--train-rows", type=int, default=None, help="train on the first N prompts only (faster)")
+    ap.add_argument("--stages", action="store_true", help="also print per-stage CPU p50/p99 (n-gram hashing of "
+                    "new words, cues, the decision once words are cached), single-shot, without embeddings")
     ap.add_argument("--warm-other", type=int, default=0, help="before timing, route N of the table's last prompts "
                     "(never timed when --n leaves room) so the n-gram caches hold what a running service has seen")
     args = ap.parse_args(argv)
@@ -133,6 +162,12 @@ def run(argv: list[str] | None = None) -> dict:
             print(f"{label:<24} {mode:<12} one decision wall p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms "
                   f"(max {lat['max_ms']:.2f}; CPU time p50 {lat['cpu_p50_ms']:.3f}, p99 {lat['cpu_p99_ms']:.3f}; "
                   f"n={lat['n']}); batch {rate:,.0f} decisions/s")
+    if args.stages:
+        from advisor.router import hashing
+
+        hashing.hasher.cache_clear()  # the stages start from empty n-gram caches
+        for name, (p50, p99) in stage_times(model, texts, classes, configs["single-shot"], args.n).items():
+            print(f"stage {name:<26} CPU p50 {p50:.3f} ms, p99 {p99:.3f} ms")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return results
 
