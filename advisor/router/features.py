@@ -202,7 +202,7 @@ class Featurizer:
         """The hot path for one request: (sparse indices, sparse values, dense vector)."""
         idx, counts = ngram_counts(text, self.n_hash, self.char_cap, self.word_cap)
         val = np.log1p(counts) * self.idf[idx]
-        norm = float(np.sqrt(val @ val)) or 1.0
+        val = val / (float(np.sqrt(val @ val)) or 1.0)
         dense = np.zeros(self.n_dense, dtype=np.float32)
         dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std
         base = len(CUE_NAMES)
@@ -213,13 +213,13 @@ class Featurizer:
                 from advisor.router.classpred import class_proba_one
 
                 dense[base: base + len(self.classes)] = class_proba_one(
-                    idx, val / norm, dense[:base], self.class_w, self.class_b)
+                    idx, val, dense[:base], self.class_w, self.class_b)
             else:
                 dense[base: base + len(self.classes)] = self.class_freq
             dense[base + len(self.classes)] = 1.0
         if self.use_embeddings:
             dense[-EMBEDDING_DIM:] = embed([text])[0]
-        return idx, (val / norm).astype(np.float32), dense
+        return idx, val.astype(np.float32), dense
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:

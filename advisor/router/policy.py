@@ -272,8 +272,7 @@ def select(table: dict[str, np.ndarray], target: float, value_usd: float | None 
     # ties broken on the real expected cost
     obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0]
     near = table["p_usable"] >= table["p_usable"].max(axis=1, keepdims=True) - P_TIE
-    fallback = np.lexsort((table["expected_cost"].T, np.where(near, table["objective"], np.inf).T, ~near.T),
-                          axis=0)[0]
+    fallback = np.lexsort((table["expected_cost"].T, table["objective"].T, ~near.T), axis=0)[0]  # near ones first
     return np.where(meets.any(axis=1), obj_rank, fallback)
 
 
