@@ -16,14 +16,14 @@ from typing import Any
 COLORS = {"baseline": "#4C72B0", "skill": "#DD8452"}
 
 
-def _title(data, text: str) -> str:
-    """A figure title, prefixed SIMULATED when the report's runs are."""
-    return f"SIMULATED. {text}" if data.simulated else text
+def _title(data, text: str, simulated: bool | None = None) -> str:
+    """A figure title, prefixed SIMULATED when the report's runs are (or when `simulated` says so)."""
+    return f"SIMULATED. {text}" if (data.simulated if simulated is None else simulated) else text
 
 
-def _mark_simulated(fig, data) -> None:
+def _mark_simulated(fig, data, simulated: bool | None = None) -> None:
     """A faint diagonal SIMULATED watermark across a figure whose runs come from stand-in rungs."""
-    if data.simulated:
+    if data.simulated if simulated is None else simulated:
         fig.text(0.5, 0.5, "SIMULATED", fontsize=56, color="#b00020", alpha=0.12, ha="center", va="center",
                  rotation=20, weight="bold", zorder=0)
 

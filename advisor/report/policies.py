@@ -46,7 +46,12 @@ def policies_table(data: Any):
                  "rung, single-shot (no verifier). Cascade: cheapest rung first, escalating while the task's "
                  "deterministic task-completion checks reject (the verifier; its measured error rates shown). "
                  "To strongest / to own family: shares of the orchestrator's calls (strongest-tool defaulting; "
-                 "self-enhancement).", any(x.simulated for x in data.policies))
+                 "self-enhancement).", policies_simulated(data))
+
+
+def policies_simulated(data: Any) -> bool:
+    """True when a stand-in answered any policy run or fixed-rung run the section shows."""
+    return bool(data.simulated or any(x.simulated for x in data.policies))
 
 
 def advice_lines(data: Any) -> list[str]:
@@ -93,8 +98,9 @@ def call_distribution_plot(data: Any) -> bytes:
         ax.set_title(policy, fontsize=10)
     axes[0][0].set_ylabel("share of rung calls")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(_title(data, FIGURE_TITLE), fontsize=11)
-    _mark_simulated(fig, data)
+    sim = policies_simulated(data)
+    fig.suptitle(_title(data, FIGURE_TITLE, sim), fontsize=11)
+    _mark_simulated(fig, data, sim)
     return _png(fig)
 
 
@@ -105,6 +111,7 @@ def policies_view(data: Any, png: bytes | None) -> dict[str, Any] | None:
     if not data.policies:
         return None
     return {"table": policies_table(data), "advice": advice_lines(data), "figure_title": FIGURE_TITLE,
+            "simulated": policies_simulated(data),
             "caption": FIGURE_CAPTION, "b64": base64.b64encode(png).decode() if png else None}
 
 
@@ -114,7 +121,7 @@ def policies_markdown(data: Any, image_file: str | None) -> str:
 
     if not data.policies:
         return ""
-    sim = " (SIMULATED)" if data.simulated else ""
+    sim = " (SIMULATED)" if policies_simulated(data) else ""
     out = [_table_md(policies_table(data)), f"### Which policy to run{sim}", ""]
     out += [f"- {line}" for line in advice_lines(data)] + [""]
     if image_file:

@@ -24,6 +24,7 @@ from typing import Any
 DEFAULT_THRESHOLD = 0.15
 MIN_N = 20
 
+
 def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
     probe = {(r["task_class"], r["rung"]): r for r in store.probe_usable_rates()}
@@ -34,7 +35,8 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
         rungs.setdefault(r["task_class"], []).append({
             "rung": r["rung"], "live_attempts": int(r["n"]), "live_accept_rate": float(r["rate"]),
             "probe_runs": int(p["n"]) if p else 0, "probe_usable_rate": float(p["rate"]) if p else None,
-            "difference": diff, "drifts": diff is not None and abs(diff) > threshold and r["n"] >= MIN_N})
+            "difference": diff, "drifts": diff is not None and abs(diff) > threshold and r["n"] >= MIN_N,
+            "simulated": bool(r["simulated"] or (p and p["simulated"]))})
     classes = []
     for d in store.live_class_summary():
         c = d["task_class"]
@@ -52,7 +54,8 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
                         "verified_requests": int(d["n_verified"]), "p_predicted": pred, "p_realised": real,
                         "realised_minus_predicted": gap, "cost_per_usable_live_usd": per_usable_live,
                         "cost_per_usable_predicted_usd": per_usable_pred, "rungs": rows,
-                        "flagged": bool(reasons), "reasons": reasons, "simulated": bool(d["simulated"])})
+                        "flagged": bool(reasons), "reasons": reasons,
+                        "simulated": bool(d["simulated"]) or any(r["simulated"] for r in rows)})
     return {"threshold": threshold, "min_n": MIN_N, "classes": classes}
 
 
