@@ -5,6 +5,7 @@ per-rung cost, and `advisor policies` compares them with the fixed rungs."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -75,7 +76,9 @@ def test_policies_comparison(probed, capsys):
         (a["task_class"], a["condition"]) for a in orch}
     assert main(["policies", "--store", str(probed), "--ladder", str(DEMO_LADDER)]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("SIMULATED") and "orchestrator" in text and ("floor rung" in text or "(no floor)" in text)
+    # a row names the floor rung (or the largest rung, when no rung clears the target); the header alone does not
+    assert text.startswith("SIMULATED") and "orchestrator" in text
+    assert "(no floor)" in text or re.search(r"floor rung (nano|super)-", text)
     assert "which policy to run" in text
 
 

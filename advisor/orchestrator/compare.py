@@ -161,8 +161,9 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
     the sample is small (fewer than 10 scored runs).
     """
     out: dict[tuple[str, str], tuple[str, str]] = {}
+    shown = side_by_side(arms)
     for key in sorted({(a.task_class, a.condition) for a in arms}):
-        cell = [a for a in side_by_side(arms) if (a.task_class, a.condition) == key and a.usable_rate is not None]
+        cell = [a for a in shown if (a.task_class, a.condition) == key and a.usable_rate is not None]
         if not cell:
             continue
         ok = sorted((a for a in cell if a.usable_rate >= target and a.cost_per_usable is not None),

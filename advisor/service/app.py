@@ -88,7 +88,7 @@ def create_app(settings=None):
             orch = rt.ladder.roles.orchestrator
             data.append({"id": MODEL_ID, "object": "model", "created": created, "owned_by": "advisor",
                          "advisor": {"policy": "orchestrator", "hf_id": orch.hf_id, "triton_model": orch.triton_model,
-                                     "simulated": rt.ladder.simulated or orch.simulated}})
+                                     "simulated": rt.simulated(orch.name)}})
         return _json({"object": "list", "data": data})
 
     async def healthz(request):

@@ -86,6 +86,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     orch = rt.ladder.roles.orchestrator
     out = Outcome(plan, [])
     prompt, specs, by_alias = _orchestrator_prompt(rt, req, plan)
+    fmt = format_for(orch.tool_call_format)
     why = "no reply"
     for _ in range(MAX_INVALID):
         attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
@@ -94,7 +95,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
             out.status, out.error = (504 if attempt.error.startswith("deadline") else 503), \
                 f"the orchestrator {orch.name} could not answer: {attempt.error}"
             return out
-        parsed = format_for(orch.tool_call_format).parse(text, specs)
+        parsed = fmt.parse(text, specs)
         if parsed.kind == "invalid":
             why = parsed.error
         elif parsed.kind == "call" and parsed.name == EXPERT_TOOL:

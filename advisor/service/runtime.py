@@ -79,6 +79,8 @@ class Runtime:
             from advisor.service.verification import build_verifier
 
             self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
+        self._models = {m.name: m for m in self.ladder.models()}  # rungs and roles, by name
+        self._policy_verifiers = {c: self._resolve_policy_verifier(c) for c in self.config.classes}
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)
@@ -121,7 +123,12 @@ class Runtime:
         return self._verifiers.get(task_class or "")
 
     def policy_verifier(self, task_class: str | None):
-        """The verifier error rates the policy uses for a class: as resolved at startup, else the config's."""
+        """The verifier error rates the policy uses for a class: as resolved at startup, else the config's
+        (the configured classes are resolved once, in `_policy_verifiers`)."""
+        known = self._policy_verifiers.get(task_class or "")
+        return known if known is not None else self._resolve_policy_verifier(task_class)
+
+    def _resolve_policy_verifier(self, task_class: str | None):
         from advisor.scores import Verifier
 
         pair = self.settings.verifier_rates.get(task_class or "")
@@ -132,8 +139,7 @@ class Runtime:
 
     def simulated(self, rung: str) -> bool:
         """True when `rung` (a rung, or a role such as the orchestrator) is a stand-in."""
-        model = self.rungs.get(rung) or next(m for m in self.ladder.models() if m.name == rung)  # or a role
-        return self.ladder.simulated or model.simulated
+        return self.ladder.simulated or self._models[rung].simulated
 
     async def readiness(self) -> tuple[bool, str]:
         """(ready, why): Triton answers and at least one rung is loaded (cached for `readiness_ttl_s`)."""

@@ -82,6 +82,5 @@ class LiveQueries:
             "count(DISTINCT o.decision_id) AS decisions, count(*) FILTER (WHERE o.simulated) AS simulated, "
             "min(o.created_at) AS first, max(o.created_at) AS last "
             "FROM live_outcomes o JOIN routing_decisions d USING (decision_id) "
-            "WHERE o.verified AND o.accepted IS NOT NULL AND NOT coalesce(o.failover, false) AND o.error IS NULL "
-            f"AND d.task_class IS NOT NULL{where} GROUP BY d.task_class, o.rung ORDER BY d.task_class, o.rung",
+            f"WHERE {_LABELLED} AND d.task_class IS NOT NULL{where} GROUP BY d.task_class, o.rung ORDER BY d.task_class, o.rung",
             params)
