@@ -164,19 +164,22 @@ class Featurizer:
         if self.predict_classes and len(self.classes) >= 2:
             from advisor.router.classpred import fit_class_model
 
-            xs, dense = self.transform(texts, classes)
-            fitted = fit_class_model(xs, dense[:, : len(CUE_NAMES)], classes, self.classes)
+            # the training block as `transform` gives it, from the counts and cues already computed here
+            fitted = fit_class_model(self._tfidf(x), (c - self.cue_mean) / self.cue_std, classes, self.classes)
             if fitted is not None:
                 self.class_w, self.class_b = fitted
         return self
 
-    def transform(self, texts: Sequence[str], classes: Sequence[str | None]):
-        """(sparse tf-idf block as CSR, dense block as an array) for many texts."""
-        x = self._counts(texts)
+    def _tfidf(self, x):
+        """Log counts (from `_counts`, changed in place) -> idf-weighted, L2-normalised float32 CSR rows."""
         x.data *= self.idf[x.indices]
         norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
         norms[norms == 0] = 1.0
-        x = x.multiply(1.0 / norms[:, None]).tocsr().astype(np.float32)
+        return x.multiply(1.0 / norms[:, None]).tocsr().astype(np.float32)
+
+    def transform(self, texts: Sequence[str], classes: Sequence[str | None]):
+        """(sparse tf-idf block as CSR, dense block as an array) for many texts."""
+        x = self._tfidf(self._counts(texts))
         dense = np.zeros((len(texts), self.n_dense), dtype=np.float32)
         dense[:, : len(CUE_NAMES)] = (np.array([cues(t) for t in texts], dtype=np.float32) - self.cue_mean) / self.cue_std
         index = {c: i for i, c in enumerate(self.classes)}
