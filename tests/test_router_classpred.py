@@ -73,12 +73,19 @@ def model():
 def test_router_without_a_class_scores_like_the_predicted_class(model, tmp_path):
     test, truth = corpus(40, 6)
     p_none, p_true = model.predict(test, [None] * 40), model.predict(test, truth)
-    freq = Featurizer.from_state({**model.featurizer.state(), "class_w": None})
     assert np.abs(p_none - p_true).mean() < 0.05  # the class is recovered from the text
-    loaded = load_router(model.save(tmp_path / "r.json"))
+    path = model.save(tmp_path / "r.json")
+    loaded = load_router(path)
     assert np.allclose(loaded.predict(test, [None] * 40), p_none)
     assert np.allclose(loaded.predict_one(test[0], None), p_none[0], atol=1e-5)
-    assert freq.class_w is None  # an artifact without a class model (older format) still loads
+    # an artifact of the older format (no class model) loads and scores a class-less request by class frequency
+    state = json.loads(path.read_text())
+    for key in ("class_w", "class_b"):
+        state["featurizer"].pop(key, None)
+    path.write_text(json.dumps(state))
+    older = load_router(path)
+    assert older.featurizer.class_w is None
+    assert not np.allclose(older.predict(test, [None] * 40), p_none)  # the class model was doing the work
 
 
 def test_damaged_class_model_is_refused(model, tmp_path):
