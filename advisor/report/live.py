@@ -3,7 +3,7 @@
 Its figures are `advisor.router.drift.drift_table` (one definition shared with `advisor router drift` and the
 service's drift gauges): per class the live verifier accept rate of each rung next to the probe's usable rate,
 the mean predicted P(usable) of verified requests next to the share accepted, cost per usable result live
-(total USD / accepted requests) next to predicted (mean expected cost / mean predicted P), and the share of
+(USD of verified requests / accepted requests) next to predicted (mean expected cost / mean predicted P), and the share of
 requests whose class was predicted rather than given. A class is flagged **DRIFT** when a rung's live accept
 rate differs from its probe usable rate, or the realised share from the predicted P, by more than the threshold
 (0.15) on at least 20 observations. Tables are marked SIMULATED when stand-in rungs answered the traffic.
