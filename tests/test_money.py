@@ -33,3 +33,10 @@ def test_per_item_switches_to_per_1k():
 def test_delta_and_monthly():
     assert usd_delta(0.00123) == "+$0.00123" and usd_delta(-3.4) == "-$3.40"
     assert monthly(21.449) == "$21.4/month" and monthly(None) == "-"
+
+
+def test_shares_print_whole_percentages_and_dashes_when_missing():
+    from advisor.shares import interval, share
+
+    assert share(0.884) == "88%" and share(None) == "-" and share(1.0) == "100%"
+    assert interval((0.88, 1.0)) == "88-100%" and interval(None) == "-"

@@ -10,6 +10,8 @@ import typer
 
 from advisor import jsonout
 from advisor.cli.floors_cmd import BarOpt, ConfidenceOpt, StoreOpt
+from advisor.money import usd
+from advisor.shares import interval, share
 from advisor.store import DEFAULT_STORE
 
 
@@ -57,23 +59,19 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
 def _stored_ladder(store, suite: str):
     """The ladder recorded with the suite's policy runs (DataError when there are none, or several)."""
     from advisor.errors import DataError
-    from advisor.ladder import Ladder
+    from advisor.orchestrator.compare import stored_policy_ladders
 
-    hashes = store.policy_ladder_hashes(suite)
-    if not hashes:
+    ladders = stored_policy_ladders(store, suite)
+    if not ladders:
         raise DataError(f"{store.path}: suite {suite!r} has no policy runs yet; run `advisor probe --policy rung "
                         "--policy orchestrator --policy router --policy cascade` first")
-    if len(hashes) > 1:
-        raise DataError(f"{store.path}: suite {suite!r} has policy runs on {len(hashes)} ladders; choose one with "
+    if len(ladders) > 1:
+        raise DataError(f"{store.path}: suite {suite!r} has policy runs on {len(ladders)} ladders; choose one with "
                         "--ladder")
-    config = store.ladder_config(hashes[0])
-    if config is None:
-        raise DataError(f"{store.path}: the ladder {hashes[0]} of the policy runs is not recorded; pass --ladder")
-    return Ladder.model_validate(config)
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    (ladder_hash, ladder), = ladders.items()
+    if ladder is None:
+        raise DataError(f"{store.path}: the ladder {ladder_hash} of the policy runs is not recorded; pass --ladder")
+    return ladder
 
 
 def render_text(arms, suite: str, ladder: str, simulated: bool, advice: dict | None = None) -> str:
@@ -83,14 +81,12 @@ def render_text(arms, suite: str, ladder: str, simulated: bool, advice: dict | N
             "strongest", "own family", "adherence", "verifier FA/FR"]
     rows = []
     for a in arms:
-        lo, hi = a.interval
-        usable = f"{_pct(a.usable_rate)} ({100 * lo:.0f}-{100 * hi:.0f}%)"
-        money = "-" if a.cost_per_usable is None else f"${a.cost_per_usable:.5f}"
+        usable = f"{share(a.usable_rate)} ({interval(a.interval)})"
         latency = "-" if a.latency_s is None else f"{a.latency_s:.2f} s"
         dist = " ".join(f"{k}:{v}" for k, v in a.expert_calls.items()) or "-"
-        verifier = f"{_pct(a.false_accept)}/{_pct(a.false_reject)}" if a.verified else "-"
-        rows.append([a.task_class, a.condition, a.label, str(a.runs), usable, money, latency, dist,
-                     _pct(a.strongest_share), _pct(a.own_family_share), _pct(a.adherence), verifier])
+        verifier = f"{share(a.false_accept)}/{share(a.false_reject)}" if a.verified else "-"
+        rows.append([a.task_class, a.condition, a.label, str(a.runs), usable, usd(a.cost_per_usable), latency, dist,
+                     share(a.strongest_share), share(a.own_family_share), share(a.adherence), verifier])
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
     line = lambda r: " | ".join(v.ljust(w) for v, w in zip(r, widths))  # noqa: E731
     out = [head, line(cols), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)]

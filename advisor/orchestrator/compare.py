@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.floors import FloorSettings, analyse, cell_stats
+from advisor.money import usd
 from advisor.orchestrator.experts import family
+from advisor.shares import share
 
 POLICY_POSITION = 1000  #: policy arms sort after the rungs
 POLICY_ORDER = ("orchestrator", "router", "cascade")
@@ -132,24 +134,24 @@ def side_by_side(arms: list[Arm]) -> list[Arm]:
     return [a for a in arms if a.floor_rung or a.policy != "fixed"]
 
 
-def stored_comparison(store: Any, suite: str, settings: FloorSettings = FloorSettings()) -> list[Arm]:
-    """`compare` for every ladder of `suite` that has policy runs, with the ladder read back from the store."""
+def stored_policy_ladders(store: Any, suite: str) -> dict[str, Any]:
+    """Ladder hash -> the `Ladder` recorded with `suite`'s policy runs (None when its config is not recorded)."""
     from advisor.ladder import Ladder
 
-    arms: list[Arm] = []
+    out: dict[str, Any] = {}
     for ladder_hash in store.policy_ladder_hashes(suite):
         config = store.ladder_config(ladder_hash)
-        if config:
-            arms += compare(store, suite, Ladder.model_validate(config), settings)
+        out[ladder_hash] = Ladder.model_validate(config) if config else None
+    return out
+
+
+def stored_comparison(store: Any, suite: str, settings: FloorSettings = FloorSettings()) -> list[Arm]:
+    """`compare` for every ladder of `suite` that has policy runs, with the ladder read back from the store."""
+    arms: list[Arm] = []
+    for ladder in stored_policy_ladders(store, suite).values():
+        if ladder is not None:
+            arms += compare(store, suite, ladder, settings)
     return arms
-
-
-def _money(x: float | None) -> str:
-    return "-" if x is None else f"${x:.5f}"
-
-
-def _share(x: float | None) -> str:
-    return "-" if x is None else f"{x:.0%}"
 
 
 def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str, str]]:
@@ -170,14 +172,14 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
                     key=lambda a: a.cost_per_usable)
         if ok:
             best, rest = ok[0], ok[1:]
-            why = (f"cheapest per usable result ({_money(best.cost_per_usable)}, usable {_share(best.usable_rate)}) "
+            why = (f"cheapest per usable result ({usd(best.cost_per_usable)}, usable {share(best.usable_rate)}) "
                    f"among those reaching the {target:.0%} target")
             if rest:
-                why += f"; next {rest[0].label} at {_money(rest[0].cost_per_usable)}"
+                why += f"; next {rest[0].label} at {usd(rest[0].cost_per_usable)}"
         else:
             best = max(cell, key=lambda a: (a.usable_rate, -(a.cost_per_usable or float("inf"))))
-            why = (f"none reaches the {target:.0%} target; highest usable rate ({_share(best.usable_rate)}, "
-                   f"{_money(best.cost_per_usable)} per usable result): probe more or add a larger rung")
+            why = (f"none reaches the {target:.0%} target; highest usable rate ({share(best.usable_rate)}, "
+                   f"{usd(best.cost_per_usable)} per usable result): probe more or add a larger rung")
         if best.policy != "fixed" and len(best.expert_calls) == 1:
             only = next(iter(best.expert_calls))
             why += f"; every call went to {only}: the same as running {only}"
@@ -186,7 +188,7 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
                 why += f" ({best.runs} runs here vs {floor.runs} fixed runs of it)"
         if best.policy == "cascade":
             why += "; needs a verifier in production (here: the task-completion checks"
-            why += f", false accept {_share(best.false_accept)})" if best.false_accept is not None else ")"
+            why += f", false accept {share(best.false_accept)})" if best.false_accept is not None else ")"
         elif best.policy == "orchestrator":
             why += "; needs the orchestrator model served beside the rungs"
         if best.scored < 10:

@@ -55,6 +55,8 @@ class ReportData:
     rung_order: list[str] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
     policies: list[Any] = field(default_factory=list)  #: `advisor.orchestrator.compare.Arm`s, when policies ran
+    #: (class, condition) -> (policy to run, why): `advisor.orchestrator.compare.recommend`, computed once
+    policy_advice: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     live: dict[str, Any] | None = None  #: the Live section (`advisor.report.live.live_section`), when served
 
 
@@ -64,6 +66,13 @@ def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[s
 
     arms = stored_comparison(store, suite, settings)
     return [a for a in arms if not classes or a.task_class in classes]
+
+
+def _advice(arms: list[Any], target: float) -> dict[tuple[str, str], tuple[str, str]]:
+    """Which policy to run per class and condition (`advisor.orchestrator.compare.recommend`); {} without arms."""
+    from advisor.orchestrator.compare import recommend
+
+    return recommend(arms, target) if arms else {}
 
 
 def _live(store, classes: Sequence[str] | None) -> dict[str, Any] | None:
@@ -117,6 +126,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
     for r in store.overall_scores(name, classes):
         scores.setdefault(r["rung"], {}).setdefault(r["condition"], []).append(r["overall"])
     unscored = store.unscored_groups(name, classes)
+    policies = _policy_arms(store, name, settings, classes)
     return ReportData(
         suite=name, settings=settings, floors=floors,
         summary=summarise(floors, order, volumes or {}),
@@ -124,7 +134,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
-        policies=_policy_arms(store, name, settings, classes), live=_live(store, classes))
+        policies=policies, policy_advice=_advice(policies, settings.target), live=_live(store, classes))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from advisor.money import usd
+from advisor.shares import share as _share
 
 
 def live_section(store, classes: Sequence[str] | None = None) -> dict[str, Any] | None:
@@ -31,10 +32,6 @@ def live_section(store, classes: Sequence[str] | None = None) -> dict[str, Any] 
     table["drifting"] = [c["task_class"] or "(no class)" for c in table["classes"] if c["flagged"]]
     table["simulated"] = any(c["simulated"] for c in table["classes"])
     return table
-
-
-def _share(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
 
 
 def _diff(x: float | None) -> str:

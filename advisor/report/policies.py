@@ -26,6 +26,7 @@ FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per
 def policies_table(data: Any):
     """The side-by-side table (the floor rung and each policy per class and condition)."""
     from advisor.orchestrator.compare import side_by_side
+    from advisor.money import usd
     from advisor.report.render import Table, fmt_interval, fmt_share
 
     rows = []
@@ -33,8 +34,7 @@ def policies_table(data: Any):
         dist = ", ".join(f"{k} {v}" for k, v in a.expert_calls.items()) or "-"
         verifier = f"{fmt_share(a.false_accept)} / {fmt_share(a.false_reject)}" if a.verified else "-"
         rows.append([a.task_class, a.condition, a.label, f"{fmt_share(a.usable_rate)} {fmt_interval(a.interval)}",
-                     "-" if a.cost_per_usable is None else f"${a.cost_per_usable:.5f}",
-                     "-" if a.latency_s is None else f"{a.latency_s:.2f} s", dist, fmt_share(a.strongest_share),
+                     usd(a.cost_per_usable), "-" if a.latency_s is None else f"{a.latency_s:.2f} s", dist, fmt_share(a.strongest_share),
                      fmt_share(a.own_family_share), verifier])
     return Table("policies", TITLE,
                  ["class", "condition", "floor rung or policy", "usable (interval)", "$ per usable result",
@@ -56,10 +56,7 @@ def policies_simulated(data: Any) -> bool:
 
 def advice_lines(data: Any) -> list[str]:
     """One line per class and condition: which policy to run and why."""
-    from advisor.orchestrator.compare import recommend
-
-    return [f"{c} ({k}): run {run}: {why}" for (c, k), (run, why) in
-            recommend(data.policies, data.settings.target).items()]
+    return [f"{c} ({k}): run {run}: {why}" for (c, k), (run, why) in data.policy_advice.items()]
 
 
 def call_distribution(data: Any) -> dict[str, dict[str, dict[str, int]]]:

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from advisor.money import column_scale, per_label, usd, usd_delta
 from advisor.report.decision import LARGE_LIFT
+from advisor.shares import interval, share
 
 fmt_usd = usd  #: dollars to three significant figures (the one money formatter)
 
@@ -22,14 +23,8 @@ def fmt_score(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def fmt_share(x: float | None) -> str:
-    """A 0-1 share as a whole percentage."""
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
-def fmt_interval(iv: tuple[float, float] | None) -> str:
-    """An interval of shares: "88-100%"."""
-    return "-" if iv is None else f"{100 * iv[0]:.0f}-{100 * iv[1]:.0f}%"
+fmt_share = share  #: a 0-1 share as a whole percentage (`advisor.shares.share`)
+fmt_interval = interval  #: an interval of shares, "88-100%" (`advisor.shares.interval`)
 
 
 def fmt_delta(x: float | None, kind: str = "score") -> str:
@@ -405,7 +400,5 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
 
 
 def _advice(data) -> list[dict[str, str]]:
-    from advisor.orchestrator.compare import recommend
-
     return [{"task_class": c, "condition": k, "run": run, "why": why}
-            for (c, k), (run, why) in recommend(data.policies, data.settings.target).items()]
+            for (c, k), (run, why) in data.policy_advice.items()]
