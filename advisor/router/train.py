@@ -210,16 +210,22 @@ def training_stats(data: TrainingData) -> dict[str, Any]:
 AUC_FLOOR = 0.55  #: below this cross-validated AUC a rung's model has no signal: class-level rate instead
 
 
+def _class_means(col: np.ndarray, cls: np.ndarray) -> tuple[dict[str, float], float]:
+    """Per class of `cls` (an array of class names, "" for none) the mean of `col`'s finite values, and the
+    overall mean (0.5 when `col` has none)."""
+    known = np.isfinite(col)
+    overall = float(col[known].mean()) if known.any() else 0.5
+    return {c: float(col[known & (cls == c)].mean()) for c in np.unique(cls[known])}, overall
+
+
+def _class_names(classes: Sequence[str | None]) -> np.ndarray:
+    return np.array([c or "" for c in classes])
+
+
 def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Sequence[str], j: int) -> np.ndarray:
     """Per class in `names` the mean usable fraction of rung j (the rung's overall rate for an absent class)."""
-    col = usable[:, j]
-    overall = float(np.nanmean(col)) if np.isfinite(col).any() else 0.5
-    cls = np.array([c or "" for c in classes])
-    out = []
-    for c in names:
-        m = (cls == c) & np.isfinite(col)
-        out.append(float(col[m].mean()) if m.any() else overall)
-    return np.clip(np.array(out), 1e-3, 1 - 1e-3)
+    means, overall = _class_means(usable[:, j], _class_names(classes))
+    return np.clip(np.array([means.get(c, overall) for c in names]), 1e-3, 1 - 1e-3)
 
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
@@ -347,13 +353,12 @@ def _impute_by_class(P: np.ndarray, classes: Sequence[str | None]) -> np.ndarray
     dropping prompts with a missing rung would keep only the rejected first attempts and bias the second stage;
     the class mean carries no label of the prompt itself."""
     out = P.copy()
-    cls = np.array([c or "" for c in classes])
+    cls = _class_names(classes)
     for j in range(P.shape[1]):
-        miss = ~np.isfinite(out[:, j])
-        overall = float(np.nanmean(P[:, j])) if (~miss).any() else 0.5
-        for c in np.unique(cls[miss]):
-            src = (cls == c) & ~miss
-            out[miss & (cls == c), j] = P[src, j].mean() if src.any() else overall
+        miss = ~np.isfinite(P[:, j])
+        if miss.any():
+            means, overall = _class_means(P[:, j], cls)
+            out[miss, j] = [means.get(c, overall) for c in cls[miss]]
     return out
 
 
