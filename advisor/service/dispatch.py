@@ -296,9 +296,15 @@ def _sim(rt, rung: str) -> str:
 
 
 async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
-    """`run` bounded by the end-to-end deadline (a verifier or judge that hangs cannot hold the request)."""
+    """`run` bounded by the end-to-end deadline (a verifier or judge that hangs cannot hold the request).
+
+    The bound runs in the request's own task (``asyncio.timeout``), not in a task of its own as
+    ``asyncio.wait_for`` would on Python 3.11: one task less and fewer event-loop turns per request."""
+    from advisor.triton.client import _deadline
+
     try:
-        return await asyncio.wait_for(run(rt, req, plan), rt.config.limits.deadline_s + 1.0)
+        async with _deadline(rt.config.limits.deadline_s + 1.0):
+            return await run(rt, req, plan)
     except asyncio.TimeoutError:
         return Outcome(plan, [], status=504, error=f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline")
 
