@@ -66,10 +66,12 @@ def small_probe(url: str, store: Path) -> None:
                           conditions=("baseline",), tasks=tasks))
 
 
-def start_service(url: str, store: Path, workers: int, extra: list[str] = ()) -> tuple[subprocess.Popen, str]:
-    """`advisor serve --url` in its own process; (process, base URL)."""
+def start_service(url: str, store: Path, workers: int, extra: list[str] = (),
+                  advisor: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`advisor serve --url` in its own process, run by the `advisor` command (default: this interpreter's,
+    `ADVISOR`); (process, base URL)."""
     env = {**os.environ, "ADVISOR_API_KEYS": KEY}
-    proc = subprocess.Popen([*ADVISOR, "serve", "--url", url, "--ladder", str(DEMO), "--store", str(store),
+    proc = subprocess.Popen([*(advisor or ADVISOR), "serve", "--url", url, "--ladder", str(DEMO), "--store", str(store),
                              "--port", "0", "--workers", str(workers), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     line = _read_until(proc, "ready http=")

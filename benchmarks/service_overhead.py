@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import DEMO, KEY, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
+from load_test import ADVISOR, DEMO, KEY, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
 
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
@@ -141,18 +141,12 @@ def start_services(url: str, store: Path, workers: int, against: str | None) -> 
     ``.venv/bin/python``: the code before a change) on a copy of the store; name -> (process, base URL)."""
     import shutil
 
-    import load_test
-
     services = {"service": start_service(url, store, workers, ["--ingest-every", "0"])}
     if against:
         other = store.with_name("against.duckdb")
         shutil.copy(store, other)
-        mine = list(load_test.ADVISOR)
-        load_test.ADVISOR[:] = [against, *mine[1:]]  # start_service runs load_test.ADVISOR
-        try:
-            services["against"] = start_service(url, other, workers, ["--ingest-every", "0"])
-        finally:
-            load_test.ADVISOR[:] = mine
+        services["against"] = start_service(url, other, workers, ["--ingest-every", "0"],
+                                            advisor=[against, *ADVISOR[1:]])
     return services
 
 

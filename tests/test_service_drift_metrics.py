@@ -84,3 +84,55 @@ def test_drift_gauges_sum_over_worker_processes(tmp_path):
     g = _gauges(text)
     assert abs(_value(g, "advisor_drift_live_accept_rate", "a", "small") - 10 / 25) < 1e-9
     assert _value(g, "advisor_drift_flag", "a", "small") == 1.0
+
+
+def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes():
+    """``model: "orchestrator"`` counts each call (cost, or error) and each answered attempt's result with the
+    same `Metrics` helpers as the routed and pinned modes, so its verified answers reach the drift gauges."""
+    import asyncio
+    import time
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from advisor.agent.formats import format_for
+    from advisor.ladder import load_ladder
+    from advisor.orchestrator.experts import EXPERT_TOOL, experts_for
+    from advisor.service.config import load_config
+    from advisor.service.dispatch import Plan
+    from advisor.service.orchestrated import run_orchestrated
+    from advisor.service.request import parse_request
+    from advisor.triton.client import GenerationResult
+
+    ladder = load_ladder(Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml")
+    orch = ladder.roles.orchestrator
+    expert = experts_for(ladder)[1]
+    pick = format_for(orch.tool_call_format).render_call(EXPERT_TOOL, {"expert": expert.alias})
+
+    class Client:
+        async def generate(self, triton_model, prompt, **kw):
+            text = pick if triton_model == orch.triton_model else "The refund window is 30 days."
+            return GenerationResult(text, "stop", 20, 8, True, 0.01, triton_model)
+
+    class Verifier:
+        async def verify(self, reply, text):
+            return SimpleNamespace(accepted=True, detail="accepted: fake", cost_usd=0.0)
+
+    metrics = Metrics()
+    rt = SimpleNamespace(ladder=ladder, rungs={r.name: r for r in ladder.rungs}, config=load_config(None, ladder),
+                         metrics=metrics, simulated=lambda name: True, client_for=lambda model: Client())
+    req = parse_request({"model": "orchestrator", "messages": [{"role": "user", "content": "Refund window?"}]}, {})
+    plan = Plan("dec_x", "Refund window?", "a", "given", "orchestrator", "orchestrator", [], 1, Verifier(),
+                [r.name for r in ladder.rungs])
+    out = asyncio.run(run_orchestrated(rt, req, plan, time.monotonic() + 30))
+    assert out.status == 200 and out.rung == expert.name and out.verdict == "accepted"
+    text = metrics.render()[0].decode()
+    assert f'advisor_attempts_total{{result="unverified",rung="{orch.name}",simulated="true"}} 1.0' in text
+    assert f'advisor_attempts_total{{result="accepted",rung="{expert.name}",simulated="true"}} 1.0' in text
+    assert (f'advisor_live_verdicts_total{{rung="{expert.name}",simulated="true",task_class="a",'
+            f'verdict="accepted"}} 1.0') in text
+    assert f'advisor_verifier_verdicts_total{{task_class="a",verdict="accepted"}} 1.0' in text
+    for rung in (orch.name, expert.name):
+        assert f'advisor_cost_usd_total{{rung="{rung}",simulated="true"}} 0.0' not in text
+        assert f'advisor_cost_usd_total{{rung="{rung}",simulated="true"}}' in text
+    g = _gauges(text)
+    assert _value(g, "advisor_drift_live_accept_rate", "a", expert.name) == 1.0

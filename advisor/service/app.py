@@ -155,11 +155,11 @@ async def chat_completions(rt, request):
     if not rt.settings.no_auth:
         key = rt.keys.lookup(request.headers.get("authorization"))
         if key is None:
-            m.rejected.labels("401").inc()
+            m.child(m.rejected, "401").inc()
             return _error(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
                           kind="authentication_error", code="invalid_api_key")
     if rt.in_flight >= rt.semaphore_limit:
-        m.rejected.labels("429").inc()
+        m.child(m.rejected, "429").inc()
         return _error(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry shortly",
                       kind="rate_limit_error", code="concurrency_limit", headers={"retry-after": "1"})
     rt.in_flight += 1
@@ -174,7 +174,7 @@ async def chat_completions(rt, request):
 
             plan = decide(rt, req, key)
         except RequestError as exc:
-            m.rejected.labels(str(exc.status)).inc()
+            m.child(m.rejected, str(exc.status)).inc()
             return _error(exc.status, str(exc), exc.kind, exc.param, exc.code)
         if req.stream and plan.verifier is None:
             from advisor.service.streaming import stream_response
@@ -235,11 +235,12 @@ def record(rt, out, key, started: float, started_at, write: bool = True):
     latency = time.perf_counter() - started
     attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
-    rt.metrics.requests.labels(out.rung or "", out.plan.task_class or "", outcome,
-                               "true" if out.rung and rt.simulated(out.rung) else "false").inc()
-    rt.metrics.request_seconds.observe(latency)
+    m = rt.metrics
+    m.child(m.requests, out.rung or "", out.plan.task_class or "", outcome,
+            "true" if out.rung and rt.simulated(out.rung) else "false").inc()
+    m.request_seconds.observe(latency)
     if out.plan.p_usable is not None and out.plan.mode != "pinned":
-        rt.metrics.predicted.labels(out.plan.task_class or "").inc(out.plan.p_usable)
+        m.child(m.predicted, out.plan.task_class or "").inc(out.plan.p_usable)
 
     def write_rows() -> list[dict]:
         rows = records(rt, out, key, started_at, latency, attempts_at)

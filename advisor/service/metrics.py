@@ -63,6 +63,36 @@ class Metrics:
         kwargs = {"multiprocess_mode": "livesum"} if self.multiprocess else {}
         self.in_flight = Gauge("advisor_in_flight_requests", "Chat requests in flight.", registry=reg, **kwargs)
 
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def child(self, metric, *values: str):
+        """``metric.labels(*values)``, cached: `labels` checks the values and takes a lock on every call, and a
+        request counts several series (the children live as long as their metric; none is ever removed)."""
+        key = (id(metric), values)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*values)
+        return c
+
+    def count_call(self, attempt, simulated: bool) -> None:
+        """One model call (a rung's or a role's) as it returned: an error (and the failover, when it was one:
+        down or timeout), else the USD of its tokens."""
+        if attempt.error:
+            self.child(self.attempts, attempt.rung, "error", sim(simulated)).inc()
+            if attempt.failover:
+                self.child(self.failovers, attempt.rung, attempt.error.split(":", 1)[0]).inc()
+        else:
+            self.child(self.cost, attempt.rung, sim(simulated)).inc(attempt.cost_usd)
+
+    def count_result(self, rung: str, task_class: str | None, result: str, simulated: bool) -> None:
+        """The result of an answered attempt: ``unverified``, or the verifier's ``accepted``/``rejected``
+        (then also per class, and per class and rung: the drift gauges' live counts)."""
+        s = sim(simulated)
+        self.child(self.attempts, rung, result, s).inc()
+        if result in ("accepted", "rejected"):
+            self.child(self.verdicts, task_class or "", result).inc()
+            self.child(self.rung_verdicts, task_class or "", rung, result, s).inc()
+
     def set_reference(self, model) -> None:
         """Take the drift gauges' reference rates from the serving router (at start and on every reload)."""
         self.reference = reference_rates(model)

@@ -15,7 +15,10 @@ with the request's preferences in its system prompt (`advisor.orchestrator.promp
   ``x-advisor-verdict``); the orchestrator is not asked again (no retry loop in this mode).
 
 Every model call is one recorded attempt (the orchestrator's under its role name, the expert's under its rung)
-with the server's token counts, so the request's cost is the orchestrator's tokens plus the expert's.
+with the server's token counts, so the request's cost is the orchestrator's tokens plus the expert's. Each is
+counted in the metrics as in any other mode (`Metrics.count_call` and `Metrics.count_result`): the
+orchestrator's own answers that handed the turn over or did not parse as ``unverified``, the delivered
+answer with its verdict, so verified answers reach the drift gauges too.
 Streaming is refused for this model (the expert is only known once the orchestrator has answered).
 """
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung
+from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung, verify
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -91,6 +94,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     for _ in range(MAX_INVALID):
         attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
         out.attempts.append(attempt)
+        rt.metrics.count_call(attempt, rt.simulated(orch.name))
         if text is None:
             out.status, out.error = (504 if attempt.error.startswith("deadline") else 503), \
                 f"the orchestrator {orch.name} could not answer: {attempt.error}"
@@ -104,28 +108,27 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
                 rung = by_alias[alias].name
                 plan.chain = [rung]
                 plan.explanation["expert"] = {"alias": alias, "rung": rung}
+                rt.metrics.count_result(orch.name, plan.task_class, "unverified", rt.simulated(orch.name))
                 expert_attempt, reply = await call_rung(rt, req, plan, rung, deadline)
                 out.attempts.append(expert_attempt)
+                rt.metrics.count_call(expert_attempt, rt.simulated(rung))
                 if reply is None:
                     out.status, out.error = 503, f"expert {rung} chosen by the orchestrator failed: {expert_attempt.error}"
                     return out
-                return await _deliver(plan, out, expert_attempt, rung, reply)
+                return await _deliver(rt, plan, out, expert_attempt, rung, reply)
             why = f"call_expert named {alias!r}, not one of {', '.join(by_alias)}"
         else:  # the orchestrator answered, or called one of the client's tools
             plan.chain = [orch.name]
-            return await _deliver(plan, out, attempt, orch.name, parse_reply(orch, text, req))
+            return await _deliver(rt, plan, out, attempt, orch.name, parse_reply(orch, text, req))
         attempt.verdict = f"invalid: {why}"
+        rt.metrics.count_result(orch.name, plan.task_class, "unverified", rt.simulated(orch.name))
     out.status, out.error = 502, (f"the orchestrator {orch.name} gave {MAX_INVALID} unusable replies (last: {why}); "
                                   "check it with `advisor ladder check`")
     return out
 
 
-async def _deliver(plan: Plan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
-    verdict = "unverified"
-    if plan.verifier is not None:
-        v = await plan.verifier.verify(reply, plan.text)
-        attempt.verified, attempt.accepted, attempt.verdict = True, v.accepted, v.detail
-        attempt.cost_usd += v.cost_usd
-        verdict = "accepted" if v.accepted else "rejected"
+async def _deliver(rt: Any, plan: Plan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
+    verdict = "unverified" if plan.verifier is None else await verify(plan, attempt, reply)
+    rt.metrics.count_result(rung, plan.task_class, verdict, rt.simulated(rung))
     out.reply, out.rung, out.verdict = reply, rung, verdict
     return out

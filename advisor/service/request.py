@@ -135,9 +135,9 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
     from_headers: dict[str, Any] = {}
-    for header, field in HEADERS.items():
-        if header in headers:
-            value = headers[header]
+    for header, value in headers.items():  # one pass (a `header in headers` test scans Starlette's list each time)
+        field = HEADERS.get(header) if header.startswith("x-advisor-") else None
+        if field is not None and field not in from_headers:  # the first of repeated headers, as headers[h] gives
             from_headers[field] = [v.strip() for v in value.split(",") if v.strip()] if field == "rungs" else value
     if from_headers:
         body = {**body, "advisor": {**from_headers, **(body.get("advisor") or {})}}

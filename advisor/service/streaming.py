@@ -73,8 +73,7 @@ async def open_stream(rt, req, plan: Plan, out: Outcome, deadline: float):
             kind = "timeout" if "timed out" in str(exc) else "down"
             out.attempts.append(Attempt(rung, error=f"{kind}: {exc}", failover=True,
                                         latency_s=time.perf_counter() - started))
-            rt.metrics.attempts.labels(rung, "error", "true" if rt.simulated(rung) else "false").inc()
-            rt.metrics.failovers.labels(rung, kind).inc()
+            rt.metrics.count_call(out.attempts[-1], rt.simulated(rung))
             if plan.mode != "pinned":
                 queue = failover_order(rt, plan, tried, rung)
             continue
@@ -110,8 +109,8 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
         return
     attempt.latency_s = time.perf_counter() - started
     fill_attempt(attempt, model, rt.client_for(model).result(model.triton_model, prompt, collected, attempt.latency_s))
-    rt.metrics.attempts.labels(rung, "unverified", "true" if rt.simulated(rung) else "false").inc()
-    rt.metrics.cost.labels(rung, "true" if rt.simulated(rung) else "false").inc(attempt.cost_usd)
+    rt.metrics.count_call(attempt, rt.simulated(rung))
+    rt.metrics.count_result(rung, out.plan.task_class, "unverified", rt.simulated(rung))
     reply = parse_reply(model, text, req)
     out.reply, out.rung, out.verdict = reply, rung, "unverified"
     if reply.tool_calls:
