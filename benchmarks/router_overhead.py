@@ -84,11 +84,12 @@ def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float,
     for j in range(n):
         t = texts[j % len(texts)]
         t0 = clock()
-        h.char_ids(t[: f.char_cap])
+        seen = f.view(t)  # the featuriser's text window (the whole text for artifacts without one)
+        h.char_ids(seen[: f.char_cap])
         t1 = clock()
-        h.word_ids(t[: f.word_cap])
+        h.word_ids(seen[: f.word_cap])
         t2 = clock()
-        features.cues(t)
+        features.cues(t, seen if f.window else None)
         t3 = clock()
         route_one(model, t, classes[j % len(texts)], config, facts=facts, explain=False)
         rows.append((t1 - t0, t2 - t1, t3 - t2, clock() - t3))

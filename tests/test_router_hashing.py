@@ -107,3 +107,32 @@ def test_cue_patterns_match_like_the_plain_alternations():
     for fast, reference in plain.items():
         for text in texts:
             assert fast.findall(text) == reference.findall(text), (reference.pattern, text)
+
+
+def test_text_window_reads_head_and_tail_of_long_texts_only():
+    from advisor.router.features import text_window
+
+    assert text_window("short text", (6, 4)) == "short text"  # fits in head + tail: unchanged
+    assert text_window("0123456789abcdef", (6, 4)) == "012345\ncdef"
+    assert text_window("0123456789abcdef", (6, 0)) == "012345"
+    assert text_window("x" * 5000, None) == "x" * 5000
+
+
+def test_featurizer_window_is_recorded_and_older_states_read_the_whole_text():
+    texts = ["alpha " * 400 + "tail words here?", "short one", "beta gamma " * 300 + "end $x^2$"]
+    classes = ["a", "b", None]
+    f = Featurizer(n_hash=2 ** 10, window=(60, 40)).fit(texts, classes)
+    assert Featurizer.from_state(f.state()).window == (60, 40)
+    idx, _, dense = f.transform_one(texts[0], "a")
+    want, _ = ngram_counts("alpha " * 10 + "\n" + ("alpha " * 400 + "tail words here?")[-40:], 2 ** 10,
+                           f.char_cap, f.word_cap)
+    assert np.array_equal(idx, want)
+    state = f.state()
+    del state["window"]  # an artifact written before the window
+    old = Featurizer.from_state(state)
+    assert old.window is None
+    idx_old, _, dense_old = old.transform_one(texts[0], "a")
+    assert np.array_equal(idx_old, ngram_counts(texts[0], 2 ** 10, 1000, 6000)[0])
+    raw = (np.asarray(cues(texts[0]), dtype=np.float32) - old.cue_mean) / old.cue_std
+    assert np.allclose(dense_old[: len(raw)], raw)
+    assert not np.allclose(dense[: len(raw)], dense_old[: len(raw)])  # the window changed the cue fractions
