@@ -136,3 +136,12 @@ def test_featurizer_window_is_recorded_and_older_states_read_the_whole_text():
     raw = (np.asarray(cues(texts[0]), dtype=np.float32) - old.cue_mean) / old.cue_std
     assert np.allclose(dense_old[: len(raw)], raw)
     assert not np.allclose(dense[: len(raw)], dense_old[: len(raw)])  # the window changed the cue fractions
+
+
+def test_wb_grams_equal_the_char_wb_analyzer_per_word():
+    from advisor.router.hashing import _wb_grams
+
+    analyzer = vectorizers(2 ** 10)[0].build_analyzer()
+    words = {w for text in ADVERSARIAL + _random_texts(100, seed=9) for w in text.lower().split()}
+    for w in sorted(words) + ["a", "ab", "abc", "abcd"]:
+        assert _wb_grams(w) == analyzer(w), w
