@@ -49,7 +49,7 @@ _ASCII = {"digit": bytes(i for i in range(128) if chr(i).isdigit()),
           "alnum_or_space": bytes(i for i in range(128) if chr(i).isalnum() or chr(i).isspace())}
 
 
-WINDOW = (600, 400)  #: (head, tail) characters of a long prompt the features read (module doc); new routers
+WINDOW = (300, 200)  #: (head, tail) characters of a long prompt the features read (module doc); new routers
 
 
 def text_window(text: str, window: tuple[int, int] | None) -> str:
