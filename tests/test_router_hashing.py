@@ -145,3 +145,30 @@ def test_wb_grams_equal_the_char_wb_analyzer_per_word():
     words = {w for text in ADVERSARIAL + _random_texts(100, seed=9) for w in text.lower().split()}
     for w in sorted(words) + ["a", "ab", "abc", "abcd"]:
         assert _wb_grams(w) == analyzer(w), w
+
+
+def test_numpy_gram_hashing_equals_murmurhash_per_gram(monkeypatch):
+    from itertools import accumulate, chain
+
+    import advisor.router.hashing as hashing
+
+    rng = random.Random(4)
+    ascii_texts = ["".join(rng.choice("abcXYZ 019 \t\n.,;:?!()[]{}=+-*/$^_\x7f\x01") for _ in range(rng.randint(0, 400)))
+                   for _ in range(100)]
+    words = sorted({w for t in ascii_texts + [a for a in ADVERSARIAL if a.isascii()] for w in t.lower().split()})
+    words += ["a", "ab", "abc", "abcd"]
+    murmur = hasher(2 ** 10).murmur
+    for n_hash in (2 ** 10, 2 ** 16):
+        flat, ends = hashing._wb_buckets_ascii(words, n_hash)
+        grams = list(map(hashing._wb_grams, words))
+        assert flat == [abs(murmur(g)) % n_hash for g in chain.from_iterable(grams)]
+        assert ends == list(accumulate(map(len, grams)))
+    monkeypatch.setattr(hashing, "VECTOR_MIN_WORDS", 1)  # every text's new words through the numpy path
+    for n_hash in (2 ** 10, 2 ** 12):
+        hashing.hasher.cache_clear()
+        for text in ascii_texts + ADVERSARIAL:
+            idx, counts = ngram_counts(text, n_hash, 1000, 6000)
+            row = np.zeros(2 * n_hash)
+            row[idx] = counts
+            assert np.array_equal(row, _reference_row(text, n_hash, 1000, 6000)), text[:60]
+    hashing.hasher.cache_clear()
