@@ -10,7 +10,7 @@ the CPU time of the deciding thread (time.thread_time) is reported beside it.
 Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
 
 Measured (2 shared cores, `--train-rows 800 --no-embeddings --n 2000 --stages`, CPU time, two runs): single-shot
-p50 0.243 / 0.327 ms, p99 0.614 / 0.893 ms; escalation p50 0.264 / 0.454 ms, p99 0.557 / 0.881 ms (before the
+p50 0.230 / 0.304 ms, p99 0.545 / 0.924 ms; escalation p50 0.229 / 0.264 ms, p99 0.429 / 0.606 ms (before the
 text window and the other changes of docs/router-results.md "Overhead": single-shot p99 1.6-1.8 ms, escalation
 p99 1.2-2.0 ms). Single-shot, timed first, meets most prompts with empty n-gram caches (only 50 warm-up calls).
 """

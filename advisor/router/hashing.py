@@ -5,7 +5,7 @@ decision budget, and walking every n-gram in Python is what made long prompts (t
 of the decision latency. Here the work per request is one dictionary look-up per *word* (character n-grams)
 or per token pair (word n-grams), at C speed (``map`` over ``dict.get``); n-grams are hashed once, with
 HashingVectorizer's own murmurhash3 rule, the first time they are seen, and remembered (bounded caches per hash
-width). The multiset of n-grams is the vectorizers' own:
+width); a request's many new ASCII words have their character n-grams cut and hashed in numpy in one pass. The multiset of n-grams is the vectorizers' own:
 
 - ``char_wb`` (3-4 grams): the vectorizer splits its lower-cased text on white space and takes the n-grams of
   each padded word independently, so a text's n-grams are the concatenation of its words' n-grams (computed
