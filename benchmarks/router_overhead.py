@@ -8,6 +8,11 @@ The machine's load average is printed beside the figures: other processes inflat
 the CPU time of the deciding thread (time.thread_time) is reported beside it.
 
 Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
+
+Measured (2 shared cores, `--train-rows 800 --no-embeddings --n 2000 --stages`, CPU time, two runs): single-shot
+p50 0.230 / 0.304 ms, p99 0.545 / 0.924 ms; escalation p50 0.229 / 0.264 ms, p99 0.429 / 0.606 ms (before the
+text window and the other changes of docs/router-results.md "Overhead": single-shot p99 1.6-1.8 ms, escalation
+p99 1.2-2.0 ms). Single-shot, timed first, meets most prompts with empty n-gram caches (only 50 warm-up calls).
 """
 
 from __future__ import annotations
@@ -84,11 +89,12 @@ def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float,
     for j in range(n):
         t = texts[j % len(texts)]
         t0 = clock()
-        h.char_ids(t[: f.char_cap])
+        seen = f.view(t)  # the featuriser's text window (the whole text for artifacts without one)
+        h.char_ids(seen[: f.char_cap])
         t1 = clock()
-        h.word_ids(t[: f.word_cap])
+        h.word_ids(seen[: f.word_cap])
         t2 = clock()
-        features.cues(t)
+        features.cues(t, seen if f.window else None)
         t3 = clock()
         route_one(model, t, classes[j % len(texts)], config, facts=facts, explain=False)
         rows.append((t1 - t0, t2 - t1, t3 - t2, clock() - t3))

@@ -78,6 +78,8 @@ def _put(state, key, arr):
     (lambda s: s["bias"].pop("dtype"), "dtype"),
     (lambda s: s.pop("w_sparse"), "missing w_sparse"),
     (lambda s: s.__setitem__("dependence", 3), "dependence"),
+    (lambda s: s["featurizer"].__setitem__("window", [600]), "featurizer.window"),
+    (lambda s: s["featurizer"].__setitem__("window", [-1, 400]), "featurizer.window"),
 ])
 def test_damaged_artifacts_get_one_line(tmp_path, trained, damage, message):  # noqa: F811
     path = trained.save(tmp_path / "r.json")

@@ -107,3 +107,68 @@ def test_cue_patterns_match_like_the_plain_alternations():
     for fast, reference in plain.items():
         for text in texts:
             assert fast.findall(text) == reference.findall(text), (reference.pattern, text)
+
+
+def test_text_window_reads_head_and_tail_of_long_texts_only():
+    from advisor.router.features import text_window
+
+    assert text_window("short text", (6, 4)) == "short text"  # fits in head + tail: unchanged
+    assert text_window("0123456789abcdef", (6, 4)) == "012345\ncdef"
+    assert text_window("0123456789abcdef", (6, 0)) == "012345"
+    assert text_window("x" * 5000, None) == "x" * 5000
+
+
+def test_featurizer_window_is_recorded_and_older_states_read_the_whole_text():
+    texts = ["alpha " * 400 + "tail words here?", "short one", "beta gamma " * 300 + "end $x^2$"]
+    classes = ["a", "b", None]
+    f = Featurizer(n_hash=2 ** 10, window=(60, 40)).fit(texts, classes)
+    assert Featurizer.from_state(f.state()).window == (60, 40)
+    idx, _, dense = f.transform_one(texts[0], "a")
+    want, _ = ngram_counts("alpha " * 10 + "\n" + ("alpha " * 400 + "tail words here?")[-40:], 2 ** 10,
+                           f.char_cap, f.word_cap)
+    assert np.array_equal(idx, want)
+    state = f.state()
+    del state["window"]  # an artifact written before the window
+    old = Featurizer.from_state(state)
+    assert old.window is None
+    idx_old, _, dense_old = old.transform_one(texts[0], "a")
+    assert np.array_equal(idx_old, ngram_counts(texts[0], 2 ** 10, 1000, 6000)[0])
+    raw = (np.asarray(cues(texts[0]), dtype=np.float32) - old.cue_mean) / old.cue_std
+    assert np.allclose(dense_old[: len(raw)], raw)
+    assert not np.allclose(dense[: len(raw)], dense_old[: len(raw)])  # the window changed the cue fractions
+
+
+def test_wb_grams_equal_the_char_wb_analyzer_per_word():
+    from advisor.router.hashing import _wb_grams
+
+    analyzer = vectorizers(2 ** 10)[0].build_analyzer()
+    words = {w for text in ADVERSARIAL + _random_texts(100, seed=9) for w in text.lower().split()}
+    for w in sorted(words) + ["a", "ab", "abc", "abcd"]:
+        assert _wb_grams(w) == analyzer(w), w
+
+
+def test_numpy_gram_hashing_equals_murmurhash_per_gram(monkeypatch):
+    from itertools import accumulate, chain
+
+    import advisor.router.hashing as hashing
+
+    rng = random.Random(4)
+    ascii_texts = ["".join(rng.choice("abcXYZ 019 \t\n.,;:?!()[]{}=+-*/$^_\x7f\x01") for _ in range(rng.randint(0, 400)))
+                   for _ in range(100)]
+    words = sorted({w for t in ascii_texts + [a for a in ADVERSARIAL if a.isascii()] for w in t.lower().split()})
+    words += ["a", "ab", "abc", "abcd"]
+    murmur = hasher(2 ** 10).murmur
+    for n_hash in (2 ** 10, 2 ** 16):
+        flat, ends = hashing._wb_buckets_ascii(words, n_hash)
+        grams = list(map(hashing._wb_grams, words))
+        assert flat == [abs(murmur(g)) % n_hash for g in chain.from_iterable(grams)]
+        assert ends == list(accumulate(map(len, grams)))
+    monkeypatch.setattr(hashing, "VECTOR_MIN_WORDS", 1)  # every text's new words through the numpy path
+    for n_hash in (2 ** 10, 2 ** 12):
+        hashing.hasher.cache_clear()
+        for text in ascii_texts + ADVERSARIAL:
+            idx, counts = ngram_counts(text, n_hash, 1000, 6000)
+            row = np.zeros(2 * n_hash)
+            row[idx] = counts
+            assert np.array_equal(row, _reference_row(text, n_hash, 1000, 6000)), text[:60]
+    hashing.hasher.cache_clear()

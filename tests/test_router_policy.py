@@ -162,3 +162,51 @@ def test_candidate_chains_by_order(max_chain):
     early = candidate_table(Pm, np.ones_like(Pm), rungs, PolicyConfig(max_chain=max_chain, stop_early=True),
                             prefs)["chains"]
     assert early.shape[1] == sum(min(max_chain, 4 - s) for s in range(4))
+
+
+def _chain_outcome_by_step(p, cost, k, verifier, valid=None, dependence=0.0):
+    """The step-by-step recursion `chain_outcome_batch` replaced (kept here as its reference)."""
+    p = np.clip(p, 0.0, 1.0)
+    n, S = p.shape
+    valid = np.ones_like(p, dtype=bool) if valid is None else valid
+    if verifier is None:
+        return cost[:, 0].copy(), p[:, 0].copy()
+    k = np.broadcast_to(np.maximum(1, np.asarray(k, dtype=int)), (n, S))
+    rho = float(dependence)
+    reach, prod, low = np.ones(n), np.ones(n), np.ones(n)
+    exp_cost, p_use = np.zeros(n), np.zeros(n)
+    last_step = valid.sum(axis=1) - 1
+    for s in range(S):
+        v = valid[:, s]
+        a = verifier.accept_rate(p[:, s])
+        kk = k[:, s]
+        fail = (1.0 - a) ** kk
+        new_prod, new_low = prod * fail, np.minimum(low, fail)
+        new_reach = (1.0 - rho) * new_prod + rho * new_low if rho else new_prod
+        pos = a > 0
+        a_safe = np.where(pos, a, 1.0)
+        attempts = np.where(pos, (1.0 - fail) / a_safe, kk)
+        share = np.where(pos, p[:, s] * (1 - verifier.false_reject) / a_safe, 0.0)
+        rejected = np.where((last_step == s) & (fail > 0),
+                            new_reach * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
+        exp_cost += np.where(v, reach * cost[:, s] * attempts, 0.0)
+        p_use += np.where(v, (reach - new_reach) * share + rejected, 0.0)
+        reach = np.where(v, new_reach, reach)
+        prod, low = np.where(v, new_prod, prod), np.where(v, new_low, low)
+    return exp_cost, np.minimum(p_use, 1.0)
+
+
+@pytest.mark.parametrize("v", [None, Verifier(), Verifier(0.15, 0.3), Verifier(0.0, 0.2), Verifier(0.3, 0.0)])
+@pytest.mark.parametrize("rho", [0.0, 0.3, 1.0])
+def test_batch_chain_outcome_equals_the_step_by_step_recursion(v, rho):
+    rng = np.random.default_rng(7)
+    p = rng.random((400, 4))
+    p[:20] = rng.choice([0.0, 1.0], size=(20, 4))  # certain outcomes: accept rates of 0 and 1
+    c = rng.random((400, 4))
+    k = rng.integers(1, 4, size=(400, 4))
+    valid = np.arange(4) < rng.integers(1, 5, size=400)[:, None]  # chains of 1-4 steps, padded at the end
+    holes = rng.random((400, 4)) < 0.3  # and masks that are not prefixes, even without a first step
+    for mask in (None, valid, holes):
+        got = chain_outcome_batch(p, c, k, v, mask, rho)
+        want = _chain_outcome_by_step(p, c, k, v, mask, rho)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

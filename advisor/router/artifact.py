@@ -31,6 +31,11 @@ from advisor.errors import RouterError
 from advisor.router.costmodel import CostModel
 from advisor.router.features import Featurizer
 
+try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
+    from numpy.core.multiarray import interp as _interp
+except ImportError:  # pragma: no cover - numpy 2 moved it
+    from numpy._core.multiarray import interp as _interp
+
 FORMAT = "advisor-router"
 FORMAT_VERSION = 2
 SUFFIXES = (".json", ".npz")
@@ -94,8 +99,9 @@ class RouterModel:
     # ------------------------------------------------------------------ scoring
     def _calibrate(self, raw: np.ndarray, dense: np.ndarray) -> np.ndarray:
         out = np.empty_like(raw, dtype=np.float64)
-        for j in range(raw.shape[-1]):
-            out[..., j] = np.interp(raw[..., j], self.calib_x[j], self.calib_y[j])
+        raw = np.asarray(raw, dtype=np.float64)
+        for j in range(raw.shape[-1]):  # the maps are float64 already (from_state): np.interp's own C routine
+            out[..., j] = _interp(raw[..., j], self.calib_x[j], self.calib_y[j], None, None)
         if self.stack_w is None:
             return out
         from advisor.router.features import CUE_NAMES

@@ -1,9 +1,16 @@
 """Request features for the router: no GPU needed, fast enough for one decision in well under a millisecond.
 
+- the text window: a prompt longer than `window` = (head, tail) characters is read as its first `head` and
+  last `tail` characters joined by a line break (`text_window`; the same function in training and routing), so
+  that featurising a request costs at most what a ~1,000-character prompt costs (long prompts were the tail of
+  the decision latency); lengths (characters, words, lines, question marks) and the cost model's input tokens
+  still use the whole text. Artifacts written before the window have none (`window` None: the whole text);
 - hashed text n-grams: character 3-4-grams (word-bounded) of the first `char_cap` characters and word 1-2-grams
-  of the first `word_cap` characters, each hashed into `n_hash` buckets, sublinear tf x idf, L2-normalised;
+  of the first `word_cap` characters (of the window), each hashed into `n_hash` buckets, sublinear tf x idf,
+  L2-normalised;
 - cues: log length in characters and words, digit / upper-case / punctuation / non-ASCII fractions, lines, and
-  counts of code, math, multiple-choice and question markers (standardised with training mean and std);
+  counts of code, math, multiple-choice and question markers (standardised with training mean and std;
+  fractions and markers over the window, or the first CUE_CAP characters without one);
 - the task class, one-hot, when known; an unseen or missing class gets the class probabilities predicted from
   the text and cues (`classpred.py`; the training class frequencies when no class model was fitted, so a
   linear model scores it as a mixture of classes, not as a class it never saw) plus an "unknown" flag;
@@ -42,9 +49,24 @@ _ASCII = {"digit": bytes(i for i in range(128) if chr(i).isdigit()),
           "alnum_or_space": bytes(i for i in range(128) if chr(i).isalnum() or chr(i).isspace())}
 
 
-def cues(text: str) -> list[float]:
-    """Hand-made cues of one text (see CUE_NAMES); fractions and marker counts over the first CUE_CAP chars."""
-    head = text[:CUE_CAP]
+WINDOW = (300, 200)  #: (head, tail) characters of a long prompt the features read (module doc); new routers
+
+
+def text_window(text: str, window: tuple[int, int] | None) -> str:
+    """What the features read of `text`: the whole text when it fits in head + tail characters (or without a
+    window), else its first `head` and last `tail` characters joined by a line break."""
+    if window is None:
+        return text
+    head, tail = window
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n{text[len(text) - tail:]}" if tail else text[:head]
+
+
+def cues(text: str, head: str | None = None) -> list[float]:
+    """Hand-made cues of one text (see CUE_NAMES); fractions and marker counts over `head` (the featuriser's
+    window of the text) or, without one, the first CUE_CAP chars; lengths over the whole text."""
+    head = text[:CUE_CAP] if head is None else head
     n = max(1, len(head))
     if head.isascii():  # the same str predicates, counted at C speed on the bytes (see _ASCII)
         b = head.encode("ascii")
@@ -109,10 +131,14 @@ class Featurizer:
     """Fitted feature state: idf of the hashed n-grams, cue scaling, known classes, embedding flag."""
 
     def __init__(self, n_hash: int = 2 ** 16, char_cap: int = 1000, word_cap: int = 6000,
-                 use_embeddings: bool = False, predict_classes: bool = True):
+                 use_embeddings: bool = False, predict_classes: bool = True,
+                 window: tuple[int, int] | None = WINDOW):
         self.n_hash = n_hash
-        self.char_cap = char_cap
-        self.word_cap = word_cap
+        self.window = None if window is None else (int(window[0]), int(window[1]))
+        #: with a window the n-grams read all of it (head + line break + tail): the caps never cut inside it
+        span = 0 if self.window is None else sum(self.window) + 1
+        self.char_cap = max(char_cap, span)
+        self.word_cap = max(word_cap, span)
         self.use_embeddings = use_embeddings
         self.idf = np.ones(2 * n_hash, dtype=np.float32)
         self.cue_mean = np.zeros(len(CUE_NAMES), dtype=np.float32)
@@ -140,9 +166,20 @@ class Featurizer:
         return [*CUE_NAMES, *(f"class={c}" for c in self.classes), "class=unknown", *emb]
 
     # ------------------------------------------------------------------ fitting and transforming
+    def view(self, text: str) -> str:
+        """The part of `text` the n-grams and the cue fractions read (`text_window`)."""
+        return text_window(text, self.window)
+
+    def _cues(self, texts: Sequence[str]) -> np.ndarray:
+        """Raw cues (n, len(CUE_NAMES)) of many texts, through the window."""
+        if self.window is None:
+            return np.array([cues(t) for t in texts], dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
+        return np.array([cues(t, self.view(t)) for t in texts], dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
+
     def _counts(self, texts: Sequence[str]):
         import scipy.sparse as sp
 
+        texts = [self.view(t) for t in texts]
         chars, words = vectorizers(self.n_hash)
         x = sp.hstack([chars.transform([t[: self.char_cap] for t in texts]),
                        words.transform([t[: self.word_cap] for t in texts])], format="csr")
@@ -154,7 +191,7 @@ class Featurizer:
         x = self._counts(texts)
         df = np.bincount(x.indices, minlength=self.n_sparse)
         self.idf = (np.log((1 + len(texts)) / (1 + df)) + 1.0).astype(np.float32)
-        c = np.array([cues(t) for t in texts], dtype=np.float32)
+        c = self._cues(texts)
         self.cue_mean = c.mean(axis=0)
         self.cue_std = np.where(c.std(axis=0) > 1e-6, c.std(axis=0), 1.0).astype(np.float32)
         self.classes = sorted({k for k in classes if k})
@@ -181,7 +218,7 @@ class Featurizer:
         """(sparse tf-idf block as CSR, dense block as an array) for many texts."""
         x = self._tfidf(self._counts(texts))
         dense = np.zeros((len(texts), self.n_dense), dtype=np.float32)
-        dense[:, : len(CUE_NAMES)] = (np.array([cues(t) for t in texts], dtype=np.float32) - self.cue_mean) / self.cue_std
+        dense[:, : len(CUE_NAMES)] = (self._cues(texts) - self.cue_mean) / self.cue_std
         index = {c: i for i, c in enumerate(self.classes)}
         base = len(CUE_NAMES)
         unknown = []
@@ -203,11 +240,12 @@ class Featurizer:
 
     def transform_one(self, text: str, task_class: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The hot path for one request: (sparse indices, sparse values, dense vector)."""
-        idx, counts = ngram_counts(text, self.n_hash, self.char_cap, self.word_cap)
+        seen = text_window(text, self.window)
+        idx, counts = ngram_counts(seen, self.n_hash, self.char_cap, self.word_cap)
         val = np.log1p(counts) * self.idf[idx]
         val = val / (float(np.sqrt(val @ val)) or 1.0)
         dense = np.zeros(self.n_dense, dtype=np.float32)
-        dense[: len(CUE_NAMES)] = (np.asarray(cues(text), dtype=np.float32) - self.cue_mean) / self.cue_std
+        dense[: len(CUE_NAMES)] = (np.asarray(cues(text, seen if self.window else None), dtype=np.float32) - self.cue_mean) / self.cue_std
         base = len(CUE_NAMES)
         try:
             dense[base + self.classes.index(task_class)] = 1.0
@@ -228,7 +266,8 @@ class Featurizer:
     def state(self) -> dict[str, Any]:
         """Plain state for the artifact (arrays stay numpy)."""
         return {"n_hash": self.n_hash, "char_cap": self.char_cap, "word_cap": self.word_cap,
-                "use_embeddings": self.use_embeddings, "idf": self.idf, "cue_mean": self.cue_mean,
+                "use_embeddings": self.use_embeddings, "window": None if self.window is None else list(self.window),
+                "idf": self.idf, "cue_mean": self.cue_mean,
                 "cue_std": self.cue_std, "classes": list(self.classes),
                 "class_freq": self.class_freq, "cue_names": list(CUE_NAMES),
                 "class_w": self.class_w, "class_b": self.class_b,
@@ -237,7 +276,9 @@ class Featurizer:
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Featurizer":
         """Rebuild a fitted featuriser from `state()`."""
-        f = cls(int(state["n_hash"]), int(state["char_cap"]), int(state["word_cap"]), bool(state["use_embeddings"]))
+        # artifacts written before the window have none: they read the whole text, as they were trained
+        f = cls(int(state["n_hash"]), int(state["char_cap"]), int(state["word_cap"]), bool(state["use_embeddings"]),
+                window=state.get("window"))
         f.idf = np.asarray(state["idf"], dtype=np.float32)
         f.cue_mean = np.asarray(state["cue_mean"], dtype=np.float32)
         f.cue_std = np.asarray(state["cue_std"], dtype=np.float32)

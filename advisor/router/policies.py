@@ -20,6 +20,7 @@ logistic regression, argmax p - lambda x cost; `baseline.py`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -63,9 +64,9 @@ class Context:
     prefs: Preferences = field(default_factory=Preferences)
     baseline: Any = None  #: a fitted `baseline.TfidfLogistic`, for the ``baseline`` policy
 
-    @property
+    @cached_property
     def facts(self) -> list[RungFacts]:
-        """The policy's view of the rungs."""
+        """The policy's view of the rungs (built once per context: a decision reads it several times)."""
         return [RungFacts(r.name, r.self_hosted, r.latency_s) for r in self.model.rungs]
 
 

@@ -160,34 +160,47 @@ def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: Verifier |
     `k`: attempts per step, (S,) or (n, S). `valid` (n, S) marks the steps that exist (shorter chains are padded
     with False). With ``dependence`` 0 this
     is `advisor.scores.chain_outcome` (the tests check they agree); see the module docstring for rho.
+
+    All steps at once (the recursion over steps is a running product and a running minimum, so it is
+    ``cumprod`` and ``minimum.accumulate``; a step that does not exist multiplies by 1 and takes the minimum with
+    1, i.e. leaves both as they were): a few dozen numpy calls whatever the chain length, where a loop over the
+    steps made that many per step (the escalation decision's main cost for one request). The same arithmetic, in
+    the same order, as the step-by-step recursion (`tests/test_router_policy.py` checks they are equal).
     """
     p = np.clip(p, 0.0, 1.0)
     n, S = p.shape
-    valid = np.ones_like(p, dtype=bool) if valid is None else valid
     if verifier is None:
         return cost[:, 0].copy(), p[:, 0].copy()
+    valid = np.ones(p.shape, dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
     k = np.broadcast_to(np.maximum(1, np.asarray(k, dtype=int)), (n, S))
     rho = float(dependence)
-    reach, prod, low = np.ones(n), np.ones(n), np.ones(n)
+    a = verifier.accept_rate(p)
+    fail = (1.0 - a) ** k
+    run = np.ones((n, S + 1))  # running product / minimum of the failures, from 1 before the first step
+    run[:, 1:] = np.where(valid, fail, 1.0)
+    prod = np.cumprod(run, axis=1)[:, 1:]
+    new_reach = prod
+    if rho:
+        new_reach = (1.0 - rho) * prod + rho * np.minimum.accumulate(run, axis=1)[:, 1:]
+        if not valid[:, 0].all():  # before any step exists nothing has been tried: reach stays exactly 1
+            new_reach = np.where(np.logical_or.accumulate(valid, axis=1), new_reach, 1.0)
+    reach = np.ones((n, S))  # P(reaching step s): the previous step's new reach
+    reach[:, 1:] = new_reach[:, :-1]
+    pos = a > 0
+    a_safe = np.where(pos, a, 1.0)
+    attempts = np.where(pos, (1.0 - fail) / a_safe, k)
+    share = np.where(pos, p * (1 - verifier.false_reject) / a_safe, 0.0)
+    gain = (reach - new_reach) * share
+    if verifier.false_reject:  # a rejected usable answer delivered at the end of the chain
+        last = np.arange(S) == (valid.sum(axis=1) - 1)[:, None]
+        gain = gain + np.where(last & (fail > 0),
+                               new_reach * p * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
+    spent = np.where(valid, reach * cost * attempts, 0.0)
+    gain = np.where(valid, gain, 0.0)
     exp_cost, p_use = np.zeros(n), np.zeros(n)
-    last_step = valid.sum(axis=1) - 1
-    for s in range(S):
-        v = valid[:, s]
-        a = verifier.accept_rate(p[:, s])
-        kk = k[:, s]
-        fail = (1.0 - a) ** kk
-        new_prod, new_low = prod * fail, np.minimum(low, fail)
-        new_reach = (1.0 - rho) * new_prod + rho * new_low if rho else new_prod
-        pos = a > 0
-        a_safe = np.where(pos, a, 1.0)
-        attempts = np.where(pos, (1.0 - fail) / a_safe, kk)
-        share = np.where(pos, p[:, s] * (1 - verifier.false_reject) / a_safe, 0.0)
-        rejected = np.where((last_step == s) & (fail > 0),
-                            new_reach * p[:, s] * verifier.false_reject / np.maximum(1.0 - a, 1e-300), 0.0)
-        exp_cost += np.where(v, reach * cost[:, s] * attempts, 0.0)
-        p_use += np.where(v, (reach - new_reach) * share + rejected, 0.0)
-        reach = np.where(v, new_reach, reach)
-        prod, low = np.where(v, new_prod, prod), np.where(v, new_low, low)
+    for s in range(S):  # summed step by step, in order, as the recursion adds them
+        exp_cost += spent[:, s]
+        p_use += gain[:, s]
     return exp_cost, np.minimum(p_use, 1.0)
 
 

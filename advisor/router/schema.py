@@ -54,6 +54,11 @@ def validate_state(state: Any, source: str) -> None:
         n_hash, classes = int(feat["n_hash"]), list(feat["classes"])
     except (KeyError, TypeError, ValueError):
         raise RouterError(f"{source}: damaged router artifact: featurizer without n_hash/classes") from None
+    window = feat.get("window")  # the text window (features.text_window); older artifacts have none
+    if window is not None and not (isinstance(window, list) and len(window) == 2
+                                   and all(isinstance(v, int) and v >= 0 for v in window) and sum(window) > 0):
+        raise RouterError(f"{source}: damaged router artifact: featurizer.window {window!r} is not [head, tail] "
+                          "character counts")
     R = len(rungs)
     n_dense = len(CUE_NAMES) + len(classes) + 1 + (384 if feat.get("use_embeddings") else 0)
     for key, want in (("idf", (2 * n_hash,)), ("cue_mean", (len(CUE_NAMES),)), ("cue_std", (len(CUE_NAMES),)),
