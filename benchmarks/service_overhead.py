@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import ADVISOR, DEMO, KEY, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
+from load_test import (ADVISOR, DEMO, KEY, _read_until, drive, pct, small_probe, start_service,  # noqa: E402
+                       start_triton, stop)
 
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
@@ -85,7 +86,8 @@ async def direct(url: str, n: int, concurrency: int) -> list[float]:
 
 
 async def via_service(base: str, body: dict, n: int, concurrency: int, client: str) -> tuple[list[float], list[str]]:
-    """n chat completions through the service at `concurrency` over keep-alive HTTP; (latencies, errors)."""
+    """n chat completions through the service (or the floor app: same endpoint, same body) at `concurrency` over
+    keep-alive HTTP; (latencies, errors)."""
     if client == "httpx":
         return await drive(base, [body] * n, concurrency)
     import aiohttp
@@ -136,12 +138,26 @@ def timed(fn, procs: dict[str, int]):
     return result, wall, {"load generator": gen, **cpu}
 
 
-def start_services(url: str, store: Path, workers: int, against: str | None) -> dict[str, tuple]:
-    """The service under test, and with `against` a second one run by that interpreter (another checkout's
-    ``.venv/bin/python``: the code before a change) on a copy of the store; name -> (process, base URL)."""
+def start_floor(url: str) -> tuple:
+    """benchmarks/floor_app.py (the least HTTP service in front of the rung) in its own process; (process,
+    base URL)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "floor_app.py"), "--url", url,
+                             "--rung", RUNG, "--text", TEXT, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = _read_until(proc, "ready http=")
+    return proc, "http://" + line.split("=", 1)[1]
+
+
+def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True) -> dict[str, tuple]:
+    """The floor app (unless `floor` is false), the service under test, and with `against` a second service run
+    by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a copy of the
+    store; name -> (process, base URL)."""
     import shutil
 
-    services = {"service": start_service(url, store, workers, ["--ingest-every", "0"])}
+    services = {"floor": start_floor(url)} if floor else {}
+    services["service"] = start_service(url, store, workers, ["--ingest-every", "0"])
     if against:
         other = store.with_name("against.duckdb")
         shutil.copy(store, other)
@@ -158,6 +174,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="Service worker processes.")
     parser.add_argument("--client", choices=["aiohttp", "httpx"], default="aiohttp",
                         help="HTTP client of the service path (see the module docstring).")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="Leave out the floor arm (benchmarks/floor_app.py; see the module docstring).")
     parser.add_argument("--against", default=None, metavar="PYTHON",
                         help="Also time a second service run by this interpreter (e.g. a checkout of main's "
                              ".venv/bin/python), rounds alternated with the others: before/after in one run.")
@@ -170,7 +188,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            services = start_services(url, store, args.workers, args.against)
+            services = start_services(url, store, args.workers, args.against, args.floor)
             try:
                 for _, base in services.values():
                     run_loop(via_service(base, body, 50, 4, args.client))  # warm up
@@ -178,8 +196,9 @@ def main() -> None:
                     for r in range(args.rounds):
                         order = ["direct", *services]
                         for path in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
+                            # the server of the path (the direct path: the idle service)
                             pid = services[path][0].pid if path in services else services["service"][0].pid
-                            procs = {"service": pid, "triton": triton.pid}
+                            procs = {"server": pid, "triton": triton.pid}
                             if path == "direct":
                                 lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
                             else:
@@ -197,22 +216,29 @@ def main() -> None:
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
-    print("  CPU ms per request (median round): load generator (this process) / service tree / triton tree")
+    print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
+          "app or service; direct: the idle service) / triton tree")
+    paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else [])]
     for c in args.concurrency:
-        row = {}
-        for path in ("direct", *(["service", "against"] if args.against else ["service"])):
+        row, server_cpu = {}, {}
+        for path in paths:
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
             lat = [x for _, ls, _ in runs for x in ls]
             cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
-            row[path] = (rps, pct(lat, .5), pct(lat, .99))
+            row[path], server_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu["server"]
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
-                  f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['service']:.2f} / "
+                  f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['server']:.2f} / "
                   f"{cpu['triton']:.2f} ms")
         for path in row:
             if path != "direct":
                 print(f"  c={c:<3} {path}/direct throughput {row[path][0] / row['direct'][0]:.2f}; p50 added "
                       f"{(row[path][1] - row['direct'][1]) * 1e3:.2f} ms")
+        for path in row:
+            if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
+                print(f"  c={c:<3} {path}/floor throughput {row[path][0] / row['floor'][0]:.2f}; p50 added over "
+                      f"floor {(row[path][1] - row['floor'][1]) * 1e3:.2f} ms; server CPU added over floor "
+                      f"{server_cpu[path] - server_cpu['floor']:.2f} ms per request")
 
 
 if __name__ == "__main__":
