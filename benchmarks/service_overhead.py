@@ -1,29 +1,39 @@
 """Benchmark: what the routing service adds over calling the rung directly, same rung, same run.
 
 Starts the embedded Triton (`advisor triton serve`, the demo ladder's SIMULATED stand-ins, which answer at
-once) and `advisor serve --url` to it (one worker, router trained at start from a small stored probe), then for
-each concurrency level alternates rounds of
+once), benchmarks/floor_app.py and `advisor serve --url` to it (one worker, router trained at start from a
+small stored probe), then for each concurrency level alternates rounds of
 
   * direct:  advisor's `TritonClient.generate` on nano-30b with the prompt the service would render (one gRPC
              channel, reused), and
+  * floor:   the same ``POST /v1/chat/completions`` (same body, same client, same connections) to
+             benchmarks/floor_app.py: the least HTTP service in front of the rung, a minimal Starlette app on
+             uvicorn with `advisor serve`'s uvicorn settings (asyncio loop, httptools, no access log, one worker)
+             that reads the JSON body, calls the same `TritonClient.generate` (same rung, same rendered prompt,
+             the body's max_tokens, one client reused) and returns ``{"text": ...}`` (`--no-floor` leaves it out),
   * service: ``POST /v1/chat/completions`` with ``model: auto`` and ``advisor.rungs: [nano-30b]`` (the routing
              decision runs, no embeddings; the answer is parsed, costed, recorded and counted) over keep-alive
              HTTP connections (aiohttp by default: `--client httpx` for the load test's client),
 
-and prints requests/s and p50/p99 per path, the service/direct throughput ratio (goal at concurrency 32:
->= 0.85) and the p50 added at concurrency 1 (goal: <= 2 ms).
+and prints requests/s and p50/p99 per path, the floor/direct and service/direct throughput ratios (goal at
+concurrency 32: >= 0.85) and the p50 they add (goal at concurrency 1: <= 2 ms), and service over floor: the
+throughput ratio, p50 and server CPU per request that advisor's own code adds on top of the least possible
+service. The floor reads the goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85
+at 32) would say that no code of advisor's can meet them on this machine; a floor well inside them puts the
+gap on advisor's code.
 
-Fairness: both paths run in this one load-generator process on asyncio's default event loop, with the same
+Fairness: all paths run in this one load-generator process on asyncio's default event loop, with the same
 `concurrency` tasks taking requests from one counter, one warmed, reused connection (pool) per path, and the
 same latency clock around one call. The load generator shares the 2 cores with the service and Triton, so its
 own CPU is part of either path's cost: every round prints the CPU milliseconds per request of the load
 generator, of the service's process tree and of Triton's (from /proc), so that the costs can be compared side
-by side. httpx cost the load generator about three times aiohttp's CPU per request at 32 connections (3.1 vs
-0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only. (aiohttp
+by side (the server column is the path's server: the floor app's process or the service's tree; for the direct
+path, the idle service's). httpx cost the load generator about three times aiohttp's CPU per request at 32
+connections (3.1 vs 0.3-0.4 ms, measured with `--client httpx`), which would be charged to the HTTP paths only. (aiohttp
 comes with the `tritonclient[http]` dependency.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
-        [--client aiohttp|httpx] [--against OTHER_CHECKOUT/.venv/bin/python]
+        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python]
 """
 
 from __future__ import annotations
