@@ -1,29 +1,39 @@
 """Benchmark: what the routing service adds over calling the rung directly, same rung, same run.
 
 Starts the embedded Triton (`advisor triton serve`, the demo ladder's SIMULATED stand-ins, which answer at
-once) and `advisor serve --url` to it (one worker, router trained at start from a small stored probe), then for
-each concurrency level alternates rounds of
+once), benchmarks/floor_app.py and `advisor serve --url` to it (one worker, router trained at start from a
+small stored probe), then for each concurrency level alternates rounds of
 
   * direct:  advisor's `TritonClient.generate` on nano-30b with the prompt the service would render (one gRPC
              channel, reused), and
+  * floor:   the same ``POST /v1/chat/completions`` (same body, same client, same connections) to
+             benchmarks/floor_app.py: the least HTTP service in front of the rung, a minimal Starlette app on
+             uvicorn with `advisor serve`'s uvicorn settings (asyncio loop, httptools, no access log, one worker)
+             that reads the JSON body, calls the same `TritonClient.generate` (same rung, same rendered prompt,
+             the body's max_tokens, one client reused) and returns ``{"text": ...}`` (`--no-floor` leaves it out),
   * service: ``POST /v1/chat/completions`` with ``model: auto`` and ``advisor.rungs: [nano-30b]`` (the routing
              decision runs, no embeddings; the answer is parsed, costed, recorded and counted) over keep-alive
              HTTP connections (aiohttp by default: `--client httpx` for the load test's client),
 
-and prints requests/s and p50/p99 per path, the service/direct throughput ratio (goal at concurrency 32:
->= 0.85) and the p50 added at concurrency 1 (goal: <= 2 ms).
+and prints requests/s and p50/p99 per path, the floor/direct and service/direct throughput ratios (goal at
+concurrency 32: >= 0.85) and the p50 they add (goal at concurrency 1: <= 2 ms), and service over floor: the
+throughput ratio, p50 and server CPU per request that advisor's own code adds on top of the least possible
+service. The floor reads the goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85
+at 32) would say that no code of advisor's can meet them on this machine; a floor well inside them puts the
+gap on advisor's code.
 
-Fairness: both paths run in this one load-generator process on asyncio's default event loop, with the same
+Fairness: all paths run in this one load-generator process on asyncio's default event loop, with the same
 `concurrency` tasks taking requests from one counter, one warmed, reused connection (pool) per path, and the
 same latency clock around one call. The load generator shares the 2 cores with the service and Triton, so its
 own CPU is part of either path's cost: every round prints the CPU milliseconds per request of the load
 generator, of the service's process tree and of Triton's (from /proc), so that the costs can be compared side
-by side. httpx cost the load generator about three times aiohttp's CPU per request at 32 connections (3.1 vs
-0.3-0.4 ms, measured with `--client httpx`), which would be charged to the service path only. (aiohttp
+by side (the server column is the path's server: the floor app's process or the service's tree; for the direct
+path, the idle service's). httpx cost the load generator about three times aiohttp's CPU per request at 32
+connections (3.1 vs 0.3-0.4 ms, measured with `--client httpx`), which would be charged to the HTTP paths only. (aiohttp
 comes with the `tritonclient[http]` dependency.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
-        [--client aiohttp|httpx] [--against OTHER_CHECKOUT/.venv/bin/python]
+        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python]
 """
 
 from __future__ import annotations
@@ -38,7 +48,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import ADVISOR, DEMO, KEY, drive, pct, small_probe, start_service, start_triton, stop  # noqa: E402
+from load_test import (ADVISOR, DEMO, KEY, _read_until, drive, pct, small_probe, start_service,  # noqa: E402
+                       start_triton, stop)
 
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
@@ -85,7 +96,8 @@ async def direct(url: str, n: int, concurrency: int) -> list[float]:
 
 
 async def via_service(base: str, body: dict, n: int, concurrency: int, client: str) -> tuple[list[float], list[str]]:
-    """n chat completions through the service at `concurrency` over keep-alive HTTP; (latencies, errors)."""
+    """n chat completions through the service (or the floor app: same endpoint, same body) at `concurrency` over
+    keep-alive HTTP; (latencies, errors)."""
     if client == "httpx":
         return await drive(base, [body] * n, concurrency)
     import aiohttp
@@ -136,12 +148,26 @@ def timed(fn, procs: dict[str, int]):
     return result, wall, {"load generator": gen, **cpu}
 
 
-def start_services(url: str, store: Path, workers: int, against: str | None) -> dict[str, tuple]:
-    """The service under test, and with `against` a second one run by that interpreter (another checkout's
-    ``.venv/bin/python``: the code before a change) on a copy of the store; name -> (process, base URL)."""
+def start_floor(url: str) -> tuple:
+    """benchmarks/floor_app.py (the least HTTP service in front of the rung) in its own process; (process,
+    base URL)."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parent / "floor_app.py"), "--url", url,
+                             "--rung", RUNG, "--text", TEXT, "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = _read_until(proc, "ready http=")
+    return proc, "http://" + line.split("=", 1)[1]
+
+
+def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True) -> dict[str, tuple]:
+    """The floor app (unless `floor` is false), the service under test, and with `against` a second service run
+    by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a copy of the
+    store; name -> (process, base URL)."""
     import shutil
 
-    services = {"service": start_service(url, store, workers, ["--ingest-every", "0"])}
+    services = {"floor": start_floor(url)} if floor else {}
+    services["service"] = start_service(url, store, workers, ["--ingest-every", "0"])
     if against:
         other = store.with_name("against.duckdb")
         shutil.copy(store, other)
@@ -158,6 +184,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="Service worker processes.")
     parser.add_argument("--client", choices=["aiohttp", "httpx"], default="aiohttp",
                         help="HTTP client of the service path (see the module docstring).")
+    parser.add_argument("--no-floor", dest="floor", action="store_false",
+                        help="Leave out the floor arm (benchmarks/floor_app.py; see the module docstring).")
     parser.add_argument("--against", default=None, metavar="PYTHON",
                         help="Also time a second service run by this interpreter (e.g. a checkout of main's "
                              ".venv/bin/python), rounds alternated with the others: before/after in one run.")
@@ -170,7 +198,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            services = start_services(url, store, args.workers, args.against)
+            services = start_services(url, store, args.workers, args.against, args.floor)
             try:
                 for _, base in services.values():
                     run_loop(via_service(base, body, 50, 4, args.client))  # warm up
@@ -178,8 +206,9 @@ def main() -> None:
                     for r in range(args.rounds):
                         order = ["direct", *services]
                         for path in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
+                            # the server of the path (the direct path: the idle service)
                             pid = services[path][0].pid if path in services else services["service"][0].pid
-                            procs = {"service": pid, "triton": triton.pid}
+                            procs = {"server": pid, "triton": triton.pid}
                             if path == "direct":
                                 lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
                             else:
@@ -197,22 +226,29 @@ def main() -> None:
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
-    print("  CPU ms per request (median round): load generator (this process) / service tree / triton tree")
+    print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
+          "app or service; direct: the idle service) / triton tree")
+    paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else [])]
     for c in args.concurrency:
-        row = {}
-        for path in ("direct", *(["service", "against"] if args.against else ["service"])):
+        row, server_cpu = {}, {}
+        for path in paths:
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
             lat = [x for _, ls, _ in runs for x in ls]
             cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
-            row[path] = (rps, pct(lat, .5), pct(lat, .99))
+            row[path], server_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu["server"]
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
-                  f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['service']:.2f} / "
+                  f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['server']:.2f} / "
                   f"{cpu['triton']:.2f} ms")
         for path in row:
             if path != "direct":
                 print(f"  c={c:<3} {path}/direct throughput {row[path][0] / row['direct'][0]:.2f}; p50 added "
                       f"{(row[path][1] - row['direct'][1]) * 1e3:.2f} ms")
+        for path in row:
+            if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
+                print(f"  c={c:<3} {path}/floor throughput {row[path][0] / row['floor'][0]:.2f}; p50 added over "
+                      f"floor {(row[path][1] - row['floor'][1]) * 1e3:.2f} ms; server CPU added over floor "
+                      f"{server_cpu[path] - server_cpu['floor']:.2f} ms per request")
 
 
 if __name__ == "__main__":
