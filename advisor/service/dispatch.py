@@ -202,28 +202,30 @@ async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[At
 
 async def call_model(rt, req, plan: Plan, model, prompt, deadline: float) -> tuple[Attempt, str | None]:
     """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
-    failed: the attempt's error says why; a timeout or a backend that is down is a failover)."""
+    failed: the attempt's error says why; a timeout or a backend that is down is a failover). The call is
+    counted in the metrics here (`Metrics.count_call`), for every mode."""
     from advisor.triton.client import GenerationTimeout
 
-    attempt = Attempt(model.name)
+    attempt, text = Attempt(model.name), None
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         attempt.error = "deadline: no time left for this attempt"
-        return attempt, None
-    started = time.perf_counter()
-    try:
-        result = await rt.client_for(model).generate(
-            model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
-            timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
-    except GenerationTimeout as exc:
-        attempt.error, attempt.failover = f"timeout: {exc}", True
-    except BackendError as exc:
-        attempt.error, attempt.failover = f"down: {exc}", True
-    attempt.latency_s = time.perf_counter() - started
-    if attempt.error:
-        return attempt, None
-    fill_attempt(attempt, model, result)
-    return attempt, result.text or ""
+    else:
+        started = time.perf_counter()
+        try:
+            result = await rt.client_for(model).generate(
+                model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
+                timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
+        except GenerationTimeout as exc:
+            attempt.error, attempt.failover = f"timeout: {exc}", True
+        except BackendError as exc:
+            attempt.error, attempt.failover = f"down: {exc}", True
+        attempt.latency_s = time.perf_counter() - started
+        if not attempt.error:
+            fill_attempt(attempt, model, result)
+            text = result.text or ""
+    rt.metrics.count_call(attempt, rt.simulated(model.name))
+    return attempt, text
 
 
 def fill_attempt(attempt: Attempt, model, result) -> None:
@@ -249,8 +251,6 @@ async def run(rt, req, plan: Plan) -> Outcome:
         for i in range(plan.k):
             attempt, reply = await call_rung(rt, req, plan, rung, deadline)
             out.attempts.append(attempt)
-            m = rt.metrics
-            m.count_call(attempt, rt.simulated(rung))
             if reply is None:
                 if attempt.error.startswith("deadline"):
                     queue = []
@@ -259,13 +259,9 @@ async def run(rt, req, plan: Plan) -> Outcome:
                     queue = failover_order(rt, plan, tried, rung)
                 break
             last = (rung, reply)
-            if plan.verifier is None:
-                m.count_result(rung, plan.task_class, "unverified", rt.simulated(rung))
-                return _deliver(out, rung, reply, "unverified")
-            word = await verify(plan, attempt, reply)
-            m.count_result(rung, plan.task_class, word, rt.simulated(rung))
-            if word == "accepted":
-                return _deliver(out, rung, reply, "accepted")
+            word = await settle(rt, plan, attempt, reply)
+            if word != "rejected":
+                return _deliver(out, rung, reply, word)
         else:
             if queue:
                 rt.metrics.child(rt.metrics.escalations, rung, queue[0]).inc()
@@ -279,13 +275,18 @@ async def run(rt, req, plan: Plan) -> Outcome:
     return out
 
 
-async def verify(plan: Plan, attempt: Attempt, reply: Reply) -> str:
-    """Run the plan's verifier on an answered attempt and note its verdict and cost on the attempt;
-    ``accepted`` or ``rejected``."""
-    verdict = await plan.verifier.verify(reply, plan.text)
-    attempt.verified, attempt.accepted, attempt.verdict = True, verdict.accepted, verdict.detail
-    attempt.cost_usd += verdict.cost_usd
-    return "accepted" if verdict.accepted else "rejected"
+async def settle(rt, plan: Plan, attempt: Attempt, reply: Reply) -> str:
+    """The result of an answered attempt, counted (`Metrics.count_result`): ``unverified`` without a verifier,
+    else the plan's verifier's ``accepted`` or ``rejected`` (its verdict and cost noted on the attempt)."""
+    if plan.verifier is None:
+        word = "unverified"
+    else:
+        verdict = await plan.verifier.verify(reply, plan.text)
+        attempt.verified, attempt.accepted, attempt.verdict = True, verdict.accepted, verdict.detail
+        attempt.cost_usd += verdict.cost_usd
+        word = "accepted" if verdict.accepted else "rejected"
+    rt.metrics.count_result(attempt.rung, plan.task_class, word, rt.simulated(attempt.rung))
+    return word
 
 
 def _deliver(out: Outcome, rung: str, reply: Reply, verdict: str) -> Outcome:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung, verify
+from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung, settle
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -94,7 +94,6 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     for _ in range(MAX_INVALID):
         attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
         out.attempts.append(attempt)
-        rt.metrics.count_call(attempt, rt.simulated(orch.name))
         if text is None:
             out.status, out.error = (504 if attempt.error.startswith("deadline") else 503), \
                 f"the orchestrator {orch.name} could not answer: {attempt.error}"
@@ -111,7 +110,6 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
                 rt.metrics.count_result(orch.name, plan.task_class, "unverified", rt.simulated(orch.name))
                 expert_attempt, reply = await call_rung(rt, req, plan, rung, deadline)
                 out.attempts.append(expert_attempt)
-                rt.metrics.count_call(expert_attempt, rt.simulated(rung))
                 if reply is None:
                     out.status, out.error = 503, f"expert {rung} chosen by the orchestrator failed: {expert_attempt.error}"
                     return out
@@ -128,7 +126,5 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
 
 
 async def _deliver(rt: Any, plan: Plan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
-    verdict = "unverified" if plan.verifier is None else await verify(plan, attempt, reply)
-    rt.metrics.count_result(rung, plan.task_class, verdict, rt.simulated(rung))
-    out.reply, out.rung, out.verdict = reply, rung, verdict
+    out.reply, out.rung, out.verdict = reply, rung, await settle(rt, plan, attempt, reply)
     return out
