@@ -74,7 +74,7 @@ async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float
         row.error = f"{row.error}; {message}" if row.error else message
 
 
-async def _check_one(client, role: str, model, url: str, timeout_s: float, ladder=None) -> ModelCheck:
+async def _check_one(client, role: str, model, url: str, timeout_s: float, ladder) -> ModelCheck:
     from advisor.errors import ContractError
 
     row = ModelCheck(model.name, role, model.triton_model, url, reachable=True, simulated=model.simulated)
@@ -104,7 +104,7 @@ async def _check_one(client, role: str, model, url: str, timeout_s: float, ladde
             row.error = "generation returned no text and no tokens"
         elif not result.tokens_from_server:
             row.error = result.note
-        if row.generated and role == "orchestrator" and ladder is not None:
+        if row.generated and role == "orchestrator":
             await _check_format(client, row, ladder, model, timeout_s)
     except AdvisorError as exc:
         row.error = str(exc)
