@@ -85,31 +85,43 @@ def stop(proc: subprocess.Popen, timeout: float = 120.0) -> int:
     return proc.wait(timeout=timeout)
 
 
+async def pool(call, n: int, concurrency: int) -> tuple[list[float], list[str]]:
+    """Run `call()` n times from `concurrency` tasks sharing one counter; (latencies of successes, errors).
+    `call` returns None on success, else an error string (the same loop and clock for every path)."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    remaining = [n]
+
+    async def worker():
+        while remaining[0] > 0:
+            remaining[0] -= 1
+            started = time.perf_counter()
+            error = await call()
+            if error:
+                errors.append(error)
+            else:
+                latencies.append(time.perf_counter() - started)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
 async def drive(base: str, bodies, concurrency: int, timeout_s: float = 30.0) -> tuple[list[float], list[str]]:
     """Send every body (a list of dicts) with `concurrency` tasks; (latencies of successes, error strings)."""
     import httpx
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    latencies, errors = [], []
     queue = list(reversed(bodies))
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout_s,
                                  headers={"Authorization": f"Bearer {KEY}"}) as client:
-        async def worker():
-            while queue:
-                body = queue.pop()
-                started = time.perf_counter()
-                try:
-                    resp = await client.post("/v1/chat/completions", json=body)
-                    if resp.status_code != 200:
-                        errors.append(f"HTTP {resp.status_code}: {resp.text[:120]}")
-                        continue
-                except httpx.HTTPError as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    continue
-                latencies.append(time.perf_counter() - started)
+        async def call():
+            try:
+                resp = await client.post("/v1/chat/completions", json=queue.pop())
+            except httpx.HTTPError as exc:
+                return f"{type(exc).__name__}: {exc}"
+            return None if resp.status_code == 200 else f"HTTP {resp.status_code}: {resp.text[:120]}"
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, errors
+        return await pool(call, len(queue), concurrency)
 
 
 def pct(values: list[float], q: float) -> float:

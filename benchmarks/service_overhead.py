@@ -48,33 +48,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import (ADVISOR, DEMO, KEY, _read_until, drive, pct, small_probe, start_service,  # noqa: E402
-                       start_triton, stop)
+from load_test import (ADVISOR, DEMO, KEY, _read_until, drive, pct, pool, small_probe,  # noqa: E402
+                       start_service, start_triton, stop)
 
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
 MAX_TOKENS = 32
-
-
-async def pool(call, n: int, concurrency: int) -> tuple[list[float], list[str]]:
-    """Run `call()` n times from `concurrency` tasks sharing one counter; (latencies of successes, errors).
-    `call` returns None on success, else an error string (the same loop and clock for both paths)."""
-    latencies: list[float] = []
-    errors: list[str] = []
-    remaining = [n]
-
-    async def worker():
-        while remaining[0] > 0:
-            remaining[0] -= 1
-            started = time.perf_counter()
-            error = await call()
-            if error:
-                errors.append(error)
-            else:
-                latencies.append(time.perf_counter() - started)
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies, errors
 
 
 async def direct(url: str, n: int, concurrency: int) -> list[float]:
