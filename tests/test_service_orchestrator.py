@@ -36,6 +36,7 @@ def test_models_lists_the_orchestrator(orch_service):
     models = {m.id: m for m in orch_service.client().models.list()}
     assert "orchestrator" in models and RUNGS <= set(models)
     assert models["orchestrator"].model_extra["advisor"]["policy"] == "orchestrator"
+    assert models["orchestrator"].model_extra["advisor"]["simulated"] is True  # the demo's orchestrator is a stand-in
 
 
 def test_orchestrator_picks_an_expert_rung_and_both_calls_are_costed_and_recorded(orch_service):
@@ -47,6 +48,8 @@ def test_orchestrator_picks_an_expert_rung_and_both_calls_are_costed_and_recorde
     extra = reply.usage.model_extra["advisor"]
     assert [a["rung"] for a in extra["attempts"]] == ["orchestrator-8b", reply.model]
     assert all(a["cost_usd"] > 0 for a in extra["attempts"])
+    # stand-ins answered both calls (the orchestrator role included): labelled SIMULATED in the response too
+    assert headers["x-advisor-simulated"] == "true" and all(a["simulated"] is True for a in extra["attempts"])
     assert extra["cost_usd"] == pytest.approx(sum(a["cost_usd"] for a in extra["attempts"]))
     decision, attempts = orch_service.records(headers["x-advisor-decision-id"])
     assert decision["policy"] == "orchestrator" and decision["final_rung"] == reply.model
