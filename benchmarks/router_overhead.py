@@ -148,8 +148,10 @@ def run(argv: list[str] | None = None) -> dict:
         texts, classes = data.texts, data.classes
     configs = {"single-shot": PolicyConfig(mode="single"), "escalation": PolicyConfig(mode="escalate")}
     results = {}
-    print(f"requests: {len(texts)} prompts of {path}; load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} cores")
+    lengths = np.array([len(t) for t in texts])
+    print(f"requests: {len(texts)} prompts of {path} (characters: median {np.median(lengths):,.0f}, "
+          f"p90 {np.percentile(lengths, 90):,.0f}, p99 {np.percentile(lengths, 99):,.0f}, max {lengths.max():,}); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     variants = [("no embeddings", model)]
     if not args.no_embeddings:
         if embeddings_available():

@@ -172,9 +172,8 @@ class Featurizer:
 
     def _cues(self, texts: Sequence[str]) -> np.ndarray:
         """Raw cues (n, len(CUE_NAMES)) of many texts, through the window."""
-        if self.window is None:
-            return np.array([cues(t) for t in texts], dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
-        return np.array([cues(t, self.view(t)) for t in texts], dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
+        rows = [cues(t, self.view(t) if self.window else None) for t in texts]  # as in transform_one
+        return np.array(rows, dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
 
     def _counts(self, texts: Sequence[str]):
         import scipy.sparse as sp

@@ -133,8 +133,8 @@ def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier],
     """Probe/imported training data plus live attempts (soft labels, each attempt counted as `weight` runs)."""
     from advisor.records import text_hash
 
-    priors = class_priors(data, [r for r in rows if r["rung"] in {x.name for x in data.rungs}], rates)
     col = {r.name: j for j, r in enumerate(data.rungs)}
+    priors = class_priors(data, [r for r in rows if r["rung"] in col], rates)
     index = {g: i for i, g in enumerate(data.groups)}
     R = len(data.rungs)
     texts, classes, groups = list(data.texts), list(data.classes), list(data.groups)
