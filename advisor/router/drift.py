@@ -25,6 +25,11 @@ DEFAULT_THRESHOLD = 0.15
 MIN_N = 20
 
 
+def drifts(difference: float | None, n: int, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """The drift rule: |difference| past `threshold` on at least `MIN_N` observations."""
+    return difference is not None and abs(difference) > threshold and n >= MIN_N
+
+
 def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
     probe = {(r["task_class"], r["rung"]): r for r in store.probe_usable_rates()}
@@ -35,7 +40,7 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
         rungs.setdefault(r["task_class"], []).append({
             "rung": r["rung"], "live_attempts": int(r["n"]), "live_accept_rate": float(r["rate"]),
             "probe_runs": int(p["n"]) if p else 0, "probe_usable_rate": float(p["rate"]) if p else None,
-            "difference": diff, "drifts": diff is not None and abs(diff) > threshold and r["n"] >= MIN_N,
+            "difference": diff, "drifts": drifts(diff, r["n"], threshold),
             "simulated": bool(r["simulated"] or (p and p["simulated"]))})
     classes = []
     for d in store.live_class_summary():
@@ -48,7 +53,7 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
         rows = rungs.get(c, [])
         reasons = [f"{r['rung']}: live accept {r['live_accept_rate']:.2f} vs probe usable {r['probe_usable_rate']:.2f}"
                    for r in rows if r["drifts"]]
-        if gap is not None and abs(gap) > threshold and d["n_verified"] >= MIN_N:
+        if drifts(gap, d["n_verified"], threshold):
             reasons.append(f"realised {real:.2f} vs predicted P(usable) {pred:.2f}")
         classes.append({"task_class": c, "requests": int(d["n"]), "predicted_class_share": float(d["predicted_share"]),
                         "verified_requests": int(d["n_verified"]), "p_predicted": pred, "p_realised": real,

@@ -139,7 +139,7 @@ def drift_families(families: list, reference: dict[tuple[str, str], float]) -> l
     """The drift gauges (module docstring) from collected families holding ``advisor_live_verdicts``."""
     from prometheus_client.core import GaugeMetricFamily
 
-    from advisor.router.drift import DEFAULT_THRESHOLD, MIN_N
+    from advisor.router.drift import DEFAULT_THRESHOLD, MIN_N, drifts
 
     counts: dict[tuple[str, str, str], list[float]] = {}
     for fam in families:
@@ -173,7 +173,7 @@ def drift_families(families: list, reference: dict[tuple[str, str], float]) -> l
             continue
         gauges["ref"].add_metric(key, ref)
         gauges["diff"].add_metric(key, rate - ref)
-        gauges["flag"].add_metric(key, float(abs(rate - ref) > DEFAULT_THRESHOLD and n >= MIN_N))
+        gauges["flag"].add_metric(key, float(drifts(rate - ref, n)))
     return list(gauges.values())
 
 
