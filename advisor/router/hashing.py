@@ -113,8 +113,8 @@ _SLICES: dict[int, tuple[slice, ...]] = {}
 def _wb_grams(word: str) -> list[str]:
     """The char_wb 3-4-grams of one lower-cased word without white space, as sklearn's ``_char_wb_ngrams`` makes
     them (the word padded with a space each side; a padded word of 3 characters gives its one 3-gram only), cut
-    by slices kept per length: the vectorizer's analyzer called per new word cost twice as much (5.6 -> 2.7 us a
-    word on llmrouter-nim9's words; tests check equality)."""
+    by slices kept per length: the vectorizer's analyzer called per new word cost about twice as much (a one-off
+    timing on llmrouter-nim9's words, 5.6 -> 2.7 us a word; tests check equality)."""
     w = f" {word} "
     cuts = _SLICES.get(len(w))
     if cuts is None:
