@@ -53,6 +53,17 @@ def auto_ladder(path: Path, ignore: list[str]):
         {m: m.replace("/", "_") for m in models if "/" in m}
 
 
+def _window(value: str) -> tuple[tuple[int, int] | None, str]:
+    """``--window``: "HEAD,TAIL" or "none" -> (the window for `fit_router`, how the output names it)."""
+    if value.strip().lower() == "none":
+        return None, "none (whole text)"
+    try:
+        head, tail = (int(v) for v in value.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--window takes HEAD,TAIL (characters) or none, not {value!r}") from None
+    return (head, tail), f"first {head} + last {tail} characters"
+
+
 def run(argv: list[str] | None = None) -> dict:
     """Parse arguments, run the grouped-CV evaluation and print the tables; return the summary."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,6 +85,9 @@ def run(argv: list[str] | None = None) -> dict:
                     help="held-out requests come without their class (measures class prediction)")
     ap.add_argument("--subsample", type=int, default=None,
                     help="use this many prompts drawn at random (seeded), for quick exploration only")
+    ap.add_argument("--window", default=None, type=_window, metavar="HEAD,TAIL|none",
+                    help="characters of a long prompt the features read (default: the router's, "
+                         "advisor.router.features.WINDOW; 'none': the whole text)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -104,7 +118,8 @@ def run(argv: list[str] | None = None) -> dict:
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
                            fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings,
                                        "stack": not args.no_stack,
-                                       "predict_classes": not args.no_class_model},
+                                       "predict_classes": not args.no_class_model,
+                                       **({} if args.window is None else {"window": args.window[0]})},
                            hide_test_classes=args.hide_test_classes,
                            progress=lambda m: print(m, file=sys.stderr, flush=True))
     summary = ev.summarise(cv, seed=args.seed)
@@ -120,6 +135,7 @@ def run(argv: list[str] | None = None) -> dict:
     print(f"features: hashed n-grams + cues + class{' + MiniLM embeddings' if args.embeddings else ''}"
           f"{'' if args.no_stack else '; second stage across rungs'}"
           f"{'' if args.no_class_model else '; class predicted when missing'}"
+          f"{'' if args.window is None else f'; text window {args.window[1]}'}"
           f"{'; TEST REQUESTS WITHOUT THEIR CLASS' if args.hide_test_classes else ''}")
     print(f"evaluation: {summary['how']}; escalation: k={args.k}, verifier false accept {args.false_accept}, "
           f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "

@@ -19,7 +19,7 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.router.artifact import RouterModel, RungModel
-from advisor.router.features import Featurizer
+from advisor.router.features import WINDOW, Featurizer
 
 
 @dataclass
@@ -230,10 +230,13 @@ def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Seque
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
                use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True,
-               stack: bool = True, predict_classes: bool = True) -> RouterModel:
+               stack: bool = True, predict_classes: bool = True,
+               window: tuple[int, int] | None = WINDOW) -> RouterModel:
     """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
     `tune`, choose the default operating point and the chain dependence on out-of-fold predictions; with
-    `predict_classes`, the featuriser carries a class model for requests without a class (`classpred.py`)."""
+    `predict_classes`, the featuriser carries a class model for requests without a class (`classpred.py`);
+    `window`: the (head, tail) characters of a long prompt the features read (`features.text_window`; None:
+    the whole text)."""
     import warnings
 
     import scipy.sparse as sp
@@ -244,7 +247,7 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
     if len(data.texts) < 2 * folds:
         raise RouterError(f"too little data to train a router: {len(data.texts)} prompts (need {2 * folds}+)")
     feat = Featurizer(n_hash=n_hash, use_embeddings=use_embeddings,
-                      predict_classes=predict_classes).fit(data.texts, data.classes)
+                      predict_classes=predict_classes, window=window).fit(data.texts, data.classes)
     xs, xd = feat.transform(data.texts, data.classes)
     X = sp.hstack([xs, sp.csr_matrix(xd)], format="csr")
     n, R = len(data.texts), len(data.rungs)
