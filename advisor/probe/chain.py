@@ -49,7 +49,6 @@ class PolicyArm:
 
     name: str
     simulated: bool
-    triton_model: None = None
 
 
 @dataclass
