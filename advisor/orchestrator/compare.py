@@ -196,3 +196,8 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
             why += f"; only {best.scored} scored run{'' if best.scored == 1 else 's'}"
         out[key] = (best.label, why)
     return out
+
+
+def advice_rows(advice: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, str]]:
+    """`recommend`'s answer as JSON rows (``advisor policies --json`` and the report's ``floors.json``)."""
+    return [{"task_class": c, "condition": k, "run": run, "why": why} for (c, k), (run, why) in advice.items()]
