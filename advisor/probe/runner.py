@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from advisor.probe.plan import RunSpec
+from advisor.probe.plan import RunSpec, policy_model
 from advisor.scores import Thresholds
 from advisor.records import UNSCORABLE_STOPS, RunRecord, StopReason, now
 from advisor.tools.sandbox import private_root, sandbox_mode, unsandboxed_allowed
@@ -143,8 +143,11 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         if on_result:
             on_result(results[i])
 
-    semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.models()}
-    served = set(semaphores)  #: models with a server of their own (a chain policy's pseudo-model has none)
+    served = {m.name for m in ladder.models()}  #: models with a server of their own (a chain policy's has none)
+    policies = dict.fromkeys(specs[i].policy for i in todo)
+    policy_models = {p: policy_model(ladder, p) for p in policies if p != "fixed"}  #: resolved once, not per run
+    semaphores = {name: asyncio.Semaphore(max(1, concurrency))
+                  for name in [*served, *(m.name for m in policy_models.values())]}
     sandbox = contextlib.ExitStack()  # episode workspaces: a private 0700 folder of this call, removed at the end
     root = sandbox.enter_context(private_root(workdir))
     sandbox.enter_context(unsandboxed_allowed(allow_unsandboxed))
@@ -174,8 +177,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
         fixed = spec.policy == "fixed"
-        model = ladder.rung(spec.rung) if fixed else _model_of_policy(ladder, spec)
-        async with semaphores.setdefault(model.name, asyncio.Semaphore(max(1, concurrency))):
+        model = ladder.rung(spec.rung) if fixed else policy_models[spec.policy]
+        async with semaphores[model.name]:
             if outcome.stopped == "server_down":
                 results[i] = RunResult(spec, key, "not_run")
                 return
@@ -222,14 +225,6 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         outcome.elapsed_s = time.monotonic() - started
         sandbox.close()
     return outcome
-
-
-def _model_of_policy(ladder: Any, spec: RunSpec) -> Any:
-    """The model (orchestrator role) or pseudo-model (router, cascade: `advisor.probe.chain.PolicyArm`) of a
-    policy run."""
-    from advisor.probe.plan import policy_model
-
-    return policy_model(ladder, spec.policy)
 
 
 def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool, calls: Any = ()) -> None:
