@@ -102,3 +102,8 @@ def test_report_has_a_policies_section(probed, tmp_path):
     assert 'id="fig-policies"' in html and 'id="policy-advice"' in html
     data = json.loads((tmp_path / "r" / "floors.json").read_text())
     assert {a["policy"] for a in data["policies"]} == {"fixed", "orchestrator"}
+    # one advice row per class and condition in floors.json, each the line the Markdown prints
+    assert {(r["task_class"], r["condition"]) for r in data["policy_advice"]} == {
+        (a["task_class"], a["condition"]) for a in data["policies"]}
+    for r in data["policy_advice"]:
+        assert f"{r['task_class']} ({r['condition']}): run {r['run']}: " in md

@@ -35,7 +35,7 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     rates; then per class the policy to run and why."""
     from advisor.floors import FloorSettings, resolve_suite
     from advisor.ladder import load_ladder
-    from advisor.orchestrator.compare import compare, recommend, side_by_side
+    from advisor.orchestrator.compare import advice_rows, compare, recommend, side_by_side
     from advisor.store import Store
 
     with Store.open(store, read_only=True) as s:
@@ -49,8 +49,7 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     if as_json:
         typer.echo(jsonout.dumps({"suite": name, "ladder": lad.name, "simulated": simulated,
                                   "arms": [a.to_dict() for a in shown],
-                                  "recommendations": [{"task_class": c, "condition": k, "run": run, "why": why}
-                                                      for (c, k), (run, why) in advice.items()]},
+                                  "recommendations": advice_rows(advice)},
                                  indent=2, default=str))
         return
     typer.echo(render_text(shown, name, lad.name, simulated, advice))

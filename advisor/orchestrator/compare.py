@@ -16,7 +16,7 @@ For every (class, condition) and every **arm** (each rung run by itself, and eac
   rates over the attempts it judged.
 
 The **floor rung** of a (class, condition) is the fixed rung the floor finder recommends there
-(`advisor.floors.analyse`: lowest cost per usable result at or above the floor; when no rung clears, the
+(`advisor.floors.decide`: lowest cost per usable result at or above the floor; when no rung clears, the
 largest rung, labelled ``largest rung X (no floor)``). `side_by_side` keeps, per (class, condition), the floor rung and the policies: the comparison the
 report's Policies section and ``advisor policies`` show, and `recommend` says which to run and why.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.floors import FloorSettings, analyse, cell_stats
+from advisor.floors import FloorSettings, cell_stats, decide
 from advisor.money import usd
 from advisor.orchestrator.experts import family
 from advisor.shares import share
@@ -77,9 +77,6 @@ class Arm:
 def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = FloorSettings()) -> list[Arm]:
     """Every arm of every (class, condition) of `suite` run on `ladder` (by name), rungs first."""
     rows = store.arm_rows(suite, ladder.name)
-    floors = analyse([r for r in rows if r["policy"] == "fixed"], settings, suite)
-    floor_of = {(cf.task_class, cf.condition): (cf.recommended or (cf.rungs[-1].stats.rung if cf.rungs else None),
-                                                cf.recommended is not None) for cf in floors.classes}
     for r in rows:
         if r["policy"] != "fixed":
             r["rung"], r["rung_position"] = r["policy"], POLICY_POSITION + _order(r["policy"])
@@ -88,6 +85,10 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
     for r in rows:
         latency.setdefault((r["task_class"], r["condition"], r["rung"]), []).append(float(r["latency_s"] or 0.0))
         policy_of[r["rung"]] = r["policy"]
+    cells = cell_stats(rows, settings)  # one pass: the fixed cells decide the floor rung, every cell is an arm
+    floor_of = {(cf.task_class, cf.condition): (cf.recommended or (cf.rungs[-1].stats.rung if cf.rungs else None),
+                                                cf.recommended is not None)
+                for cf in decide([c for c in cells if policy_of[c.rung] == "fixed"], settings)}
     by_cell: dict[tuple, dict[str, tuple[int, int, int]]] = {}
     for c in store.expert_call_counts(suite, ladder.name):
         by_cell.setdefault((c["task_class"], c["condition"], c["policy"]), {})[c["model"]] = (
@@ -97,7 +98,7 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
     own = family(ladder.roles.orchestrator) if ladder.roles.orchestrator is not None else None
     families = {m.name: family(m) for m in ladder.rungs}
     arms = []
-    for s in cell_stats(rows, settings):
+    for s in cells:
         lat = latency.get((s.task_class, s.condition, s.rung), [])
         per_usable = (s.cost_per_attempt / s.usable_rate) if s.usable_rate and s.cost_per_attempt is not None else None
         policy = policy_of.get(s.rung, "fixed")
@@ -195,3 +196,8 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
             why += f"; only {best.scored} scored run{'' if best.scored == 1 else 's'}"
         out[key] = (best.label, why)
     return out
+
+
+def advice_rows(advice: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, str]]:
+    """`recommend`'s answer as JSON rows (``advisor policies --json`` and the report's ``floors.json``)."""
+    return [{"task_class": c, "condition": k, "run": run, "why": why} for (c, k), (run, why) in advice.items()]

@@ -4,9 +4,10 @@
 name (``runs.policy`` and ``runs.rung`` = ``router`` / ``cascade``, ``rung_position`` -1). Which rungs the run
 calls comes from the routing policies registry (`advisor.router.policies.POLICIES`), decided once for every
 task of the suite in one vectorised batch (``decide``), by a router artifact: ``--router FILE``, or one trained
-at the start of the policy runs from the store's fixed-rung runs of the same suite and ladder (in-sample:
-the router has seen these tasks' outcomes, so its figures flatter it; pass a router trained elsewhere for an
-out-of-sample comparison).
+at the start of the policy runs from the store's fixed-rung runs of the same suite and ladder. Trained here,
+``router`` decides each task out-of-sample (cross-fitted without the task's runs, `plan_chains`); the
+``cascade`` and suites too small to cross-fit use the router trained on everything (in-sample: it has seen
+these tasks' outcomes; ``settings_json``'s ``router_source`` says which).
 
 Each attempt of a chain is a fresh episode of the rung (its own workspace and fixture API, the task's limits),
 exactly as a fixed-rung run; the run is scored on its **last** attempt, and its cost is every attempt's
@@ -49,7 +50,6 @@ class PolicyArm:
 
     name: str
     simulated: bool
-    triton_model: None = None
 
 
 @dataclass

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from advisor.probe.plan import RunSpec
+from advisor.probe.plan import RunSpec, policy_model
 from advisor.scores import Thresholds
 from advisor.records import UNSCORABLE_STOPS, RunRecord, StopReason, now
 from advisor.tools.sandbox import private_root, sandbox_mode, unsandboxed_allowed
@@ -111,7 +111,9 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     """Run `specs` (see the module docstring); return one `RunResult` per spec.
 
     `episode_for(policy)` gives the episode function of a policy run (a spec whose ``policy`` is not
-    ``fixed``; `advisor.orchestrator.policy.episode_runner`); fixed runs use `advisor.agent.loop.run_episode`.
+    ``fixed``; `advisor.orchestrator.policy.episode_runner`, `advisor.probe.chain.chain_runner`); it reaches its
+    models through the ``client_for`` it was built with, so its ``client`` argument is None. Fixed runs use
+    `advisor.agent.loop.run_episode` with the rung's client.
     """
     from advisor import __version__
 
@@ -141,7 +143,11 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         if on_result:
             on_result(results[i])
 
-    semaphores = {r.name: asyncio.Semaphore(max(1, concurrency)) for r in ladder.models()}
+    served = {m.name for m in ladder.models()}  #: models with a server of their own (a chain policy's has none)
+    policies = dict.fromkeys(specs[i].policy for i in todo)
+    policy_models = {p: policy_model(ladder, p) for p in policies if p != "fixed"}  #: resolved once, not per run
+    semaphores = {name: asyncio.Semaphore(max(1, concurrency))
+                  for name in [*served, *(m.name for m in policy_models.values())]}
     sandbox = contextlib.ExitStack()  # episode workspaces: a private 0700 folder of this call, removed at the end
     root = sandbox.enter_context(private_root(workdir))
     sandbox.enter_context(unsandboxed_allowed(allow_unsandboxed))
@@ -170,8 +176,9 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
 
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
-        model = ladder.rung(spec.rung) if spec.policy == "fixed" else _model_of_policy(ladder, spec)
-        async with semaphores.setdefault(model.name, asyncio.Semaphore(max(1, concurrency))):
+        fixed = spec.policy == "fixed"
+        model = ladder.rung(spec.rung) if fixed else policy_models[spec.policy]
+        async with semaphores[model.name]:
             if outcome.stopped == "server_down":
                 results[i] = RunResult(spec, key, "not_run")
                 return
@@ -183,15 +190,15 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
             seed = spec.seed(suite_hash, ladder_hash)
             record, turns, criteria = await run_one(
                 spec, task, model, suite=suite, ladder=ladder,
-                client=client_for_rung(model) if model.triton_model else None, seed=seed,
+                client=client_for_rung(model) if fixed else None, seed=seed,  # a policy calls through its client_for
                 run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
                 root=root, sampling={**base_settings["sampling"], "seed": seed}, settings=base_settings,
-                version=__version__, episode=episode_for(spec.policy) if spec.policy != "fixed" else None)
+                version=__version__, episode=None if fixed else episode_for(spec.policy))
             outcome.cost_usd += record.cost_usd  # spent, whatever happens to the commit
             outcome.judge_cost_usd += record.judge_cost_usd
             failed_now = record.stop_reason == StopReason.BACKEND_ERROR
             streaks[model.name] = streaks.get(model.name, 0) + 1 if failed_now else 0
-            if server_error_streak and streaks[model.name] >= server_error_streak and model.triton_model:
+            if server_error_streak and streaks[model.name] >= server_error_streak and model.name in served:
                 await check_server(model)
         # committed outside the rung's semaphore: the rung's next episode starts meanwhile
         retried = key in failed
@@ -218,14 +225,6 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         outcome.elapsed_s = time.monotonic() - started
         sandbox.close()
     return outcome
-
-
-def _model_of_policy(ladder: Any, spec: RunSpec) -> Any:
-    """The model (orchestrator role) or pseudo-model (router, cascade: `advisor.probe.chain.PolicyArm`) of a
-    policy run."""
-    from advisor.probe.plan import policy_model
-
-    return policy_model(ladder, spec.policy)
 
 
 def _commit(store: Any, record: RunRecord, turns: Any, criteria: Any, retried: bool, calls: Any = ()) -> None:

@@ -68,20 +68,6 @@ def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[s
     return [a for a in arms if not classes or a.task_class in classes]
 
 
-def _advice(arms: list[Any], target: float) -> dict[tuple[str, str], tuple[str, str]]:
-    """Which policy to run per class and condition (`advisor.orchestrator.compare.recommend`); {} without arms."""
-    from advisor.orchestrator.compare import recommend
-
-    return recommend(arms, target) if arms else {}
-
-
-def _live(store, classes: Sequence[str] | None) -> dict[str, Any] | None:
-    """The Live section's figures when the store holds live routed requests (`advisor.report.live`)."""
-    from advisor.report.live import live_section
-
-    return live_section(store, classes)
-
-
 def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
     """Parse ``class=N`` or ``class=N/month`` items (DataError naming the bad item)."""
     out = {}
@@ -110,6 +96,9 @@ def open_store(path: str | Path):
 def collect(store, suite: str | None = None, settings: FloorSettings | None = None,
             classes: Sequence[str] | None = None, volumes: dict[str, int] | None = None) -> ReportData:
     """Gather the report's content for one suite (the store's only suite when None)."""
+    from advisor.orchestrator.compare import recommend
+    from advisor.report.live import live_section
+
     settings = settings or FloorSettings()
     name = resolve_suite(store, suite)
     floors = find_floors(store, name, settings, classes=classes)
@@ -134,7 +123,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
-        policies=policies, policy_advice=_advice(policies, settings.target), live=_live(store, classes))
+        policies=policies, policy_advice=recommend(policies, settings.target), live=live_section(store, classes))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

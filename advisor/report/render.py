@@ -388,6 +388,7 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
     """`floors.json`: raw numbers (not formatted) behind every table, settings and provenance."""
     from dataclasses import asdict
 
+    from advisor.orchestrator.compare import advice_rows
     from advisor.report.decision import to_dict
 
     return {"schema": "advisor.report/2", "suite": data.suite, "simulated": data.simulated,
@@ -396,9 +397,5 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
             "paired_tasks": data.paired_tasks, "lift": data.lift,
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
             "prices": prices or [], "provenance": data.provenance, "rung_order": data.rung_order,
-            "policies": [a.to_dict() for a in data.policies], "policy_advice": _advice(data), "live": data.live}
-
-
-def _advice(data) -> list[dict[str, str]]:
-    return [{"task_class": c, "condition": k, "run": run, "why": why}
-            for (c, k), (run, why) in data.policy_advice.items()]
+            "policies": [a.to_dict() for a in data.policies], "policy_advice": advice_rows(data.policy_advice),
+            "live": data.live}
