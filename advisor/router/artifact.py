@@ -20,8 +20,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import zipfile
+from bisect import bisect_right
 from dataclasses import asdict, dataclass, field
+from operator import mul
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,7 +32,7 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.router.costmodel import CostModel
-from advisor.router.features import Featurizer
+from advisor.router.features import CUE_NAMES, Featurizer
 
 try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
     from numpy.core.multiarray import interp as _interp
@@ -61,6 +64,16 @@ class RungModel:
         return input_tokens * self.usd_per_input_token + self.fixed_cost_usd
 
 
+def _interp_one(x: float, xs: list[float], ys: list[float]) -> float:
+    """`np.interp(x, xs, ys)` for one number (xs increasing; clamped to the end values outside them)."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    j = bisect_right(xs, x) - 1  # xs[j] <= x < xs[j + 1]
+    return ys[j] + (ys[j + 1] - ys[j]) * (x - xs[j]) / (xs[j + 1] - xs[j])
+
+
 @dataclass
 class RouterModel:
     """A trained router: featuriser + per-rung calibrated logistic models + cost model + rung facts."""
@@ -80,6 +93,8 @@ class RouterModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
+    #: objects derived from the above on first use and reused (`routing.built_policy`); never saved
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def rung_names(self) -> list[str]:
@@ -116,12 +131,47 @@ class RouterModel:
         return self.score_one(text, task_class)[0]
 
     def score_one(self, text: str, task_class: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(calibrated P(usable) per rung, predicted attempt cost per rung) for one request (the fast path)."""
-        idx, val, dense = self.featurizer.transform_one(text, task_class)
-        # einsum, not `@`: a BLAS gemv over ~1,000 touched rows hands work to BLAS threads, whose wake-up on a
-        # busy machine was the tail of one decision; one request's sums are small enough for one core
-        raw = np.einsum("i,ij->j", val, self.w_sparse[idx]) + dense @ self.w_dense + self.bias
-        return self._calibrate(raw, dense), self._costs(np.array([len(text)], float), dense[None, :])[0]
+        """(calibrated P(usable) per rung, predicted attempt cost per rung) for one request (the fast path).
+
+        The same model as `predict_with_costs`, computed with as few numpy calls as possible: the sparse block
+        in one gather (`Featurizer.features_one`; its sums by einsum, not `@`: a BLAS gemv over ~1,000 touched
+        rows hands work to BLAS threads, whose wake-up on a busy machine was the tail of one decision), and the
+        small rest (R rungs, a few dozen dense features) in Python floats (`_plain_head`), because between live
+        requests the CPU caches are cold and each numpy call then costs microseconds. Tests check that both
+        paths agree."""
+        _, dense, sums = self.featurizer.features_one(text, task_class, self.w_sparse)
+        head = self._plain_head()
+        raw = [s + sum(map(mul, dense, w)) + b for s, w, b in zip(sums, head["w_dense"], head["bias"])]
+        p = [_interp_one(x, xs, ys) for x, xs, ys in zip(raw, head["calib_x"], head["calib_y"])]
+        if head["stack_w"] is not None:
+            z = [math.log(q / (1 - q)) for q in (min(max(q, 1e-4), 1 - 1e-4) for q in p)]
+            onehot = dense[len(CUE_NAMES): len(CUE_NAMES) + head["stack_onehot"]]
+            p = [1.0 / (1.0 + math.exp(-(sum(map(mul, z, wz)) + sum(map(mul, onehot, wo)) + b)))
+                 for wz, wo, b in zip(*head["stack_w"], head["stack_b"])]
+        if self.cost_model is not None:
+            cost = self.cost_model.predict_one(len(text), dense)
+        else:
+            cost = self.simple_costs(np.array([len(text)], float))[0]
+        return np.array(p), np.asarray(cost, dtype=np.float64)
+
+    def _plain_head(self) -> dict[str, Any]:
+        """The small arrays `score_one` reads, as Python lists by rung (rebuilt when one of them is replaced)."""
+        parts = (self.w_dense, self.bias, self.calib_x, self.calib_y, self.stack_w, self.stack_b)
+        hit = self.derived.get("plain_head")
+        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
+            return hit[1]
+        R = len(self.rungs)
+        head = {"w_dense": np.asarray(self.w_dense, dtype=np.float64).T.tolist(),
+                "bias": np.asarray(self.bias, dtype=np.float64).tolist(),
+                "calib_x": [np.asarray(x, dtype=np.float64).tolist() for x in self.calib_x],
+                "calib_y": [np.asarray(y, dtype=np.float64).tolist() for y in self.calib_y],
+                "stack_w": None, "stack_b": None, "stack_onehot": 0}
+        if self.stack_w is not None:
+            w = np.asarray(self.stack_w, dtype=np.float64)
+            head.update(stack_w=(w[:R].T.tolist(), w[R:].T.tolist()),
+                        stack_b=np.asarray(self.stack_b, dtype=np.float64).tolist(), stack_onehot=w.shape[0] - R)
+        self.derived["plain_head"] = (parts, head)
+        return head
 
     def raw_scores(self, texts: Sequence[str], classes: Sequence[str | None]) -> np.ndarray:
         """Uncalibrated linear scores, shape (n, R)."""

@@ -13,6 +13,8 @@ linear model already touches) plus a softmax over the classes.
 
 from __future__ import annotations
 
+import math
+from operator import mul
 from typing import Sequence
 
 import numpy as np
@@ -72,10 +74,12 @@ def class_proba(x_sparse, cue_block: np.ndarray, W: np.ndarray, b: np.ndarray) -
     return softmax(z).astype(np.float32)
 
 
-def class_proba_one(idx: np.ndarray, val: np.ndarray, cue_vec: np.ndarray, W: np.ndarray,
-                    b: np.ndarray) -> np.ndarray:
-    """Predicted class probabilities (K,) of one request from its sparse indices and normalised values."""
-    n_sparse = W.shape[0] - len(cue_vec)
-    # einsum, not `@`: one request's sums are small; a BLAS gemv would wake BLAS threads (see artifact.score_one)
-    z = np.einsum("i,ij->j", val, W[idx]) + np.einsum("i,ij->j", cue_vec, W[n_sparse:]) + b
-    return softmax(z).astype(np.float32)
+def class_proba_plain(sparse_z: list[float], cue_vec: list[float], cue_w: list[list[float]],
+                      b: list[float]) -> list[float]:
+    """Predicted class probabilities of one request in Python floats (the hot path, `Featurizer.features_one`):
+    `sparse_z` its sparse block's class sums, `cue_w` the cue rows of W by class (K lists), `b` the biases."""
+    z = [s + sum(map(mul, cue_vec, w)) + bias for s, w, bias in zip(sparse_z, cue_w, b)]
+    top = max(z)
+    e = [math.exp(v - top) for v in z]
+    total = sum(e)
+    return [v / total for v in e]

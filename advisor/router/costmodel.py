@@ -16,7 +16,9 @@ report says so (`estimated` per rung).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from operator import mul
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,18 @@ class CostModel:
         log_rem = dense @ self.weights + self.intercept
         rem = np.maximum(0.0, np.exp(np.minimum(log_rem, 50.0)) * self.smear - self.floor_usd)
         return (chars[:, None] * self.tokens_per_char) * self.usd_per_input_token + rem
+
+    def predict_one(self, chars: int, dense: list[float]) -> list[float]:
+        """`predict` for one request in Python floats (`RouterModel.score_one`: no numpy call)."""
+        plain = self.__dict__.get("_plain")
+        if plain is None:
+            plain = self._plain = (self.weights.T.tolist(), *(a.tolist() for a in (
+                self.intercept, self.smear, self.floor_usd, self.tokens_per_char * self.usd_per_input_token)))
+        cols, intercept, smear, floor, per_char = plain
+        x = dense[: self.n_features]
+        rem = (max(0.0, math.exp(min(sum(map(mul, x, w)) + b, 50.0)) * sm - fl)
+               for w, b, sm, fl in zip(cols, intercept, smear, floor))
+        return [chars * pc + r for pc, r in zip(per_char, rem)]
 
     def state(self) -> dict[str, Any]:
         """Plain state for the artifact."""

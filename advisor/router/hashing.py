@@ -19,6 +19,7 @@ on adversarial text (Unicode case, white space of every kind, short words).
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 from itertools import accumulate, chain
 
@@ -60,6 +61,10 @@ class _Hasher:
 
     def char_ids(self, text: str) -> np.ndarray:
         """Bucket of every char_wb 3-4-gram of `text` (with repeats)."""
+        return np.fromiter(chain.from_iterable(self.char_runs(text)), dtype=np.int64)
+
+    def char_runs(self, text: str) -> list[tuple[int, ...]]:
+        """Per word of `text`, the buckets of its char_wb 3-4-grams (a cached tuple per distinct word)."""
         words = self.char_pre(text).split()
         cache = self.words
         found = self._found(cache, words)
@@ -73,15 +78,18 @@ class _Hasher:
                 ends = list(accumulate(map(len, grams)))
             cache.update(zip(new, (tuple(flat[i:j]) for i, j in zip([0, *ends], ends))))
             found = list(map(cache.get, words))
-        return np.fromiter(chain.from_iterable(found), dtype=np.int64)
+        return found
 
     def word_ids(self, text: str) -> np.ndarray:
         """Bucket of every word 1-2-gram of `text` (with repeats)."""
+        uni, bi = self.word_runs(text)
+        return np.fromiter(chain(uni, bi), dtype=np.int64, count=len(uni) + len(bi))
+
+    def word_runs(self, text: str) -> tuple[list[int], list[int]]:
+        """The buckets of the word unigrams and of the word bigrams of `text` (with repeats)."""
         toks = self.word_tok(self.word_pre(text))
         pairs = list(zip(toks, toks[1:]))
-        uni = self._lookup(self.tokens, toks, None)
-        bi = self._lookup(self.pairs, pairs, " ".join)
-        return np.fromiter(chain(uni, bi), dtype=np.int64, count=len(uni) + len(bi))
+        return self._lookup(self.tokens, toks, None), self._lookup(self.pairs, pairs, " ".join)
 
     def _lookup(self, cache: dict, keys: list, gram) -> list[int]:
         """Cached buckets of `keys` (n-gram = gram(key), or the key itself); misses hashed in one pass."""
@@ -168,7 +176,16 @@ def ngram_counts(text: str, n_hash: int, char_cap: int, word_cap: int) -> tuple[
     """(bucket indices, counts) of one text's n-grams in the featuriser's 2 x n_hash layout: char_wb 3-4-grams
     of the first `char_cap` characters in [0, n_hash), word 1-2-grams of the first `word_cap` characters in
     [n_hash, 2 n_hash); indices sorted and distinct, as a CSR row of ``hstack`` of the two vectorizers."""
+    counts = bucket_counts(text, n_hash, char_cap, word_cap)
+    idx = sorted(counts)
+    return np.array(idx, dtype=np.int64), np.array(list(map(counts.__getitem__, idx)), dtype=np.float64)
+
+
+def bucket_counts(text: str, n_hash: int, char_cap: int, word_cap: int) -> Counter:
+    """`ngram_counts` as a Counter bucket -> count, unordered, in plain Python (the hot path: no numpy call,
+    each of which costs microseconds when the CPU caches are cold, as they are between live requests)."""
     h = hasher(n_hash)
-    ids = np.concatenate([h.char_ids(text[:char_cap]), h.word_ids(text[:word_cap]) + n_hash])
-    idx, counts = np.unique(ids, return_counts=True)
-    return idx, counts.astype(np.float64)
+    counts = Counter(chain.from_iterable(h.char_runs(text[:char_cap])))
+    uni, bi = h.word_runs(text[:word_cap])
+    counts.update(map(n_hash.__add__, chain(uni, bi)))
+    return counts
