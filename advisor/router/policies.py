@@ -94,6 +94,11 @@ class Policy:
         self.params = params
         self.keep, self.excluded = eligible(ctx.facts, ctx.prefs)
 
+    @cached_property
+    def table_key(self) -> tuple:
+        """`table_for`'s key of this policy's own config and preferences (a policy serves many requests)."""
+        return ("table", repr(self.ctx.config), repr(self.ctx.prefs))
+
     def decide(self, batch: Requests) -> Choice:  # pragma: no cover - interface
         """Vectorised decision for every request of `batch`."""
         raise NotImplementedError
@@ -125,9 +130,10 @@ def predicted_outcome(P: np.ndarray, C: np.ndarray, chains: np.ndarray, ctx: Con
     return chain_outcome_batch(P[rows, idx], C[rows, idx], ks, verifier, valid, cfg.dependence or 0.0)
 
 
-def table_for(batch: Requests, ctx: Context, config: PolicyConfig) -> dict[str, np.ndarray]:
-    """The candidate table of `batch` under `config` (cached on the batch)."""
-    key = ("table", repr(config), repr(ctx.prefs))
+def table_for(batch: Requests, ctx: Context, config: PolicyConfig, key: tuple | None = None) -> dict[str, np.ndarray]:
+    """The candidate table of `batch` under `config` (cached on the batch under `key`, by default the settings'
+    text)."""
+    key = key or ("table", repr(config), repr(ctx.prefs))
     if key not in batch.cache:
         batch.cache[key] = candidate_table(batch.P, batch.C, ctx.facts, config, ctx.prefs)
     return batch.cache[key]
@@ -143,7 +149,7 @@ class TargetRule(Policy):
         cfg = self.ctx.config
         target = float(self.params.get("target", cfg.target))
         value = self.params.get("value_usd", cfg.value_usd if self.name == "router" else None)
-        table = table_for(batch, self.ctx, cfg)
+        table = table_for(batch, self.ctx, cfg, self.table_key)
         pick = select(table, target, value)
         rows = np.arange(len(batch))
         met = (table["p_usable"] >= target).any(axis=1)
@@ -319,8 +325,8 @@ def _decisions(choice: Choice, P: np.ndarray, C: np.ndarray, names: Sequence[str
         cost, p = float(choice.expected_cost[i]), float(choice.p_usable[i])
         out.append(Decision(rung=chain[0], chain=chain, expected_cost=cost, p_usable=p,
                             cost_per_usable=_per_usable(cost, p), rule=describe(reason),
-                            probabilities=dict(zip(names, map(float, P[i]))),
-                            attempt_costs=dict(zip(names, map(float, C[i]))), candidates=cands,
+                            probabilities=dict(zip(names, P[i].tolist())),
+                            attempt_costs=dict(zip(names, C[i].tolist())), candidates=cands,
                             excluded=excluded, reason=reason, policy=choice.policy))
     return out
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -167,10 +167,10 @@ def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: Verifier |
     steps made that many per step (the escalation decision's main cost for one request). The same arithmetic, in
     the same order, as the step-by-step recursion (`tests/test_router_policy.py` checks they are equal).
     """
-    p = np.clip(p, 0.0, 1.0)
+    if verifier is None:  # single-shot: the first step's (np.clip's Python layers cost more than two ufuncs)
+        return cost[:, 0].copy(), np.minimum(np.maximum(p[:, 0], 0.0), 1.0)
+    p = np.minimum(np.maximum(p, 0.0), 1.0)
     n, S = p.shape
-    if verifier is None:
-        return cost[:, 0].copy(), p[:, 0].copy()
     valid = np.ones(p.shape, dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
     k = np.broadcast_to(np.maximum(1, np.asarray(k, dtype=int)), (n, S))
     rho = float(dependence)
@@ -216,28 +216,57 @@ def candidate_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts], co
     verifier = None if config.mode == "single" else config.verifier
     n = P.shape[0]
     L = 1 if config.mode == "single" else config.max_chain
-    w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
+    ks_by_rung = tuple(config.k_of(r.name) for r in rungs)
     if config.order == "probability" and L > 1:
         chain_idx = _candidate_chains(P, keep, L, "probability", config.stop_early)
-    else:  # the chains do not depend on the request: built once per (rungs, length, prefixes), shared by the batch
-        template = _ladder_chains(tuple(keep), L, config.stop_early)
-        chain_idx = np.broadcast_to(template, (n, *template.shape))
-    K = chain_idx.shape[1]
-    # every candidate of every request in one call: (n x K) chains of at most L steps
-    flat = chain_idx.reshape(n * K, L)
-    valid = flat >= 0
-    idx = np.where(valid, flat, 0)
-    rows = np.repeat(np.arange(n), K)[:, None]
-    ks = np.array([config.k_of(r.name) for r in rungs])[idx]
-    pc, cc = P[rows, idx], C[rows, idx]
+        K = chain_idx.shape[1]
+        # every candidate of every request in one call: (n x K) chains of at most L steps
+        flat = chain_idx.reshape(n * K, L)
+        valid = flat >= 0
+        idx = np.where(valid, flat, 0)
+        ks = np.array(ks_by_rung)[idx]
+        rows = np.repeat(np.arange(n), K)[:, None]
+        pc, cc = P[rows, idx], C[rows, idx]
+    else:  # the chains do not depend on the request: laid out once per settings, shared by the batch
+        lay = _ladder_layout(tuple(keep), L, config.stop_early, ks_by_rung)
+        K = lay.chains.shape[0]
+        chain_idx = lay.chains[None] if n == 1 else np.broadcast_to(lay.chains, (n, K, L))
+        idx, valid, ks = (lay.idx, lay.valid, lay.ks) if n == 1 else (np.tile(a, (n, 1)) for a in lay[1:])
+        pc, cc = P[:, lay.idx].reshape(n * K, L), C[:, lay.idx].reshape(n * K, L)
     rho = config.dependence or 0.0
     e, q = chain_outcome_batch(pc, cc, ks, verifier, valid, rho)
     exp_cost, p_use = e.reshape(n, K), q.reshape(n, K)
-    wcost = chain_outcome_batch(pc, cc / w[idx], ks, verifier, valid, rho)[0].reshape(n, K) if prefs.weights \
-        else exp_cost
+    if prefs.weights:
+        w = np.array([prefs.weights.get(r.name, 1.0) for r in rungs])
+        wcost = chain_outcome_batch(pc, cc / w[idx], ks, verifier, valid, rho)[0].reshape(n, K)
+    else:
+        wcost = exp_cost
     obj = np.where(p_use > 0, wcost / np.maximum(p_use, 1e-300), np.inf)
     return {"expected_cost": exp_cost, "p_usable": p_use, "objective": obj, "chains": chain_idx,
             "weighted_cost": wcost}
+
+
+class _Layout(NamedTuple):
+    """Ladder-order candidate chains (K, L) padded with -1, and per step: the rung index (0 for padding), whether
+    the step exists, and the attempts allowed on its rung (all read-only)."""
+
+    chains: np.ndarray
+    idx: np.ndarray
+    valid: np.ndarray
+    ks: np.ndarray
+
+
+@lru_cache(maxsize=256)
+def _ladder_layout(keep: tuple[int, ...], L: int, stop_early: bool, ks_by_rung: tuple[int, ...]) -> _Layout:
+    """The ladder-order candidates of these settings, laid out once: for a request of the service, the
+    per-request work of the table is then a few gathers (each numpy call counts when the caches are cold)."""
+    chains = _ladder_chains(keep, L, stop_early)
+    valid = chains >= 0
+    idx = np.where(valid, chains, 0)
+    ks = np.array(ks_by_rung)[idx]
+    for a in (valid, idx, ks):
+        a.setflags(write=False)
+    return _Layout(chains, idx, valid, ks)
 
 
 def _candidate_chains(P: np.ndarray, keep: Sequence[int], L: int, order: str, stop_early: bool) -> np.ndarray:
@@ -275,13 +304,13 @@ def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:
 
 def select(table: dict[str, np.ndarray], target: float, value_usd: float | None = None) -> np.ndarray:
     """Index (into the candidates) chosen per request under the decision rule (module docstring)."""
+    if table["p_usable"].shape[1] == 1:  # one candidate
+        return np.zeros(len(table["p_usable"]), dtype=int)
     meets = table["p_usable"] >= target
     if value_usd is not None:
         obj = np.where(meets, -(value_usd * table["p_usable"] - table["weighted_cost"]), np.inf)
     else:
         obj = np.where(meets, table["objective"], np.inf)
-    if obj.shape[1] == 1:
-        return np.zeros(len(obj), dtype=int)
     # ties broken on the real expected cost
     obj_rank = np.lexsort((table["expected_cost"].T, obj.T), axis=0)[0]
     near = table["p_usable"] >= table["p_usable"].max(axis=1, keepdims=True) - P_TIE

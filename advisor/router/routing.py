@@ -42,12 +42,32 @@ def route_one(model: RouterModel, text: str, task_class: str | None, config: Pol
               prefs: Preferences | None = None, facts: list[RungFacts] | None = None,
               policy: str | None = None, explain: bool = True, **params: Any) -> Decision:
     """One decision in-process (a batch of one through the vectorised policy; with `explain`, the decision
-    carries its candidate list)."""
+    carries its candidate list). The policy is built once per (router, policy, config, preferences,
+    parameters) and reused (`built_policy`)."""
+    pol = built_policy(model, config, prefs, policy, params)
     p, c = model.score_one(text, task_class)
     batch = Requests([text], [task_class], p[None, :], c[None, :])
-    ctx = context(model, config, prefs)
-    pol = make_policy(policy or policy_name(model, config), ctx, **params)
-    return to_decisions(pol.decide(batch), batch, ctx, pol.excluded, explain=explain)[0]
+    return to_decisions(pol.decide(batch), batch, pol.ctx, pol.excluded, explain=explain)[0]
+
+
+BUILT_MAX = 256  #: built policies kept per router (requests' preferences vary: bounded, emptied when full)
+
+
+def built_policy(model: RouterModel, config: PolicyConfig, prefs: Preferences | None = None,
+                 policy: str | None = None, params: dict[str, Any] | None = None):
+    """The policy `policy` (default: `policy_name`) for this router, config and preferences, built on first use
+    and then reused: building one (its context, the rungs the preferences allow, its reason) cost about as much
+    as the rule itself on a batch of one. Policies keep no state between decisions, so one object serves every
+    request with the same settings; the key is the settings' text (they are plain, mutable dataclasses)."""
+    name = policy or policy_name(model, config)
+    key = (name, repr(config), repr(prefs), repr(sorted(params.items())) if params else "")
+    built = model.derived.setdefault("policies", {})
+    pol = built.get(key)
+    if pol is None:
+        if len(built) >= BUILT_MAX:
+            built.clear()
+        pol = built[key] = make_policy(name, context(model, config, prefs), **(params or {}))
+    return pol
 
 
 def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str | None], config: PolicyConfig,
