@@ -7,7 +7,7 @@ A router is trained on the recorded table first (3-fold calibration; quality is 
 The machine's load average is printed beside the figures: other processes inflate the wall-clock tail, so
 the CPU time of the deciding thread (time.thread_time) is reported beside it.
 
-Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings]
+Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings] [--cold-caches]
 
 Measured (2 shared cores, `--train-rows 800 --no-embeddings --n 2000 --stages`, CPU time, two runs): single-shot
 p50 0.230 / 0.304 ms, p99 0.545 / 0.924 ms; escalation p50 0.229 / 0.264 ms, p99 0.429 / 0.606 ms (before the
@@ -55,9 +55,28 @@ def _cold() -> None:
     features._EMB_CACHE.clear()
 
 
-def one_decision_latency(model, texts, classes, config, n: int, warm_other: int = 0) -> dict[str, float]:
+class CacheEvictor:
+    """Between two timed decisions, push the decision's code and data out of the CPU caches, as a live service
+    meets them: between two of its requests Triton, the HTTP layer and the load generator run on the same
+    cores (`--cold-caches`). It writes over a buffer larger than the caches and serialises a large object."""
+
+    def __init__(self, mib: int = 48):
+        import json
+
+        self.buf = np.zeros(mib * 2 ** 20 // 8)
+        self.junk = {f"k{i}": [i, str(i) * 3, {"a": i}] for i in range(3000)}
+        self.dumps = json.dumps
+
+    def __call__(self) -> None:
+        self.buf += 1.0
+        self.dumps(self.junk)
+
+
+def one_decision_latency(model, texts, classes, config, n: int, warm_other: int = 0,
+                         evict=None) -> dict[str, float]:
     """p50 / p99 / max milliseconds of `route_one` over n requests (after 50 warm-up calls, and after
-    `warm_other` calls on the table's last prompts, which are not timed: a service that has seen traffic)."""
+    `warm_other` calls on the table's last prompts, which are not timed: a service that has seen traffic);
+    `evict()`, when given, runs before each timed decision (not timed)."""
     from advisor.router.routing import route_one, rung_facts
 
     facts = rung_facts(model)
@@ -68,6 +87,8 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
     times, cpu = np.empty(n), np.empty(n)
     for i in range(n):
         j = i % len(texts)
+        if evict is not None:
+            evict()
         c0, t0 = time.thread_time(), time.perf_counter()
         route_one(model, texts[j], classes[j], config, facts=facts, explain=False)
         times[i], cpu[i] = time.perf_counter() - t0, time.thread_time() - c0
@@ -128,6 +149,9 @@ def run(argv: list[str] | None = None) -> dict:
                     "new words, cues, the decision once words are cached), single-shot, without embeddings")
     ap.add_argument("--warm-other", type=int, default=0, help="before timing, route N of the table's last prompts "
                     "(never timed when --n leaves room) so the n-gram caches hold what a running service has seen")
+    ap.add_argument("--cold-caches", action="store_true", help="evict the CPU caches before every timed decision "
+                    "(`CacheEvictor`: how a service's decision meets them between requests; numpy calls, not "
+                    "arithmetic, then dominate); at most 1,000 decisions per variant")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -163,8 +187,9 @@ def run(argv: list[str] | None = None) -> dict:
             print("embeddings extra not installed: skipping the embeddings variant")
     for label, m in variants:
         for mode, cfg in configs.items():
-            lat = one_decision_latency(m, texts, classes, cfg, args.n if "no" in label else min(args.n, 1000),
-                                       args.warm_other)
+            lat = one_decision_latency(m, texts, classes, cfg,
+                                       args.n if "no" in label and not args.cold_caches else min(args.n, 1000),
+                                       args.warm_other, CacheEvictor() if args.cold_caches else None)
             rate = batch_rate(m, texts, classes, cfg)
             results[(label, mode)] = {**lat, "batch_per_s": rate}
             print(f"{label:<24} {mode:<12} one decision wall p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms "
