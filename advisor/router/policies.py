@@ -10,6 +10,9 @@ same way::
     class MyPolicy(Policy):
         def decide(self, batch): ...
 
+`route_one` reuses a built policy for every request with the same settings (`routing.built_policy`):
+`decide` must not change the policy object.
+
 Built in: ``router`` (the target rule: lowest cost per usable result among candidates reaching a P(usable)
 target), ``value`` (highest value x P(usable) - cost), ``default`` (the rule and operating point chosen in
 cross-validation at training, stored in the artifact), ``class_floor``, ``threshold`` (RouteLLM-style weak/
