@@ -80,12 +80,11 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
     """p50 / p99 / max milliseconds of `route_one` over n requests (after 50 warm-up calls, and after
     `warm_other` calls on the table's last prompts, which are not timed: a service that has seen traffic);
     `evict()`, when given, runs before each timed decision (not timed)."""
-    from advisor.router.routing import route_one, rung_facts
+    from advisor.router.routing import route_one
 
-    facts = rung_facts(model)
     warm = list(range(50)) + list(range(len(texts) - min(warm_other, max(0, len(texts) - n)), len(texts)))
     for i in warm:
-        route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, facts=facts, explain=False)
+        route_one(model, texts[i % len(texts)], classes[i % len(texts)], config, explain=False)
     _cold()
     times, cpu = np.empty(n), np.empty(n)
     for i in range(n):
@@ -93,7 +92,7 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
         if evict is not None:
             evict()
         c0, t0 = time.thread_time(), time.perf_counter()
-        route_one(model, texts[j], classes[j], config, facts=facts, explain=False)
+        route_one(model, texts[j], classes[j], config, explain=False)
         times[i], cpu[i] = time.perf_counter() - t0, time.thread_time() - c0
     return {"p50_ms": float(np.percentile(times, 50) * 1e3), "p99_ms": float(np.percentile(times, 99) * 1e3),
             "max_ms": float(times.max() * 1e3), "cpu_p50_ms": float(np.percentile(cpu, 50) * 1e3),
@@ -104,9 +103,9 @@ def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float,
     """(p50, p99) CPU milliseconds per stage over n requests seen once: the character and word n-gram hashing
     of a prompt whose words are new to the caches, the cues, then the whole decision with those words cached."""
     from advisor.router import features, hashing
-    from advisor.router.routing import route_one, rung_facts
+    from advisor.router.routing import route_one
 
-    facts, f = rung_facts(model), model.featurizer
+    f = model.featurizer
     h = hashing.hasher(f.n_hash)
     clock = time.thread_time
     rows = []
@@ -120,7 +119,7 @@ def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float,
         t2 = clock()
         features.cues(t, seen if f.window else None)
         t3 = clock()
-        route_one(model, t, classes[j % len(texts)], config, facts=facts, explain=False)
+        route_one(model, t, classes[j % len(texts)], config, explain=False)
         rows.append((t1 - t0, t2 - t1, t3 - t2, clock() - t3))
     ms = np.array(rows) * 1e3
     names = ("char n-grams, first time", "word n-grams, first time", "cues", "decision, words cached")

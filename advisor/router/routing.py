@@ -16,12 +16,7 @@ import numpy as np
 from advisor.errors import DataError
 from advisor.router.artifact import RouterModel
 from advisor.router.policies import Context, Requests, make_policy, to_decisions
-from advisor.router.policy import Decision, PolicyConfig, Preferences, RungFacts
-
-
-def rung_facts(model: RouterModel) -> list[RungFacts]:
-    """The policy's view of the router's rungs."""
-    return [RungFacts(r.name, r.self_hosted, r.latency_s) for r in model.rungs]
+from advisor.router.policy import Decision, PolicyConfig, Preferences
 
 
 def policy_name(model: RouterModel, config: PolicyConfig) -> str:
@@ -39,8 +34,8 @@ def context(model: RouterModel, config: PolicyConfig, prefs: Preferences | None 
 
 
 def route_one(model: RouterModel, text: str, task_class: str | None, config: PolicyConfig,
-              prefs: Preferences | None = None, facts: list[RungFacts] | None = None,
-              policy: str | None = None, explain: bool = True, **params: Any) -> Decision:
+              prefs: Preferences | None = None, policy: str | None = None, explain: bool = True,
+              **params: Any) -> Decision:
     """One decision in-process (a batch of one through the vectorised policy; with `explain`, the decision
     carries its candidate list). The policy is built once per (router, policy, config, preferences,
     parameters) and reused (`built_policy`)."""

@@ -163,12 +163,8 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
                            "API key's rungs)", param="advisor")
     p = Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),
                     max_latency_s=prefs.max_latency_s if prefs else None)
-    if rt.facts is None:
-        from advisor.router.routing import rung_facts
-
-        rt.facts = rung_facts(rt.router)
     try:
-        d = route_one(rt.router, plan.text, plan.task_class, config, p, rt.facts, policy=rt.policy_name)
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name)
     except RouterError as exc:
         raise RequestError(str(exc), param="advisor") from None
     plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)

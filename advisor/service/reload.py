@@ -30,7 +30,6 @@ class Serving:
 
     def __init__(self, model, path: str, sha256: str | None, pointer: str | None):
         self.model, self.path, self.sha256, self.pointer = model, path, sha256, pointer
-        self.facts = None
 
     @property
     def version(self) -> str:

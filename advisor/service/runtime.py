@@ -93,19 +93,6 @@ class Runtime:
 
         return current(self).model
 
-    @property
-    def facts(self):
-        """The policy's rung facts of the request's router (computed once per router)."""
-        from advisor.service.reload import current
-
-        return current(self).facts
-
-    @facts.setter
-    def facts(self, value) -> None:
-        from advisor.service.reload import current
-
-        current(self).facts = value
-
     def client_for(self, model):
         """The Triton client serving a ladder model (one per address)."""
         from advisor.triton.client import TritonClient
