@@ -32,6 +32,7 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.router.costmodel import CostModel
+from advisor.router.derived import derived
 from advisor.router.features import CUE_NAMES, Featurizer
 
 try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
@@ -93,8 +94,9 @@ class RouterModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
-    #: objects derived from the above on first use and reused (`routing.built_policy`); never saved
-    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: objects derived from the above on first use and reused (`advisor.router.derived`, `routing.built_policy`);
+    #: never saved, and not passed on by `dataclasses.replace` (a copy with other arrays builds its own)
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rung_names(self) -> list[str]:
@@ -155,23 +157,22 @@ class RouterModel:
         return np.array(p), np.asarray(cost, dtype=np.float64)
 
     def _plain_head(self) -> dict[str, Any]:
-        """The small arrays `score_one` reads, as Python lists by rung (rebuilt when one of them is replaced)."""
-        parts = (self.w_dense, self.bias, self.calib_x, self.calib_y, self.stack_w, self.stack_b)
-        hit = self.derived.get("plain_head")
-        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
-            return hit[1]
-        R = len(self.rungs)
-        head = {"w_dense": np.asarray(self.w_dense, dtype=np.float64).T.tolist(),
-                "bias": np.asarray(self.bias, dtype=np.float64).tolist(),
-                "calib_x": [np.asarray(x, dtype=np.float64).tolist() for x in self.calib_x],
-                "calib_y": [np.asarray(y, dtype=np.float64).tolist() for y in self.calib_y],
-                "stack_w": None, "stack_b": None, "stack_onehot": 0}
-        if self.stack_w is not None:
-            w = np.asarray(self.stack_w, dtype=np.float64)
-            head.update(stack_w=(w[:R].T.tolist(), w[R:].T.tolist()),
-                        stack_b=np.asarray(self.stack_b, dtype=np.float64).tolist(), stack_onehot=w.shape[0] - R)
-        self.derived["plain_head"] = (parts, head)
-        return head
+        """The small arrays `score_one` reads, as Python lists by rung."""
+        def build() -> dict[str, Any]:
+            R = len(self.rungs)
+            head = {"w_dense": np.asarray(self.w_dense, dtype=np.float64).T.tolist(),
+                    "bias": np.asarray(self.bias, dtype=np.float64).tolist(),
+                    "calib_x": [np.asarray(x, dtype=np.float64).tolist() for x in self.calib_x],
+                    "calib_y": [np.asarray(y, dtype=np.float64).tolist() for y in self.calib_y],
+                    "stack_w": None, "stack_b": None, "stack_onehot": 0}
+            if self.stack_w is not None:
+                w = np.asarray(self.stack_w, dtype=np.float64)
+                head.update(stack_w=(w[:R].T.tolist(), w[R:].T.tolist()),
+                            stack_b=np.asarray(self.stack_b, dtype=np.float64).tolist(), stack_onehot=w.shape[0] - R)
+            return head
+
+        return derived(self.derived, "plain_head", (self.w_dense, self.bias, self.calib_x, self.calib_y, self.stack_w,
+                                                    self.stack_b), build)
 
     def raw_scores(self, texts: Sequence[str], classes: Sequence[str | None]) -> np.ndarray:
         """Uncalibrated linear scores, shape (n, R)."""

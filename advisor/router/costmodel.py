@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from advisor.router.derived import derived
+
 CHARS_PER_TOKEN = 4.0  #: the stated estimate when no token counts are recorded
 
 
@@ -46,11 +48,12 @@ class CostModel:
 
     def predict_one(self, chars: int, dense: list[float]) -> list[float]:
         """`predict` for one request in Python floats (`RouterModel.score_one`: no numpy call)."""
-        plain = self.__dict__.get("_plain")
-        if plain is None:
-            plain = self._plain = (self.weights.T.tolist(), *(a.tolist() for a in (
-                self.intercept, self.smear, self.floor_usd, self.tokens_per_char * self.usd_per_input_token)))
-        cols, intercept, smear, floor, per_char = plain
+        arrays = (self.weights, self.intercept, self.smear, self.floor_usd, self.tokens_per_char,
+                  self.usd_per_input_token)
+        cols, intercept, smear, floor, per_char = derived(self.__dict__.setdefault("_derived_cache", {}), "plain",
+                                                          arrays, lambda: (
+            self.weights.T.tolist(), self.intercept.tolist(), self.smear.tolist(), self.floor_usd.tolist(),
+            (self.tokens_per_char * self.usd_per_input_token).tolist()))
         x = dense[: self.n_features]
         rem = (max(0.0, math.exp(min(sum(map(mul, x, w)) + b, 50.0)) * sm - fl)
                for w, b, sm, fl in zip(cols, intercept, smear, floor))

