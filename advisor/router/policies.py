@@ -99,7 +99,8 @@ class Policy:
 
     @cached_property
     def table_key(self) -> tuple:
-        """`table_for`'s key of this policy's own config and preferences (a policy serves many requests)."""
+        """`table_for`'s key: this policy's config and preferences as text (computed once: a policy serves many
+        requests)."""
         return ("table", repr(self.ctx.config), repr(self.ctx.prefs))
 
     def decide(self, batch: Requests) -> Choice:  # pragma: no cover - interface
@@ -133,13 +134,13 @@ def predicted_outcome(P: np.ndarray, C: np.ndarray, chains: np.ndarray, ctx: Con
     return chain_outcome_batch(P[rows, idx], C[rows, idx], ks, verifier, valid, cfg.dependence or 0.0)
 
 
-def table_for(batch: Requests, ctx: Context, config: PolicyConfig, key: tuple | None = None) -> dict[str, np.ndarray]:
-    """The candidate table of `batch` under `config` (cached on the batch under `key`, by default the settings'
-    text)."""
-    key = key or ("table", repr(config), repr(ctx.prefs))
-    if key not in batch.cache:
-        batch.cache[key] = candidate_table(batch.P, batch.C, ctx.facts, config, ctx.prefs)
-    return batch.cache[key]
+def table_for(batch: Requests, policy: Policy) -> dict[str, np.ndarray]:
+    """The candidate table of `batch` under the policy's config and preferences (cached on the batch, under the
+    policy's `table_key`, for the other policies scoring the same batch)."""
+    if policy.table_key not in batch.cache:
+        ctx = policy.ctx
+        batch.cache[policy.table_key] = candidate_table(batch.P, batch.C, ctx.facts, ctx.config, ctx.prefs)
+    return batch.cache[policy.table_key]
 
 
 @POLICIES.register("router")
@@ -152,7 +153,7 @@ class TargetRule(Policy):
         cfg = self.ctx.config
         target = float(self.params.get("target", cfg.target))
         value = self.params.get("value_usd", cfg.value_usd if self.name == "router" else None)
-        table = table_for(batch, self.ctx, cfg, self.table_key)
+        table = table_for(batch, self)
         pick = select(table, target, value)
         rows = np.arange(len(batch))
         met = (table["p_usable"] >= target).any(axis=1)
