@@ -66,8 +66,9 @@ class RungModel:
 
 
 def _interp_one(x: float, xs: list[float], ys: list[float]) -> float:
-    """`np.interp(x, xs, ys)` for one number (xs increasing; clamped to the end values outside them)."""
-    if x <= xs[0]:
+    """`np.interp(x, xs, ys)` for one number (xs non-decreasing; clamped to the end values outside them; at a
+    repeated knot, the value of its last copy, as np.interp gives)."""
+    if x < xs[0]:
         return ys[0]
     if x >= xs[-1]:
         return ys[-1]
