@@ -22,6 +22,12 @@ service. The floor reads the goals: a floor that alone adds about 2 ms at concur
 at 32) would say that no code of advisor's can meet them on this machine; a floor well inside them puts the
 gap on advisor's code.
 
+Paired rounds: the machine's speed drifts during a run (other jobs and, on a shared host, other tenants), and
+figures pooled over the rounds mix that drift into the comparison. So each path is also compared with the
+direct round run next to it, round by round: the last lines give, per path, the median over the rounds of the
+throughput ratio and of the p50 added, their range, and how many rounds are within each goal. Many short
+rounds pair better than a few long ones (e.g. ``--requests 300 --rounds 10``).
+
 Fairness: all paths run in this one load-generator process on asyncio's default event loop, with the same
 `concurrency` tasks taking requests from one counter, one warmed, reused connection (pool) per path, and the
 same latency clock around one call. The load generator shares the 2 cores with the service and Triton, so its
@@ -155,6 +161,30 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
     return services
 
 
+def paired(runs: list[tuple[float, list[float], dict]], direct_runs: list[tuple[float, list[float], dict]]
+           ) -> tuple[list[float], list[float]]:
+    """Per round, a path against the direct path's round run next to it: (throughput ratios, p50 added in ms).
+
+    The machine's speed drifts over a run (other jobs, other tenants of the host), and a pooled figure mixes
+    the drift into the comparison; rounds taken back to back are compared in the same conditions."""
+    ratios, added = [], []
+    for (wall, lat, _), (dwall, dlat, _) in zip(runs, direct_runs):
+        ratios.append((len(lat) / wall) / (len(dlat) / dwall))
+        added.append((pct(lat, .5) - pct(dlat, .5)) * 1e3)
+    return ratios, added
+
+
+def paired_line(c: int, path: str, runs, direct_runs) -> str:
+    """The paired-rounds summary of one path at concurrency `c`: medians, ranges, and the rounds within each
+    goal (throughput >= 0.85 of direct at 32, p50 added <= 2 ms at 1)."""
+    ratios, added = paired(runs, direct_runs)
+    n = len(ratios)
+    return (f"c={c:<3} {path}/direct paired by round (median [min, max] over {n}): throughput "
+            f"{statistics.median(ratios):.2f} [{min(ratios):.2f}, {max(ratios):.2f}], {sum(r >= 0.85 for r in ratios)}"
+            f"/{n} rounds >= 0.85; p50 added {statistics.median(added):+.2f} ms [{min(added):+.2f}, {max(added):+.2f}],"
+            f" {sum(a <= 2.0 for a in added)}/{n} rounds <= 2 ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
@@ -223,6 +253,9 @@ def main() -> None:
             if path != "direct":
                 print(f"  c={c:<3} {path}/direct throughput {row[path][0] / row['direct'][0]:.2f}; p50 added "
                       f"{(row[path][1] - row['direct'][1]) * 1e3:.2f} ms")
+        for path in row:
+            if path != "direct":
+                print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
         for path in row:
             if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
                 print(f"  c={c:<3} {path}/floor throughput {row[path][0] / row['floor'][0]:.2f}; p50 added over "
