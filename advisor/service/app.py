@@ -13,13 +13,16 @@ import os
 import time
 from typing import Any
 
+from starlette.background import BackgroundTask
+from starlette.responses import JSONResponse, Response
+
+from advisor.service.dispatch import decide, records, run_with_deadline
 from advisor.service.request import RequestError, parse_request
+from advisor.store import now as _now
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
            code: str | None = None, headers: dict | None = None):
-    from starlette.responses import JSONResponse
-
     return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
                         status_code=status, headers=headers)
 
@@ -67,9 +70,9 @@ def create_app(settings=None):
             watcher.cancel()
             await rt.close()
 
-    async def chat(request):
-        from advisor.service.reload import pin
+    from advisor.service.reload import pin
 
+    async def chat(request):
         pin(state["rt"])  # one router for the whole request, even across a hot reload
         return await chat_completions(state["rt"], request)
 
@@ -100,8 +103,6 @@ def create_app(settings=None):
                      status=200 if ok else 503)
 
     async def metrics(request):
-        from starlette.responses import Response
-
         body, ctype = state["rt"].metrics.render()
         return Response(body, media_type=ctype)
 
@@ -112,8 +113,6 @@ def create_app(settings=None):
 
 
 def _json(obj: Any, status: int = 200, headers: dict | None = None, background=None):
-    from starlette.responses import Response
-
     return Response(json.dumps(obj, default=str), status_code=status, media_type="application/json", headers=headers,
                     background=background)
 
@@ -170,8 +169,6 @@ async def chat_completions(rt, request):
         try:
             req = parse_request(await _read_body(rt, request), request.headers)
             _check_bounds(rt, req)
-            from advisor.service.dispatch import decide
-
             plan = decide(rt, req, key)
         except RequestError as exc:
             m.child(m.rejected, str(exc.status)).inc()
@@ -181,20 +178,12 @@ async def chat_completions(rt, request):
 
             streaming = True
             return await stream_response(rt, req, plan, key, started, started_at)
-        from advisor.service.dispatch import run_with_deadline
-
         out = await run_with_deadline(rt, req, plan)
         return finish(rt, req, out, key, started, started_at)
     finally:
         if not streaming:
             rt.in_flight -= 1
             m.in_flight.dec()
-
-
-def _now():
-    from advisor.store import now
-
-    return now()
 
 
 def headers_of(rt, out) -> dict[str, str]:
@@ -230,8 +219,6 @@ def record(rt, out, key, started: float, started_at, write: bool = True):
     """Count the request, and write its records now; with `write` False return a no-argument function that
     builds and writes them later (`finish` runs it once the response is sent, so that neither building the rows
     nor the segment's flush is on the request's latency). The latency recorded is the one measured here."""
-    from advisor.service.dispatch import records
-
     latency = time.perf_counter() - started
     attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
@@ -256,8 +243,6 @@ def finish(rt, req, out, key, started: float, started_at):
     The records are built and written right after the response is sent (a background task the server awaits,
     also while draining on SIGTERM), so neither is on the request's latency.
     """
-    from starlette.background import BackgroundTask
-
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 

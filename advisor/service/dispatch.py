@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.errors import BackendError, RouterError, did_you_mean
+from advisor.router.policy import PolicyConfig, Preferences
+from advisor.router.routing import route_one
+from advisor.scores import Verifier
 from advisor.service.chat import Reply, parse_reply, render_prompt, request_text
 from advisor.service.request import RequestError
 from advisor.store import now, text_hash
+from advisor.triton.client import GenerationTimeout, _deadline
 
 
 @dataclass
@@ -141,10 +145,6 @@ def _p_of(rt, text: str, task_class: str | None, rung: str) -> float | None:
 
 
 def _route(rt, req, plan: Plan, ccfg, key) -> None:
-    from advisor.router.policy import PolicyConfig, Preferences
-    from advisor.router.routing import route_one
-    from advisor.scores import Verifier
-
     prefs = req.advisor
     routing = rt.config.routing
     config = PolicyConfig(mode="escalate" if plan.verifier else "single", k=ccfg.retries,
@@ -164,7 +164,8 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
     p = Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),
                     max_latency_s=prefs.max_latency_s if prefs else None)
     try:
-        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name)
+        # explain=False: the plan's explanation keeps no candidate list, so none is built
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name, explain=False)
     except RouterError as exc:
         raise RequestError(str(exc), param="advisor") from None
     plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)
@@ -200,8 +201,6 @@ async def call_model(rt, req, plan: Plan, model, prompt, deadline: float) -> tup
     """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
     failed: the attempt's error says why; a timeout or a backend that is down is a failover). The call is
     counted in the metrics here (`Metrics.count_call`), for every mode."""
-    from advisor.triton.client import GenerationTimeout
-
     attempt, text = Attempt(model.name), None
     remaining = deadline - time.monotonic()
     if remaining <= 0:
@@ -295,8 +294,6 @@ async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
 
     The bound runs in the request's own task (``asyncio.timeout``), not in a task of its own as
     ``asyncio.wait_for`` would on Python 3.11: one task less and fewer event-loop turns per request."""
-    from advisor.triton.client import _deadline
-
     try:
         async with _deadline(rt.config.limits.deadline_s + 1.0):
             return await run(rt, req, plan)
