@@ -1,0 +1,198 @@
+"""Benchmark: the CPU one chat request costs the service's own code, in process, against the floor app.
+
+`service_overhead.py` measures the service over HTTP next to Triton, where its cost mixes with the HTTP layer,
+the gRPC client and the two shared cores. This benchmark isolates the handler: it calls the ASGI apps directly
+(no HTTP server, no socket) with an instant fake Triton client that returns a fixed answer, and times each
+request with the thread's CPU clock:
+
+  * service: `advisor.service.app.create_app` (auth, validation, the routing decision on a router trained from a
+             small probe of the demo ladder's SIMULATED stand-ins, prompt rendering, reply parsing, costs,
+             headers, metrics, and the records written to a spool folder after the response), with the same
+             body as `service_overhead.py` (``model: auto``, ``advisor.rungs: [nano-30b]``, no embeddings);
+  * floor:   benchmarks/floor_app.py (read the JSON body, call the client, answer ``{"text": ...}``).
+
+Each is timed warm (requests back to back) and cold: before each request a `CacheEvictor` (router_overhead.py)
+writes over a buffer larger than the CPU caches, as the service meets its requests when Triton, the HTTP layer
+and the load generator run on the same cores between two of them. The cold figure is a bound, not the live
+one: in the service the caches are partly warm.
+
+    .venv/bin/python benchmarks/handler_cost.py [--requests 1000] [--rounds 3]
+
+Starts the embedded Triton only for the small probe the router is trained on, then stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_test import DEMO, KEY, small_probe, start_triton, stop  # noqa: E402
+from service_overhead import MAX_TOKENS, RUNG, TEXT  # noqa: E402
+
+BODY = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
+        "messages": [{"role": "user", "content": TEXT}]}
+
+
+class InstantClient:
+    """A Triton client that answers at once (the same answer every time); an async context manager like
+    `TritonClient`, for the floor app."""
+
+    def __init__(self, url: str = "") -> None:
+        from advisor.triton.client import GenerationResult
+
+        self.result = GenerationResult(text="The printer on floor 3 jams on duplex jobs.", finish_reason="stop",
+                                       input_tokens=40, output_tokens=9, tokens_from_server=True, latency_s=0.0,
+                                       model=RUNG)
+
+    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
+        return self.result
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return False
+
+
+def train_router(tmp: Path) -> Path:
+    """A router trained as `advisor serve` trains one from a store: on a small probe of the demo ladder."""
+    from advisor.ladder import load_ladder
+    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.store import Store
+
+    store = tmp / "probe.duckdb"
+    triton, url = start_triton()
+    try:
+        small_probe(url, store)
+    finally:
+        stop(triton)
+    with Store.open(store, read_only=True) as s:
+        data = training_data_from_store(s, ladder_name=load_ladder(DEMO).name)
+    model = fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
+    return model.save(tmp / "router.json")
+
+
+def service_app(router: Path, spool: Path):
+    """The service's ASGI app with an instant client for every rung (API key `KEY`)."""
+    from advisor.service import runtime
+    from advisor.service.app import create_app
+    from advisor.service.auth import load_keys
+
+    client = InstantClient()
+    runtime.Runtime.client_for = lambda self, model: client
+    settings = runtime.ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(spool), urls={},
+                                     keys=load_keys(None, environ={"ADVISOR_API_KEYS": KEY}).to_state())
+    return create_app(settings)
+
+
+def floor_app():
+    """benchmarks/floor_app.py's app with the instant client."""
+    import floor_app as floor
+
+    from advisor.triton import client as triton_client
+
+    triton_client.TritonClient = InstantClient  # floor_app imports it when it builds the app
+    return floor.create_app("unused", RUNG, TEXT)
+
+
+class Driver:
+    """Calls one ASGI app the way uvicorn would for one request, and checks the answer is a 200."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.body = json.dumps(BODY).encode()
+        self.scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                      "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+                      "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2),
+                      "headers": [(b"host", b"bench"), (b"content-type", b"application/json"),
+                                  (b"authorization", f"Bearer {KEY}".encode()),
+                                  (b"content-length", str(len(self.body)).encode())]}
+
+    async def request(self) -> None:
+        sent: list[dict] = []
+        pending = [{"type": "http.request", "body": self.body, "more_body": False}]
+
+        async def receive():
+            return pending.pop() if pending else {"type": "http.disconnect"}
+
+        async def send(message):
+            sent.append(message)
+
+        await self.app(dict(self.scope), receive, send)
+        if sent[0]["status"] != 200:
+            raise SystemExit(f"the app answered {sent[0]['status']}: {sent[1:]}")
+
+    async def lifespan(self):
+        """Start the app's lifespan; return the coroutine that shuts it down."""
+        inbox: asyncio.Queue = asyncio.Queue()
+        outbox: asyncio.Queue = asyncio.Queue()
+        await inbox.put({"type": "lifespan.startup"})
+        task = asyncio.ensure_future(self.app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get,
+                                              outbox.put))
+        started = await outbox.get()
+        if started["type"] != "lifespan.startup.complete":
+            raise SystemExit(f"the app did not start: {started}")
+
+        async def shutdown():
+            await inbox.put({"type": "lifespan.shutdown"})
+            await task
+
+        return shutdown
+
+
+async def measure(app, n: int, rounds: int, evict) -> dict[str, list[float]]:
+    """Per mode (warm, cold), the median thread-CPU microseconds per request of each round."""
+    driver = Driver(app)
+    shutdown = await driver.lifespan()
+    try:
+        for _ in range(300):
+            await driver.request()
+        out: dict[str, list[float]] = {"warm": [], "cold": []}
+        for _ in range(rounds):
+            for mode in out:
+                times = []
+                for _ in range(n):
+                    if mode == "cold":
+                        evict()
+                    started = time.thread_time()
+                    await driver.request()
+                    times.append(time.thread_time() - started)
+                out[mode].append(statistics.median(times) * 1e6)
+        return out
+    finally:
+        await shutdown()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000, help="Requests per round and mode.")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    from router_overhead import CacheEvictor
+
+    evict = CacheEvictor()
+    with tempfile.TemporaryDirectory(prefix="advisor-handler-") as tmp:
+        router = train_router(Path(tmp))
+        results = {"floor": asyncio.run(measure(floor_app(), args.requests, args.rounds, evict)),
+                   "service": asyncio.run(measure(service_app(router, Path(tmp) / "spool"), args.requests,
+                                                  args.rounds, evict))}
+    print(f"handler cost in process: {args.requests} requests x {args.rounds} rounds per app and mode, instant fake "
+          f"Triton client, router trained on a small probe of the SIMULATED demo ladder, no embeddings; thread CPU "
+          f"per request, median round [rounds]; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    for mode in ("warm", "cold"):
+        med = {app: statistics.median(r[mode]) for app, r in results.items()}
+        for app, r in results.items():
+            print(f"  {mode:<4} {app:<8} {med[app]:7.0f} us  [{', '.join(f'{x:.0f}' for x in r[mode])}]")
+        print(f"  {mode:<4} service - floor {med['service'] - med['floor']:5.0f} us per request")
+
+
+if __name__ == "__main__":
+    main()
