@@ -215,10 +215,15 @@ def usage_of(rt, out) -> dict[str, Any]:
                                       "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
 
 
-def record(rt, out, key, started: float, started_at, write: bool = True):
-    """Count the request, and write its records now; with `write` False return a no-argument function that
-    builds and writes them later (`finish` runs it once the response is sent, so that neither building the rows
-    nor the segment's flush is on the request's latency). The latency recorded is the one measured here."""
+def record(rt, out, key, started: float, started_at) -> list[dict]:
+    """Count the request and write its records now (a stream, once it has ended); the rows written."""
+    return record_later(rt, out, key, started, started_at)()
+
+
+def record_later(rt, out, key, started: float, started_at):
+    """Count the request now and return the no-argument function that builds and writes its records later
+    (`finish` runs it once the response is sent, so that neither building the rows nor the segment's flush is on
+    the request's latency). The latency recorded is the one measured here."""
     latency = time.perf_counter() - started
     attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
@@ -234,7 +239,7 @@ def record(rt, out, key, started: float, started_at, write: bool = True):
         rt.writer.write(rows)
         return rows
 
-    return write_rows() if write else write_rows
+    return write_rows
 
 
 def finish(rt, req, out, key, started: float, started_at):
@@ -246,7 +251,7 @@ def finish(rt, req, out, key, started: float, started_at):
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 
-    later = BackgroundTask(write, record(rt, out, key, started, started_at, write=False))
+    later = BackgroundTask(write, record_later(rt, out, key, started, started_at))
     headers = headers_of(rt, out)
     if out.status != 200:
         kind = "timeout_error" if out.status == 504 else "service_unavailable"
