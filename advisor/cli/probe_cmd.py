@@ -50,7 +50,9 @@ def probe(
                                                   help="Suite file (default: suites/example/suite.yaml).")] = None,
     store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path("advisor.duckdb"),
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Runs per task, rung and condition.")] = 3,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight per rung.")] = 8,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight per rung (a policy "
+                                             "of the probe has its own limit: its calls on a rung are not counted "
+                                             "against the rung's).")] = 8,
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Stop starting runs once this "
                                                       "probe's model cost reaches this many USD.")] = None,
     max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=0, help="Run at most this many episodes "

@@ -10,7 +10,10 @@ The library entry point is `execute` (the CLI and adaptive probing build on it):
 - Resuming: specs whose run key is already stored are **skipped** (`RunResult.status == "skipped"`), except
   runs stored with stop reason ``backend_error``: those are deleted and run again (a retry).
 - Concurrency: at most `concurrency` episodes in flight **per rung** (each rung has its own semaphore;
-  a finished episode's commit happens after it leaves the semaphore).
+  a finished episode's commit happens after it leaves the semaphore). A policy of the probe (``router``,
+  ``cascade``, the orchestrator) has a semaphore of its own, like a rung: the calls its episodes make on the
+  rungs are not counted against those rungs' semaphores, so with policies in a probe a rung can have up to
+  `concurrency` more calls in flight.
 - Each finished run is committed at once with its turns and criterion results (`Store.add_run`, one
   transaction), so a crash or Ctrl-C loses at most the runs in flight. Commits run one at a time in a
   writer thread (the event loop keeps driving episodes meanwhile); `execute` waits for the last commit
