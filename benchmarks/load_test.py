@@ -29,7 +29,11 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 SUITE = REPO / "suites" / "example" / "suite.yaml"
 KEY = "sk-bench"
-ADVISOR = [sys.executable, "-c", "from advisor.cli import console; console()"]
+#: Run the CLI without the working directory on sys.path (`python -c` puts it first): another checkout's
+#: interpreter (service_overhead.py --against) must import its own advisor, not the one of the folder it is
+#: started from.
+NOT_CWD = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+ADVISOR = [sys.executable, "-c", NOT_CWD + "from advisor.cli import console; console()"]
 
 
 def _read_until(proc: subprocess.Popen, prefix: str, timeout: float = 180.0) -> str:

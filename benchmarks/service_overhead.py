@@ -38,6 +38,12 @@ path, the idle service's). httpx cost the load generator about three times aioht
 connections (3.1 vs 0.3-0.4 ms, measured with `--client httpx`), which would be charged to the HTTP paths only. (aiohttp
 comes with the `tritonclient[http]` dependency.)
 
+`--against` runs the other checkout's code: the service is started without the working directory on sys.path
+(`load_test.NOT_CWD`), the benchmark checks that the two interpreters import advisor from different folders,
+and the output names both. (Before this check, `python -c` put the working directory first on sys.path, so an
+`--against` service started from a checkout ran that checkout's code, not its interpreter's: both services ran
+the same code.)
+
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
         [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python]
 """
@@ -54,7 +60,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import (ADVISOR, DEMO, KEY, _read_until, drive, pct, pool, small_probe,  # noqa: E402
+from load_test import (ADVISOR, DEMO, KEY, NOT_CWD, _read_until, drive, pct, pool, small_probe,  # noqa: E402
                        start_service, start_triton, stop)
 
 RUNG = "nano-30b"
@@ -145,6 +151,14 @@ def start_floor(url: str) -> tuple:
     return proc, "http://" + line.split("=", 1)[1]
 
 
+def advisor_source(python: str) -> str:
+    """The folder `python` imports advisor from (as `advisor serve` started by `load_test.ADVISOR` would)."""
+    import subprocess
+
+    return subprocess.run([python, "-c", NOT_CWD + "import advisor, os; print(os.path.dirname(advisor.__file__))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
 def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True) -> dict[str, tuple]:
     """The floor app (unless `floor` is false), the service under test, and with `against` a second service run
     by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a copy of the
@@ -201,6 +215,12 @@ def main() -> None:
     args = parser.parse_args()
     body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
             "messages": [{"role": "user", "content": TEXT}]}
+    sources = {"service": advisor_source(sys.executable)}
+    if args.against:
+        sources["against"] = advisor_source(args.against)
+        if sources["against"] == sources["service"]:
+            raise SystemExit(f"--against {args.against} imports advisor from {sources['service']}, as this "
+                             "interpreter does: both services would run the same code")
     triton, url = start_triton()
     results: dict[tuple[str, int], list[tuple[float, list[float], dict[str, float]]]] = {}
     try:
@@ -235,6 +255,7 @@ def main() -> None:
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
+    print("  code: " + ", ".join(f"{name} from {src}" for name, src in sources.items()))
     print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
           "app or service; direct: the idle service) / triton tree")
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else [])]
