@@ -51,7 +51,9 @@ def test_score_one_follows_a_replaced_class_model_and_cost_model(router):
     from dataclasses import replace
 
     model = replace(router, featurizer=replace_featurizer(router.featurizer))
-    assert model.derived == {}  # a copy builds its own derived objects
+    from advisor.router.derived import cache_of
+
+    assert cache_of(model) == {}  # a copy builds its own derived objects
     n_class = len(model.featurizer.classes)
     model.score_one(TEXTS[1], None)  # builds the derived objects of the class model and the cost model
     before = model.featurizer.features_one(TEXTS[1], None)[1][11: 11 + n_class]  # predicted class probabilities

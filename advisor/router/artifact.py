@@ -32,7 +32,7 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.router.costmodel import CostModel
-from advisor.router.derived import derived
+from advisor.router.derived import cache_of, derived
 from advisor.router.features import CUE_NAMES, Featurizer
 
 try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
@@ -95,9 +95,6 @@ class RouterModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     training: dict[str, Any] = field(default_factory=dict)
-    #: objects derived from the above on first use and reused (`advisor.router.derived`, `routing.built_policy`);
-    #: never saved, and not passed on by `dataclasses.replace` (a copy with other arrays builds its own)
-    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rung_names(self) -> list[str]:
@@ -172,7 +169,7 @@ class RouterModel:
                             stack_b=np.asarray(self.stack_b, dtype=np.float64).tolist(), stack_onehot=w.shape[0] - R)
             return head
 
-        return derived(self.derived, "plain_head", (self.w_dense, self.bias, self.calib_x, self.calib_y, self.stack_w,
+        return derived(cache_of(self), "plain_head", (self.w_dense, self.bias, self.calib_x, self.calib_y, self.stack_w,
                                                     self.stack_b), build)
 
     def raw_scores(self, texts: Sequence[str], classes: Sequence[str | None]) -> np.ndarray:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.router.derived import derived
+from advisor.router.derived import cache_of, derived
 
 CHARS_PER_TOKEN = 4.0  #: the stated estimate when no token counts are recorded
 
@@ -50,7 +50,7 @@ class CostModel:
         """`predict` for one request in Python floats (`RouterModel.score_one`: no numpy call)."""
         arrays = (self.weights, self.intercept, self.smear, self.floor_usd, self.tokens_per_char,
                   self.usd_per_input_token)
-        cols, intercept, smear, floor, per_char = derived(self.__dict__.setdefault("_derived_cache", {}), "plain",
+        cols, intercept, smear, floor, per_char = derived(cache_of(self), "plain",
                                                           arrays, lambda: (
             self.weights.T.tolist(), self.intercept.tolist(), self.smear.tolist(), self.floor_usd.tolist(),
             (self.tokens_per_char * self.usd_per_input_token).tolist()))

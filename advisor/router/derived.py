@@ -1,10 +1,17 @@
 """Objects derived from a model's arrays on first use (fused matrices, plain-Python copies for the one-request
-hot path), kept and rebuilt when an array they came from is replaced (a featuriser is refitted, an ablation drops
-the class model). Arrays are never changed in place in advisor, so object identity tells when to rebuild."""
+hot path, built policies), kept and rebuilt when an array they came from is replaced (a featuriser is refitted,
+an ablation drops the class model). Arrays are never changed in place in advisor, so object identity tells when
+to rebuild. They live in the model object's own cache (`cache_of`), outside its saved state: never saved, and
+not passed on by `dataclasses.replace` (a copy with other arrays builds its own)."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
+
+
+def cache_of(obj: Any) -> dict[str, Any]:
+    """The cache of objects derived from `obj` (kept on the object, created on first use)."""
+    return obj.__dict__.setdefault("_derived_cache", {})
 
 
 def derived(cache: dict[str, Any], name: str, parts: tuple, build: Callable[[], Any]) -> Any:

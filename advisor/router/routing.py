@@ -15,6 +15,7 @@ import numpy as np
 
 from advisor.errors import DataError
 from advisor.router.artifact import RouterModel
+from advisor.router.derived import cache_of
 from advisor.router.policies import Context, Requests, make_policy, to_decisions
 from advisor.router.policy import Decision, PolicyConfig, Preferences
 
@@ -56,7 +57,7 @@ def built_policy(model: RouterModel, config: PolicyConfig, prefs: Preferences | 
     request with the same settings; the key is the settings' text (they are plain, mutable dataclasses)."""
     name = policy or policy_name(model, config)
     key = (name, repr(config), repr(prefs), repr(sorted(params.items())) if params else "")
-    built = model.derived.setdefault("policies", {})
+    built = cache_of(model).setdefault("policies", {})
     pol = built.get(key)
     if pol is None:
         if len(built) >= BUILT_MAX:
