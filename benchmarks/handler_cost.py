@@ -63,10 +63,10 @@ class InstantClient:
 
 
 def train_router(tmp: Path) -> Path:
-    """A router trained as `advisor serve` trains one from a store: on a small probe of the demo ladder."""
+    """A router trained as `advisor serve` trains one from a store (`train_from_store`): on a small probe of the
+    demo ladder."""
     from advisor.ladder import load_ladder
-    from advisor.router.train import fit_router, training_data_from_store
-    from advisor.store import Store
+    from advisor.service.launch import train_from_store
 
     store = tmp / "probe.duckdb"
     triton, url = start_triton()
@@ -74,10 +74,7 @@ def train_router(tmp: Path) -> Path:
         small_probe(url, store)
     finally:
         stop(triton)
-    with Store.open(store, read_only=True) as s:
-        data = training_data_from_store(s, ladder_name=load_ladder(DEMO).name)
-    model = fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
-    return model.save(tmp / "router.json")
+    return train_from_store(store, load_ladder(DEMO)).save(tmp / "router.json")
 
 
 def service_app(router: Path, spool: Path):

@@ -57,21 +57,27 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path:
         if serving.pointer:
             echo(f"serving the promoted router {serving.version} ({serving.path}); watching {serving.pointer}")
         return Path(options.router_path)
-    from advisor.router.train import fit_router, training_data_from_store
-    from advisor.store import Store
-
-    try:
-        with Store.open(options.store_path, read_only=True) as store:
-            data = training_data_from_store(store, ladder_name=ladder.name)
-    except (RouterError, StoreError) as exc:
-        raise RouterError(f"no router to serve: pass --router FILE, or run `advisor probe` first so that one can "
-                          f"be trained from {options.store_path} ({exc})") from None
-    model = fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
+    model = train_from_store(options.store_path, ladder)
     path = model.save(workdir / "router.json")
     echo(f"router trained from {options.store_path}: {model.provenance['runs']} runs, "
          f"{model.provenance['prompts']} prompts"
          + (f" ({model.provenance['simulated_runs']} SIMULATED)" if model.provenance["simulated_runs"] else ""))
     return path
+
+
+def train_from_store(store_path: Path, ladder):
+    """A router trained on the store's runs of `ladder`, as `advisor serve` trains one when given none
+    (RouterError saying to run `advisor probe` first when the store cannot give one)."""
+    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.store import Store
+
+    try:
+        with Store.open(store_path, read_only=True) as store:
+            data = training_data_from_store(store, ladder_name=ladder.name)
+    except (RouterError, StoreError) as exc:
+        raise RouterError(f"no router to serve: pass --router FILE, or run `advisor probe` first so that one can "
+                          f"be trained from {store_path} ({exc})") from None
+    return fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
 
 
 def serve(options: ServeOptions) -> None:
