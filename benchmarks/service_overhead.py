@@ -45,7 +45,11 @@ and the output names both. (Before this check, `python -c` put the working direc
 the same code.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
-        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python]
+        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python] [--memoised]
+
+`--memoised` adds a service whose routing decisions are memoised (benchmarks/memoised_route.py: every request
+here has the same text and settings, so it decides once): the service less its routing decision, run beside the
+real one, which measures what the decision costs inside the worker.
 """
 
 from __future__ import annotations
@@ -159,10 +163,12 @@ def advisor_source(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True) -> dict[str, tuple]:
-    """The floor app (unless `floor` is false), the service under test, and with `against` a second service run
+def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True,
+                   memoised: bool = False) -> dict[str, tuple]:
+    """The floor app (unless `floor` is false), the service under test, with `against` a second service run
     by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a copy of the
-    store; name -> (process, base URL)."""
+    store, and with `memoised` one whose routing decisions are memoised (`memoised_route`); name -> (process,
+    base URL)."""
     import shutil
 
     services = {"floor": start_floor(url)} if floor else {}
@@ -172,6 +178,13 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
         shutil.copy(store, other)
         services["against"] = start_service(url, other, workers, ["--ingest-every", "0"],
                                             advisor=[against, *ADVISOR[1:]])
+    if memoised:
+        other = store.with_name("memoised.duckdb")
+        shutil.copy(store, other)
+        here = str(Path(__file__).resolve().parent)
+        services["memoised"] = start_service(url, other, workers, ["--ingest-every", "0"], advisor=[
+            sys.executable, "-c", NOT_CWD + f"sys.path.insert(0, {here!r}); import memoised_route; "
+            "memoised_route.install(); from advisor.cli import console; console()"])
     return services
 
 
@@ -212,9 +225,13 @@ def main() -> None:
     parser.add_argument("--against", default=None, metavar="PYTHON",
                         help="Also time a second service run by this interpreter (e.g. a checkout of main's "
                              ".venv/bin/python), rounds alternated with the others: before/after in one run.")
+    parser.add_argument("--memoised", action="store_true",
+                        help="Also time a service whose routing decisions are memoised (one worker only).")
     args = parser.parse_args()
     body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
             "messages": [{"role": "user", "content": TEXT}]}
+    if args.memoised and args.workers != 1:
+        raise SystemExit("--memoised needs --workers 1 (the memo is installed in the serving process)")
     sources = {"service": advisor_source(sys.executable)}
     if args.against:
         sources["against"] = advisor_source(args.against)
@@ -227,7 +244,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            services = start_services(url, store, args.workers, args.against, args.floor)
+            services = start_services(url, store, args.workers, args.against, args.floor, args.memoised)
             try:
                 for _, base in services.values():
                     run_loop(via_service(base, body, 50, 4, args.client))  # warm up
@@ -254,11 +271,13 @@ def main() -> None:
     print(f"service overhead: {args.requests} requests x {args.rounds} rounds per path, rung {RUNG} (SIMULATED "
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
+          + (", 'memoised' = the service with its routing decisions memoised" if args.memoised else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print("  code: " + ", ".join(f"{name} from {src}" for name, src in sources.items()))
     print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
           "app or service; direct: the idle service) / triton tree")
-    paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else [])]
+    paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
+             *(["memoised"] if args.memoised else [])]
     for c in args.concurrency:
         row, server_cpu = {}, {}
         for path in paths:
