@@ -50,10 +50,12 @@ def test_score_one_equals_the_batch_probabilities_and_costs(router, cls):
 def test_score_one_follows_a_replaced_class_model_and_cost_model(router):
     from dataclasses import replace
 
-    model = replace(router, featurizer=replace_featurizer(router.featurizer))
     from advisor.router.derived import cache_of
 
-    assert cache_of(model) == {}  # a copy builds its own derived objects
+    router.score_one(TEXTS[0], None)
+    assert cache_of(router)  # the original has derived objects...
+    model = replace(router, featurizer=replace_featurizer(router.featurizer))
+    assert cache_of(model) == {}  # ...and a copy builds its own
     n_class = len(model.featurizer.classes)
     model.score_one(TEXTS[1], None)  # builds the derived objects of the class model and the cost model
     before = model.featurizer.features_one(TEXTS[1], None)[1][11: 11 + n_class]  # predicted class probabilities
