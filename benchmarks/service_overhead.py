@@ -18,7 +18,9 @@ small stored probe), then for each concurrency level alternates rounds of
 and prints requests/s and p50/p99 per path, the floor/direct and service/direct throughput ratios (goal at
 concurrency 32: >= 0.85) and the p50 they add (goal at concurrency 1: <= 2 ms), and service over floor: the
 throughput ratio, p50 and server CPU per request that advisor's own code adds on top of the least possible
-service. The floor reads the goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85
+service, and at concurrency above 1 an estimate of what the throughput goal leaves the server if the cores
+are the limit (`cpu_budget_line`: every process here shares them, the stand-in Triton too, whose CPU per
+request drifts with the machine's speed; benchmarks/triton_cpu.py measures it apart). The floor reads the goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85
 at 32) would say that no code of advisor's can meet them on this machine; a floor well inside them puts the
 gap on advisor's code.
 
@@ -117,20 +119,28 @@ def run_loop(coro):
     return asyncio.run(coro)
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a live process and all its live descendants (from /proc; Linux)."""
-    total, todo = 0.0, [pid]
+def cpu_by_process(root: int) -> dict[tuple[int, str], float]:
+    """User + system CPU seconds of a live process and each of its live descendants, by (pid, program name)
+    (from /proc; Linux)."""
     tick = os.sysconf("SC_CLK_TCK")
+    out: dict[tuple[int, str], float] = {}
+    todo = [root]
     while todo:
-        p = todo.pop()
+        pid = todo.pop()
         try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-            for task in Path(f"/proc/{p}/task").iterdir():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            out[(pid, Path(program).name or "?")] = (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{pid}/task").iterdir():
                 todo.extend(int(c) for c in (task / "children").read_text().split())
         except (OSError, ValueError):
             continue
-    return total
+    return out
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a live process and all its live descendants."""
+    return sum(cpu_by_process(pid).values())
 
 
 def timed(fn, procs: dict[str, int]):
@@ -212,6 +222,23 @@ def paired_line(c: int, path: str, runs, direct_runs) -> str:
             f" {sum(a <= 2.0 for a in added)}/{n} rounds <= 2 ms")
 
 
+def cpu_budget_line(c: int, cpu: dict[str, dict[str, float]], goal: float = 0.85) -> str:
+    """What the throughput goal leaves the server, if the machine's cores are the limit (every process of the
+    benchmark shares them): the throughput ratio of a path is then about the direct path's CPU per request
+    (load generator + Triton) over the path's (load generator + its server + Triton), so the path's server
+    may use at most direct / goal - load generator - Triton of CPU per request. An estimate from the median
+    rounds' CPU columns, printed beside the measured ratios to read them; not a measurement."""
+    def total(path: str, server: bool = True) -> float:
+        return cpu[path]["load generator"] + cpu[path]["triton"] + (cpu[path]["server"] if server else 0.0)
+
+    direct = total("direct", server=False)
+    parts = [f"{path} {direct / total(path):.2f}" for path in cpu if path != "direct"]
+    budgets = [f"{path} {direct / goal - total(path, server=False):.2f} (uses {cpu[path]['server']:.2f})"
+               for path in cpu if path != "direct"]
+    return (f"c={c:<3} if the cores are the limit (estimate from the CPU columns): throughput vs direct about "
+            f"{', '.join(parts)}; server CPU per request the {goal:.2f} goal leaves, ms: {', '.join(budgets)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
@@ -279,13 +306,14 @@ def main() -> None:
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
              *(["memoised"] if args.memoised else [])]
     for c in args.concurrency:
-        row, server_cpu = {}, {}
+        row, server_cpu, path_cpu = {}, {}, {}
         for path in paths:
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
             lat = [x for _, ls, _ in runs for x in ls]
             cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
             row[path], server_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu["server"]
+            path_cpu[path] = cpu
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
                   f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['server']:.2f} / "
                   f"{cpu['triton']:.2f} ms")
@@ -296,6 +324,8 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
+        if c > 1:
+            print("  " + cpu_budget_line(c, path_cpu))
         for path in row:
             if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
                 print(f"  c={c:<3} {path}/floor throughput {row[path][0] / row['floor'][0]:.2f}; p50 added over "

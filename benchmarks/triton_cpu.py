@@ -1,0 +1,85 @@
+"""Benchmark: what the embedded Triton (the demo ladder's SIMULATED stand-ins, which answer at once) costs the
+machine's CPU per generation, by process, idle and at concurrency 1.
+
+`service_overhead.py` runs the load generator, the service and this Triton on the same cores, so the CPU the
+stand-in server spends per request is taken from what the service and the direct path can use, and its share
+shapes both goals there. This measures it apart: `advisor triton serve` in its own process (tritonserver,
+the Python backend's stub, the multiprocessing helper and advisor's own process, which runs the stand-ins
+behind PyTriton), its CPU over an idle spell, then over N generations sent one at a time through advisor's
+`TritonClient` on nano-30b with the same prompt and max_tokens as `service_overhead.py`, split by process
+(user + system time from /proc, threads summed).
+
+    .venv/bin/python benchmarks/triton_cpu.py [--requests 2000] [--idle 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_test import DEMO, start_triton, stop  # noqa: E402
+from service_overhead import MAX_TOKENS, RUNG, TEXT, cpu_by_process  # noqa: E402
+
+
+def spent(before: dict, after: dict) -> dict:
+    """CPU seconds per process between two `cpu_by_process` readings."""
+    return {key: after[key] - before.get(key, 0.0) for key in after}
+
+
+async def generate(url: str, n: int) -> float:
+    """n generations one at a time (after 50 not counted); wall seconds of the n."""
+    from advisor.ladder import load_ladder
+    from advisor.service.chat import render_prompt
+    from advisor.service.request import parse_request
+    from advisor.triton.client import TritonClient
+
+    model = load_ladder(DEMO).rung(RUNG)
+    prompt = render_prompt(model, parse_request({"model": RUNG, "messages": [{"role": "user", "content": TEXT}]}, {}))
+    async with TritonClient(url) as client:
+        for _ in range(50):
+            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
+        started = time.perf_counter()
+        for _ in range(n):
+            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle reading")
+    args = parser.parse_args()
+    triton, url = start_triton()
+    try:
+        time.sleep(2.0)
+        before = cpu_by_process(triton.pid)
+        time.sleep(args.idle)
+        idle = spent(before, cpu_by_process(triton.pid))
+        asyncio.run(generate(url, 1))  # connect and check the contract before the reading
+        before = cpu_by_process(triton.pid)
+        wall = asyncio.run(generate(url, args.requests))
+        busy = spent(before, cpu_by_process(triton.pid))
+    finally:
+        stop(triton)
+    n = args.requests
+    print(f"embedded Triton (SIMULATED stand-ins), rung {RUNG}, {n} generations at concurrency 1 through advisor's "
+          f"TritonClient; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
+    print(f"  idle: {sum(idle.values()) / args.idle * 1e3:.1f} ms of CPU per second over {args.idle:g} s")
+    print(f"  busy: {wall / n * 1e3:.2f} ms per generation (wall, client included); Triton's CPU "
+          f"{sum(busy.values()) / n * 1e3:.2f} ms per generation, by process:")
+    rows = sorted(busy.items(), key=lambda kv: -kv[1])
+    for (pid, name), seconds in rows:
+        if seconds / n >= 0.05e-3:
+            label = "advisor triton serve (the stand-ins behind PyTriton)" if pid == triton.pid else name
+            print(f"    {seconds / n * 1e3:6.2f} ms  {label} (pid {pid})")
+    rest = [seconds for _, seconds in rows if seconds / n < 0.05e-3]
+    print(f"    {sum(rest) / n * 1e3:6.2f} ms  {len(rest)} other processes (under 0.05 ms each)")
+
+
+if __name__ == "__main__":
+    main()
