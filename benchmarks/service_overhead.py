@@ -20,9 +20,9 @@ concurrency 32: >= 0.85) and the p50 they add (goal at concurrency 1: <= 2 ms), 
 throughput ratio, p50 and server CPU per request that advisor's own code adds on top of the least possible
 service, and at concurrency above 1 an estimate of what the throughput goal leaves the server if the cores
 are the limit (`cpu_budget_line`: every process here shares them, the stand-in Triton too, whose CPU per
-request drifts with the machine's speed; benchmarks/triton_cpu.py measures it apart). The floor reads the goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85
-at 32) would say that no code of advisor's can meet them on this machine; a floor well inside them puts the
-gap on advisor's code.
+request drifts with the machine's speed; benchmarks/triton_cpu.py measures it apart). The floor reads the
+goals: a floor that alone adds about 2 ms at concurrency 1 (or reaches under 0.85 at 32) would say that no
+code of advisor's can meet them on this machine; a floor well inside them puts the gap on advisor's code.
 
 Paired rounds: the machine's speed drifts during a run (other jobs and, on a shared host, other tenants), and
 figures pooled over the rounds mix that drift into the comparison. So each path is also compared with the

@@ -154,7 +154,7 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
     uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
-                workers=options.workers, loop="asyncio",  # uvloop measured slower (docs/service.md, fourth pass)
+                workers=options.workers, loop="asyncio",  # uvloop slower: docs/service-overhead.md, 4th pass
                 http="httptools" if _has("httptools") else "h11",
                 log_level="warning", access_log=False, timeout_graceful_shutdown=int(deadline_s) + 5,
                 backlog=4096, limit_concurrency=None,
