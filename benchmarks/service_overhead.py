@@ -47,11 +47,17 @@ and the output names both. (Before this check, `python -c` put the working direc
 the same code.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
-        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python] [--memoised]
+        [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python] [--memoised] [--pin]
 
 `--memoised` adds a service whose routing decisions are memoised (benchmarks/memoised_route.py: every request
 here has the same text and settings, so it decides once): the service less its routing decision, run beside the
 real one, which measures what the decision costs inside the worker.
+
+`--pin` binds the servers (the floor app and the services) to CPU 0, and the load generator and Triton to the
+other CPUs (`pin_tree`: every thread of each process tree; what they start later inherits it). The service then
+has a core of its own, nearer a deployment where Triton runs on other hardware (on the direct path CPU 0 holds
+only the idle servers). At concurrency 32 the one core left to Triton and the load generator limits every path, the floor's
+too, so the throughput ratios there do not read as a deployment's; the CPU budget line is left out.
 """
 
 from __future__ import annotations
@@ -141,6 +147,22 @@ def cpu_by_process(root: int) -> dict[tuple[int, str], float]:
 def tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process and all its live descendants."""
     return sum(cpu_by_process(pid).values())
+
+
+def pin_tree(pid: int, cpus: set[int]) -> int:
+    """Bind every thread of a live process and of its live descendants to `cpus` (threads and processes they
+    start later inherit it); the number of threads bound."""
+    bound, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                os.sched_setaffinity(int(task.name), cpus)
+                bound += 1
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):
+            continue
+    return bound
 
 
 def timed(fn, procs: dict[str, int]):
@@ -254,6 +276,10 @@ def main() -> None:
                              ".venv/bin/python), rounds alternated with the others: before/after in one run.")
     parser.add_argument("--memoised", action="store_true",
                         help="Also time a service whose routing decisions are memoised (one worker only).")
+    parser.add_argument("--pin", action="store_true",
+                        help="Give the servers (floor app and services) CPU 0 and the load generator and Triton the "
+                             "other CPUs: the service on a core of its own, apart from the model server and the "
+                             "clients, as in a deployment (see the module docstring).")
     args = parser.parse_args()
     body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
             "messages": [{"role": "user", "content": TEXT}]}
@@ -272,6 +298,12 @@ def main() -> None:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
             services = start_services(url, store, args.workers, args.against, args.floor, args.memoised)
+            if args.pin:
+                rest = set(range(1, os.cpu_count() or 1)) or {0}
+                for proc, _ in services.values():
+                    pin_tree(proc.pid, {0})
+                pin_tree(triton.pid, rest)
+                pin_tree(os.getpid(), rest)
             try:
                 for _, base in services.values():
                     run_loop(via_service(base, body, 50, 4, args.client))  # warm up
@@ -299,6 +331,7 @@ def main() -> None:
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + (", 'memoised' = the service with its routing decisions memoised" if args.memoised else "")
+          + ("; PINNED: the servers on CPU 0, the load generator and Triton on the other CPUs" if args.pin else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print("  code: " + ", ".join(f"{name} from {src}" for name, src in sources.items()))
     print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
@@ -324,7 +357,7 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
-        if c > 1:
+        if c > 1 and not args.pin:  # with --pin the cores are not shared alike
             print("  " + cpu_budget_line(c, path_cpu))
         for path in row:
             if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
