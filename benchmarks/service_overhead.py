@@ -125,22 +125,32 @@ def run_loop(coro):
     return asyncio.run(coro)
 
 
-def cpu_by_process(root: int) -> dict[tuple[int, str], float]:
-    """User + system CPU seconds of a live process and each of its live descendants, by (pid, program name)
-    (from /proc; Linux)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[tuple[int, str], float] = {}
+def process_tree(root: int) -> dict[int, list[Path]]:
+    """A live process and its live descendants: pid -> the /proc folders of its threads (Linux)."""
+    out: dict[int, list[Path]] = {}
     todo = [root]
     while todo:
         pid = todo.pop()
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-            out[(pid, Path(program).name or "?")] = (int(fields[11]) + int(fields[12])) / tick
-            for task in Path(f"/proc/{pid}/task").iterdir():
+            out[pid] = list(Path(f"/proc/{pid}/task").iterdir())
+            for task in out[pid]:
                 todo.extend(int(c) for c in (task / "children").read_text().split())
         except (OSError, ValueError):
             continue
+    return out
+
+
+def cpu_by_process(root: int) -> dict[tuple[int, str], float]:
+    """User + system CPU seconds of a live process and each of its live descendants, by (pid, program name)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[tuple[int, str], float] = {}
+    for pid in process_tree(root):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        out[(pid, Path(program).name or "?")] = (int(fields[11]) + int(fields[12])) / tick
     return out
 
 
@@ -152,16 +162,14 @@ def tree_cpu_s(pid: int) -> float:
 def pin_tree(pid: int, cpus: set[int]) -> int:
     """Bind every thread of a live process and of its live descendants to `cpus` (threads and processes they
     start later inherit it); the number of threads bound."""
-    bound, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for task in Path(f"/proc/{p}/task").iterdir():
+    bound = 0
+    for tasks in process_tree(pid).values():
+        for task in tasks:
+            try:
                 os.sched_setaffinity(int(task.name), cpus)
                 bound += 1
-                todo.extend(int(c) for c in (task / "children").read_text().split())
-        except (OSError, ValueError):
-            continue
+            except OSError:  # a thread that has ended
+                continue
     return bound
 
 

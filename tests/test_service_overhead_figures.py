@@ -34,3 +34,25 @@ def test_cpu_budget_line_gives_what_the_goal_leaves_the_server(bench):
     # 3.8 / 0.85 - 0.3 - 3.3 = 0.87 ms
     assert "floor 0.86, service 0.73" in line
     assert "service 0.87 (uses 1.60)" in line and "floor 1.07 (uses 1.00)" in line
+
+
+def test_process_tree_finds_descendants_and_pin_tree_binds_them(bench):
+    import os
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        deadline = time.monotonic() + 5
+        while len(bench.process_tree(child.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tree = bench.process_tree(child.pid)
+        assert child.pid in tree and len(tree) == 2  # the shell and its sleep
+        cpu = min(os.sched_getaffinity(0))
+        assert bench.pin_tree(child.pid, {cpu}) == 2
+        assert all(os.sched_getaffinity(pid) == {cpu} for pid in tree)
+        assert sorted(name for _, name in bench.cpu_by_process(child.pid)) == ["sh", "sleep"]
+    finally:
+        for pid in bench.process_tree(child.pid):
+            os.kill(pid, 9)
+        child.wait()
