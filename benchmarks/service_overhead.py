@@ -56,8 +56,13 @@ real one, which measures what the decision costs inside the worker.
 `--pin` binds the servers (the floor app and the services) to CPU 0, and the load generator and Triton to the
 other CPUs (`pin_tree`: every thread of each process tree; what they start later inherits it). The service then
 has a core of its own, nearer a deployment where Triton runs on other hardware (on the direct path CPU 0 holds
-only the idle servers). At concurrency 32 the one core left to Triton and the load generator limits every path, the floor's
-too, so the throughput ratios there do not read as a deployment's; the CPU budget line is left out.
+only the idle servers). At concurrency 32 the one core left to Triton and the load generator limits every
+path, the floor's too, so the throughput ratios there do not read as a deployment's; the CPU budget line is
+left out.
+
+For each service (not the floor app), the mean wall time of its routing decisions in the worker at each
+concurrency is read from its own `/metrics` (`advisor_routing_decision_seconds`, sum over count, before and
+after that concurrency's rounds).
 """
 
 from __future__ import annotations
@@ -157,6 +162,24 @@ def cpu_by_process(root: int) -> dict[tuple[int, str], float]:
 def tree_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process and all its live descendants."""
     return sum(cpu_by_process(pid).values())
+
+
+def decision_seconds(base: str) -> tuple[float, float]:
+    """(sum, count) of the service's `advisor_routing_decision_seconds` histogram, read from its /metrics: the
+    wall time of its routing decisions in the worker (the floor app has none: (0, 0))."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0, 0.0
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("advisor_routing_decision_seconds_sum", "advisor_routing_decision_seconds_count"):
+            values[name.rsplit("_", 1)[1]] = float(value)
+    return values.get("sum", 0.0), values.get("count", 0.0)
 
 
 def pin_tree(pid: int, cpus: set[int]) -> int:
@@ -301,6 +324,7 @@ def main() -> None:
                              "interpreter does: both services would run the same code")
     triton, url = start_triton()
     results: dict[tuple[str, int], list[tuple[float, list[float], dict[str, float]]]] = {}
+    decisions: dict[tuple[str, int], float] = {}  #: mean seconds of a routing decision in the worker
     try:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
@@ -316,6 +340,7 @@ def main() -> None:
                 for _, base in services.values():
                     run_loop(via_service(base, body, 50, 4, args.client))  # warm up
                 for c in args.concurrency:
+                    before = {path: decision_seconds(base) for path, (_, base) in services.items() if path != "floor"}
                     for r in range(args.rounds):
                         order = ["direct", *services]
                         for path in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
@@ -330,6 +355,9 @@ def main() -> None:
                                 if errors:
                                     raise SystemExit(f"{path} errors: {errors[:3]}")
                             results.setdefault((path, c), []).append((wall, lat, cpu))
+                    for path, (s0, n0) in before.items():
+                        s1, n1 = decision_seconds(services[path][1])
+                        decisions[(path, c)] = (s1 - s0) / (n1 - n0) if n1 > n0 else float("nan")
             finally:
                 for proc, _ in services.values():
                     stop(proc)
@@ -365,6 +393,10 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
+        for path in row:
+            if (path, c) in decisions:
+                print(f"  c={c:<3} {path} routing decision in the worker (advisor_routing_decision_seconds, "
+                      f"wall): mean {decisions[(path, c)] * 1e3:.3f} ms")
         if c > 1 and not args.pin:  # with --pin the cores are not shared alike
             print("  " + cpu_budget_line(c, path_cpu))
         for path in row:
