@@ -16,6 +16,9 @@ writes over a buffer larger than the CPU caches, as the service meets its reques
 and the load generator run on the same cores between two of them. The cold figure is a bound, not the live
 one: in the service the caches are partly warm.
 
+For the service it also prints the mean wall time of its routing decisions per mode, read from the app's own
+`/metrics` (`advisor_routing_decision_seconds`, the same readout as service_overhead.py's for the worker).
+
     .venv/bin/python benchmarks/handler_cost.py [--requests 1000] [--rounds 3]
 
 Starts the embedded Triton only for the small probe the router is trained on, then stops it.
@@ -35,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_test import DEMO, KEY, small_probe, start_triton, stop  # noqa: E402
-from service_overhead import MAX_TOKENS, RUNG, TEXT  # noqa: E402
+from service_overhead import MAX_TOKENS, RUNG, TEXT, decision_seconds_in  # noqa: E402
 
 BODY = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
         "messages": [{"role": "user", "content": TEXT}]}
@@ -127,6 +130,25 @@ class Driver:
         if sent[0]["status"] != 200:
             raise SystemExit(f"the app answered {sent[0]['status']}: {sent[1:]}")
 
+    async def get(self, path: str) -> tuple[int, str]:
+        """(status, body text) of a GET of `path`."""
+        sent: list[dict] = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {**self.scope, "method": "GET", "path": path, "raw_path": path.encode(), "headers": []}
+        await self.app(scope, receive, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+    async def decisions(self) -> tuple[float, float]:
+        """(sum, count) of the app's `advisor_routing_decision_seconds` ((0, 0) for an app without metrics)."""
+        status, text = await self.get("/metrics")
+        return decision_seconds_in(text) if status == 200 else (0.0, 0.0)
+
     async def lifespan(self):
         """Start the app's lifespan; return the coroutine that shuts it down."""
         inbox: asyncio.Queue = asyncio.Queue()
@@ -145,16 +167,20 @@ class Driver:
         return shutdown
 
 
-async def measure(app, n: int, rounds: int, evict) -> dict[str, list[float]]:
-    """Per mode (warm, cold), the median thread-CPU microseconds per request of each round."""
+async def measure(app, n: int, rounds: int, evict) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Per mode (warm, cold), the median thread-CPU microseconds per request of each round; and per mode the
+    mean wall microseconds of the app's routing decisions (its `advisor_routing_decision_seconds`; NaN for an
+    app without metrics)."""
     driver = Driver(app)
     shutdown = await driver.lifespan()
     try:
         for _ in range(300):
             await driver.request()
         out: dict[str, list[float]] = {"warm": [], "cold": []}
+        decided = {mode: [0.0, 0.0] for mode in out}  # seconds, decisions
         for _ in range(rounds):
             for mode in out:
+                s0, n0 = await driver.decisions()
                 times = []
                 for _ in range(n):
                     if mode == "cold":
@@ -163,7 +189,10 @@ async def measure(app, n: int, rounds: int, evict) -> dict[str, list[float]]:
                     await driver.request()
                     times.append(time.thread_time() - started)
                 out[mode].append(statistics.median(times) * 1e6)
-        return out
+                s1, n1 = await driver.decisions()
+                decided[mode][0] += s1 - s0
+                decided[mode][1] += n1 - n0
+        return out, {mode: (s / k * 1e6 if k else float("nan")) for mode, (s, k) in decided.items()}
     finally:
         await shutdown()
 
@@ -178,9 +207,9 @@ def main() -> None:
     evict = CacheEvictor()
     with tempfile.TemporaryDirectory(prefix="advisor-handler-") as tmp:
         router = train_router(Path(tmp))
-        results = {"floor": asyncio.run(measure(floor_app(), args.requests, args.rounds, evict)),
-                   "service": asyncio.run(measure(service_app(router, Path(tmp) / "spool"), args.requests,
-                                                  args.rounds, evict))}
+        results, decisions = {}, {}
+        for name, app in (("floor", floor_app()), ("service", service_app(router, Path(tmp) / "spool"))):
+            results[name], decisions[name] = asyncio.run(measure(app, args.requests, args.rounds, evict))
     print(f"handler cost in process: {args.requests} requests x {args.rounds} rounds per app and mode, instant fake "
           f"Triton client, router trained on a small probe of the SIMULATED demo ladder, no embeddings; thread CPU "
           f"per request, median round [rounds]; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -188,7 +217,8 @@ def main() -> None:
         med = {app: statistics.median(r[mode]) for app, r in results.items()}
         for app, r in results.items():
             print(f"  {mode:<4} {app:<8} {med[app]:7.0f} us  [{', '.join(f'{x:.0f}' for x in r[mode])}]")
-        print(f"  {mode:<4} service - floor {med['service'] - med['floor']:5.0f} us per request")
+        print(f"  {mode:<4} service - floor {med['service'] - med['floor']:5.0f} us per request; the service's routing "
+              f"decision (advisor_routing_decision_seconds, wall) {decisions['service'][mode]:.0f} us per request")
 
 
 if __name__ == "__main__":

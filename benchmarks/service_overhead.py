@@ -171,11 +171,15 @@ def decision_seconds(base: str) -> tuple[float, float]:
 
     try:
         with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
-            text = resp.read().decode()
+            return decision_seconds_in(resp.read().decode())
     except OSError:
         return 0.0, 0.0
+
+
+def decision_seconds_in(metrics_text: str) -> tuple[float, float]:
+    """(sum, count) of `advisor_routing_decision_seconds` in a Prometheus text exposition ((0, 0) without it)."""
     values = {}
-    for line in text.splitlines():
+    for line in metrics_text.splitlines():
         name, _, value = line.partition(" ")
         if name in ("advisor_routing_decision_seconds_sum", "advisor_routing_decision_seconds_count"):
             values[name.rsplit("_", 1)[1]] = float(value)
