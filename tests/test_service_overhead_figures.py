@@ -56,3 +56,15 @@ def test_process_tree_finds_descendants_and_pin_tree_binds_them(bench):
         for pid in bench.process_tree(child.pid):
             os.kill(pid, 9)
         child.wait()
+
+
+def test_decision_seconds_are_read_from_the_services_metrics(bench):
+    from advisor.service.metrics import Metrics
+
+    metrics = Metrics()
+    for seconds in (0.0004, 0.0006):
+        metrics.decision_seconds.observe(seconds)
+    body, _ = metrics.render()
+    total, count = bench.decision_seconds_in(body.decode())
+    assert count == 2 and total == pytest.approx(0.001)
+    assert bench.decision_seconds_in("# no such metric\n") == (0.0, 0.0)
