@@ -38,10 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_test import DEMO, KEY, small_probe, start_triton, stop  # noqa: E402
-from service_overhead import MAX_TOKENS, RUNG, TEXT, decision_seconds_in  # noqa: E402
-
-BODY = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
-        "messages": [{"role": "user", "content": TEXT}]}
+from service_overhead import BODY, RUNG, TEXT, decision_seconds_in  # noqa: E402
 
 
 class InstantClient:

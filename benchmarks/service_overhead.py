@@ -83,6 +83,9 @@ from load_test import (ADVISOR, DEMO, KEY, NOT_CWD, _read_until, drive, pct, poo
 RUNG = "nano-30b"
 TEXT = "Summarise the ticket in one line: the printer on floor 3 jams on every duplex job."
 MAX_TOKENS = 32
+#: The chat request of the floor and service paths (the routing decision runs: ``model: auto``, one allowed rung)
+BODY = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
+        "messages": [{"role": "user", "content": TEXT}]}
 
 
 async def direct(url: str, n: int, concurrency: int) -> list[float]:
@@ -316,8 +319,6 @@ def main() -> None:
                              "other CPUs: the service on a core of its own, apart from the model server and the "
                              "clients, as in a deployment (see the module docstring).")
     args = parser.parse_args()
-    body = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
-            "messages": [{"role": "user", "content": TEXT}]}
     if args.memoised and args.workers != 1:
         raise SystemExit("--memoised needs --workers 1 (the memo is installed in the serving process)")
     sources = {"service": advisor_source(sys.executable)}
@@ -342,7 +343,7 @@ def main() -> None:
                 pin_tree(os.getpid(), rest)
             try:
                 for _, base in services.values():
-                    run_loop(via_service(base, body, 50, 4, args.client))  # warm up
+                    run_loop(via_service(base, BODY, 50, 4, args.client))  # warm up
                 for c in args.concurrency:
                     before = {path: decision_seconds(base) for path, (_, base) in services.items() if path != "floor"}
                     for r in range(args.rounds):
@@ -355,7 +356,7 @@ def main() -> None:
                                 lat, wall, cpu = timed(lambda: run_loop(direct(url, args.requests, c)), procs)
                             else:
                                 (lat, errors), wall, cpu = timed(lambda: run_loop(
-                                    via_service(services[path][1], body, args.requests, c, args.client)), procs)
+                                    via_service(services[path][1], BODY, args.requests, c, args.client)), procs)
                                 if errors:
                                     raise SystemExit(f"{path} errors: {errors[:3]}")
                             results.setdefault((path, c), []).append((wall, lat, cpu))
@@ -379,14 +380,13 @@ def main() -> None:
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
              *(["memoised"] if args.memoised else [])]
     for c in args.concurrency:
-        row, server_cpu, path_cpu = {}, {}, {}
+        row, path_cpu = {}, {}
         for path in paths:
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
             lat = [x for _, ls, _ in runs for x in ls]
             cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
-            row[path], server_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu["server"]
-            path_cpu[path] = cpu
+            row[path], path_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
                   f"{row[path][2] * 1e3:6.2f} ms   CPU {cpu['load generator']:.2f} / {cpu['server']:.2f} / "
                   f"{cpu['triton']:.2f} ms")
@@ -407,7 +407,7 @@ def main() -> None:
             if "floor" in row and path not in ("direct", "floor"):  # what advisor's code adds over the least service
                 print(f"  c={c:<3} {path}/floor throughput {row[path][0] / row['floor'][0]:.2f}; p50 added over "
                       f"floor {(row[path][1] - row['floor'][1]) * 1e3:.2f} ms; server CPU added over floor "
-                      f"{server_cpu[path] - server_cpu['floor']:.2f} ms per request")
+                      f"{path_cpu[path]['server'] - path_cpu['floor']['server']:.2f} ms per request")
 
 
 if __name__ == "__main__":
