@@ -5,8 +5,9 @@ machine's CPU per generation, by process, idle and at concurrency 1.
 stand-in server spends per request is taken from what the service and the direct path can use, and its share
 shapes both goals there. This measures it apart: `advisor triton serve` in its own process (tritonserver,
 the Python backend's stub, the multiprocessing helper and advisor's own process, which runs the stand-ins
-behind PyTriton), its CPU over an idle spell, then over N generations sent one at a time through advisor's
-`TritonClient` on nano-30b with the same prompt and max_tokens as `service_overhead.py`, split by process
+behind PyTriton), its CPU over an idle spell, then over N generations sent one at a time by
+`service_overhead.py`'s direct path (advisor's `TritonClient` on nano-30b, the same prompt and max_tokens; its
+one untimed call that opens the channel and checks the contract falls inside the reading), split by process
 (user + system time from /proc, threads summed).
 
     .venv/bin/python benchmarks/triton_cpu.py [--requests 2000] [--idle 10]
@@ -15,38 +16,19 @@ behind PyTriton), its CPU over an idle spell, then over N generations sent one a
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_test import DEMO, start_triton, stop  # noqa: E402
-from service_overhead import MAX_TOKENS, RUNG, TEXT, cpu_by_process  # noqa: E402
+from load_test import start_triton, stop  # noqa: E402
+from service_overhead import RUNG, cpu_by_process, direct, run_loop  # noqa: E402
 
 
 def spent(before: dict, after: dict) -> dict:
     """CPU seconds per process between two `cpu_by_process` readings."""
     return {key: after[key] - before.get(key, 0.0) for key in after}
-
-
-async def generate(url: str, n: int) -> float:
-    """n generations one at a time (after 50 not counted); wall seconds of the n."""
-    from advisor.ladder import load_ladder
-    from advisor.service.chat import render_prompt
-    from advisor.service.request import parse_request
-    from advisor.triton.client import TritonClient
-
-    model = load_ladder(DEMO).rung(RUNG)
-    prompt = render_prompt(model, parse_request({"model": RUNG, "messages": [{"role": "user", "content": TEXT}]}, {}))
-    async with TritonClient(url) as client:
-        for _ in range(50):
-            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
-        started = time.perf_counter()
-        for _ in range(n):
-            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
-        return time.perf_counter() - started
 
 
 def main() -> None:
@@ -60,9 +42,9 @@ def main() -> None:
         before = cpu_by_process(triton.pid)
         time.sleep(args.idle)
         idle = spent(before, cpu_by_process(triton.pid))
-        asyncio.run(generate(url, 1))  # connect and check the contract before the reading
+        run_loop(direct(url, 50, 1))  # Triton warmed up before the reading
         before = cpu_by_process(triton.pid)
-        wall = asyncio.run(generate(url, args.requests))
+        latencies = run_loop(direct(url, args.requests, 1))
         busy = spent(before, cpu_by_process(triton.pid))
     finally:
         stop(triton)
@@ -70,7 +52,7 @@ def main() -> None:
     print(f"embedded Triton (SIMULATED stand-ins), rung {RUNG}, {n} generations at concurrency 1 through advisor's "
           f"TritonClient; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print(f"  idle: {sum(idle.values()) / args.idle * 1e3:.1f} ms of CPU per second over {args.idle:g} s")
-    print(f"  busy: {wall / n * 1e3:.2f} ms per generation (wall, client included); Triton's CPU "
+    print(f"  busy: {sum(latencies) / n * 1e3:.2f} ms per generation (wall, client included); Triton's CPU "
           f"{sum(busy.values()) / n * 1e3:.2f} ms per generation, by process:")
     rows = sorted(busy.items(), key=lambda kv: -kv[1])
     for (pid, name), seconds in rows:
