@@ -217,3 +217,25 @@ def test_cli_serve_prints_ready_line_and_stops_on_sigterm():
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+@pytest.mark.slow
+def test_started_inside_an_event_loop_no_thread_fails_after_the_loop_closes(monkeypatch):
+    """PyTriton starts tritonserver with `sh`, whose output thread calls back the event loop that was running
+    where the process was started, once the process ends. Started inside a loop that closed before the server
+    stopped, that call raised 'Event loop is closed' in the thread. The server is started so that the thread
+    binds to no loop."""
+    import threading
+
+    failed: list = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: failed.append(args.exc_value))
+
+    async def start():
+        return EmbeddedTriton(load_ladder(REPO / "ladders" / "demo.yaml")).start()
+
+    server = asyncio.run(start())  # the loop closes here, the server runs on
+    server.stop()
+    for thread in threading.enumerate():
+        if thread.name.startswith("STDOUT/ERR thread"):
+            thread.join(timeout=30)
+    assert not failed, failed

@@ -161,7 +161,7 @@ class EmbeddedTriton:
                         inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
         self._triton = triton
         try:
-            triton._run_server()  # noqa: SLF001 - start the process, then wait ourselves (fails fast)
+            _start_process(triton)
             self._wait_healthy()
             triton.connect()  # loads the models and waits for them
             self._wait_ready()
@@ -247,6 +247,25 @@ class EmbeddedTriton:
                 if not self._alive() or time.monotonic() > deadline:
                     raise BackendError(f"embedded Triton could not load stand-in model {model!r}{self._log_tail()}")
                 time.sleep(0.1)
+
+
+def _start_process(triton) -> None:
+    """Start the tritonserver process of a PyTriton `Triton` (then wait ourselves: fails fast).
+
+    PyTriton starts it with `sh`, whose output thread calls back the event loop running in the starting thread,
+    if any, when the process ends. A caller inside a loop that closes before the server stops (an async test, an
+    async setup) would then see "Event loop is closed" raised in that thread. So the process is started with no
+    loop marked as running in this thread. (Not from another thread: PyTriton asks the kernel to stop tritonserver
+    when the thread that started it ends.)
+    """
+    import asyncio
+
+    loop = asyncio._get_running_loop()  # noqa: SLF001 - asyncio's low-level pair, exported for event loops
+    asyncio._set_running_loop(None)  # noqa: SLF001
+    try:
+        triton._run_server()  # noqa: SLF001 - PyTriton has no public "start without waiting"
+    finally:
+        asyncio._set_running_loop(loop)  # noqa: SLF001
 
 
 def _quiet_triton_class():
