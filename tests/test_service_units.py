@@ -78,6 +78,16 @@ def test_unsupported_fields_and_header_preferences():
     assert req.advisor.target == 0.5, "the body wins over headers"
     assert parse_request({"model": "auto", "messages": msgs, "stop": "x", "seed": 3}, {}).sampling() == \
         {"seed": 3, "stop": ["x"]}
+    assert parse_request({"model": "auto", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}, {}).messages[0].text() == "ab"
+    # inside a union (content: a string or a list of parts) the error names the branch the input went into
+    with pytest.raises(RequestError, match="Input should be 'text'") as err:
+        parse_request({"model": "auto", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "http://example.invalid/a.png"}}]}]}, {})
+    assert err.value.param == "messages.0.content.0.type"
+    with pytest.raises(RequestError) as err:
+        parse_request({"model": "auto", "messages": msgs, "stop": ["x", 1]}, {})
+    assert err.value.param == "stop.1"
 
 
 def test_tool_calls_round_trip_through_each_format():

@@ -144,9 +144,15 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     try:
         return ChatRequest.model_validate(body)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"])
+        err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
+        param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
         if err["type"] == "extra_forbidden":
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+
+
+def _union_branch(part: Any) -> bool:
+    """Whether a part of pydantic's error location names a branch of a union (``str``, ``list[ContentPart]``)
+    rather than a field or an index: it is left out of the `param` the client sees."""
+    return isinstance(part, str) and (part in ("str", "int", "float", "bool") or "[" in part)
