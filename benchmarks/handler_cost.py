@@ -19,7 +19,13 @@ one: in the service the caches are partly warm.
 For the service it also prints the mean wall time of its routing decisions per mode, read from the app's own
 `/metrics` (`advisor_routing_decision_seconds`, the same readout as service_overhead.py's for the worker).
 
-    .venv/bin/python benchmarks/handler_cost.py [--requests 1000] [--rounds 3]
+`--steps` then splits the service's request into its steps and times each alone, warm and cold (the same
+evictor before each call), on the service's own runtime: reading the body's JSON, validating the request, the
+routing decision, rendering the prompt, the attempt's costs, parsing the reply, the headers, the response's
+JSON, counting the call in the metrics, and (after the response is sent, so not on the latency) building the
+records. Each step alone pays its own cold start, so the steps add up to more than the request's cold figure.
+
+    .venv/bin/python benchmarks/handler_cost.py [--requests 1000] [--rounds 3] [--steps]
 
 Starts the embedded Triton only for the small probe the router is trained on, then stops it.
 """
@@ -194,10 +200,65 @@ async def measure(app, n: int, rounds: int, evict) -> tuple[dict[str, list[float
         await shutdown()
 
 
+def step_calls(router: Path, spool: Path) -> dict[str, object]:
+    """The steps of one service request of `BODY` (see the module docstring), each a no-argument call on the
+    service's runtime, in request order."""
+    from advisor.service import runtime
+    from advisor.service.app import headers_of, usage_of
+    from advisor.service.chat import parse_reply, render_prompt
+    from advisor.service.dispatch import Attempt, Outcome, decide, fill_attempt, records
+    from advisor.service.reload import pin
+    from advisor.service.request import parse_request
+
+    rt = runtime.Runtime(runtime.ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(spool),
+                                               urls={}, no_auth=True))
+    pin(rt)
+    raw = json.dumps(BODY).encode()
+    req = parse_request(json.loads(raw), {})
+    plan = decide(rt, req, None)
+    model = rt.rungs[RUNG]
+    result = InstantClient().result
+    attempt = Attempt(RUNG)
+    fill_attempt(attempt, model, result)
+    out = Outcome(plan, [attempt], reply=parse_reply(model, result.text, req), rung=RUNG)
+
+    def response() -> str:
+        return json.dumps({"id": "chatcmpl-x", "object": "chat.completion", "created": 0, "model": out.rung,
+                           "choices": [{"index": 0, "message": out.reply.message(), "finish_reason": "stop",
+                                        "logprobs": None}], "usage": usage_of(rt, out)}, default=str)
+
+    return {"body JSON": lambda: json.loads(raw), "validate request": lambda: parse_request(json.loads(raw), {}),
+            "routing decision": lambda: decide(rt, req, None), "render prompt": lambda: render_prompt(model, req),
+            "attempt costs": lambda: fill_attempt(Attempt(RUNG), model, result),
+            "parse reply": lambda: parse_reply(model, result.text, req), "headers": lambda: headers_of(rt, out),
+            "response JSON": response, "count call": lambda: rt.metrics.count_call(attempt, True),
+            "records (after send)": lambda: records(rt, out, None, "2026-01-01 00:00:00", 0.01)}
+
+
+def time_steps(steps: dict[str, object], n: int, rounds: int, evict) -> dict[str, dict[str, list[float]]]:
+    """Per step and mode (warm, cold): the median thread-CPU microseconds of one call, per round."""
+    out: dict[str, dict[str, list[float]]] = {name: {"warm": [], "cold": []} for name in steps}
+    for _ in range(rounds):
+        for name, call in steps.items():
+            for _ in range(50):
+                call()
+            for mode in ("warm", "cold"):
+                times = []
+                for _ in range(n):
+                    if mode == "cold":
+                        evict()
+                    started = time.thread_time()
+                    call()
+                    times.append(time.thread_time() - started)
+                out[name][mode].append(statistics.median(times) * 1e6)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000, help="Requests per round and mode.")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", action="store_true", help="Also time each step of the service's request alone.")
     args = parser.parse_args()
     from router_overhead import CacheEvictor
 
@@ -207,6 +268,8 @@ def main() -> None:
         results, decisions = {}, {}
         for name, app in (("floor", floor_app()), ("service", service_app(router, Path(tmp) / "spool"))):
             results[name], decisions[name] = asyncio.run(measure(app, args.requests, args.rounds, evict))
+        steps = time_steps(step_calls(router, Path(tmp) / "spool-steps"), max(args.requests // 2, 1), args.rounds,
+                           evict) if args.steps else {}
     print(f"handler cost in process: {args.requests} requests x {args.rounds} rounds per app and mode, instant fake "
           f"Triton client, router trained on a small probe of the SIMULATED demo ladder, no embeddings; thread CPU "
           f"per request, median round [rounds]; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -216,6 +279,13 @@ def main() -> None:
             print(f"  {mode:<4} {app:<8} {med[app]:7.0f} us  [{', '.join(f'{x:.0f}' for x in r[mode])}]")
         print(f"  {mode:<4} service - floor {med['service'] - med['floor']:5.0f} us per request; the service's routing "
               f"decision (advisor_routing_decision_seconds, wall) {decisions['service'][mode]:.0f} us per request")
+
+    if steps:
+        print(f"  the service's steps, each alone ({max(args.requests // 2, 1)} calls per round and mode), thread CPU "
+              f"per call, median round [rounds], warm / cold:")
+        for name, r in steps.items():
+            print(f"    {name:<22} {statistics.median(r['warm']):6.0f} / {statistics.median(r['cold']):6.0f} us  "
+                  f"[{', '.join(f'{x:.0f}' for x in r['cold'])}]")
 
 
 if __name__ == "__main__":
