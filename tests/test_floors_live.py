@@ -87,3 +87,17 @@ def test_a_store_from_before_the_live_service_columns_still_has_floors(tmp_path,
         s._con.execute("DELETE FROM _migrations WHERE name = 'm003_live_service'")
     assert main(["floors", "--store", str(path)]) == 0  # read-only: not migrated, no live column
     assert "live acc" not in capsys.readouterr().out
+
+
+def test_requests_without_a_class_are_counted_only_when_asked(tmp_path):
+    """One query serves the floors (classes only) and drift (requests without a class too, under '')."""
+    with Store.open(tmp_path / "s.duckdb") as s:
+        _live(s, "narrow", "small", [True, False])
+        _live(s, None, "small", [True, True, False], tag="unclassified-")
+        only = {(r["task_class"], r["rung"]): r for r in s.live_accept_counts()}
+        every = {(r["task_class"], r["rung"]): r for r in s.live_accept_counts(unclassified=True)}
+        picked = s.live_accept_counts(["narrow"], unclassified=True)
+    assert list(only) == [("narrow", "small")]
+    assert (every[("", "small")]["accepted"], every[("", "small")]["attempts"]) == (2, 3)
+    assert every[("narrow", "small")] == only[("narrow", "small")]
+    assert [r["task_class"] for r in picked] == ["narrow"]

@@ -34,13 +34,14 @@ def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
     probe = {(r["task_class"], r["rung"]): r for r in store.probe_usable_rates()}
     rungs: dict[str, list[dict]] = {}
-    for r in store.live_accept_rates():
+    for r in store.live_accept_counts(unclassified=True):
         p = probe.get((r["task_class"], r["rung"]))
-        diff = None if p is None else float(r["rate"]) - float(p["rate"])
+        rate = r["accepted"] / r["attempts"]
+        diff = None if p is None else rate - float(p["rate"])
         rungs.setdefault(r["task_class"], []).append({
-            "rung": r["rung"], "live_attempts": int(r["n"]), "live_accept_rate": float(r["rate"]),
+            "rung": r["rung"], "live_attempts": int(r["attempts"]), "live_accept_rate": rate,
             "probe_runs": int(p["n"]) if p else 0, "probe_usable_rate": float(p["rate"]) if p else None,
-            "difference": diff, "drifts": drifts(diff, r["n"], threshold),
+            "difference": diff, "drifts": drifts(diff, r["attempts"], threshold),
             "simulated": bool(r["simulated"] or (p and p["simulated"]))})
     classes = []
     for d in store.live_class_summary():

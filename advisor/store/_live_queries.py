@@ -29,17 +29,6 @@ class LiveQueries:
             WHERE {_LABELLED}
             ORDER BY d.created_at, d.decision_id, o.attempt""")
 
-    def live_accept_rates(self) -> list[dict[str, Any]]:
-        """Per (class, rung): labelled live attempts `n`, accepted `accepted`, accept `rate`, `simulated`."""
-        return self._rows(f"""
-            SELECT coalesce(d.task_class, '') AS task_class, o.rung, count(*) AS n,
-                   count(*) FILTER (WHERE o.accepted) AS accepted,
-                   avg(CASE WHEN o.accepted THEN 1 ELSE 0 END) AS rate,
-                   bool_or(coalesce(o.simulated, false)) AS simulated
-            FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
-            WHERE {_LABELLED}
-            GROUP BY 1, 2 ORDER BY 1, 2""")
-
     def live_class_summary(self) -> list[dict[str, Any]]:
         """Per class over routed (not pinned) decisions: requests, predicted-class share, and for verified
         (escalation-mode) requests the mean predicted P(usable), the realised accept share, total cost, accepted
@@ -67,20 +56,22 @@ class LiveQueries:
             FROM runs WHERE kind IN ('probe', 'imported') AND NOT unscored AND overall IS NOT NULL
             GROUP BY 1, 2 ORDER BY 1, 2""")
 
-    def live_accept_counts(self, classes: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Per class and rung: verified live attempts (no failover, no error), how many the verifier accepted,
-        over how many requests, how many from SIMULATED rungs, and the time span (none in a store opened
-        read-only before migration m003 gave attempts their failover flag)."""
+    def live_accept_counts(self, classes: Sequence[str] | None = None,
+                           unclassified: bool = False) -> list[dict[str, Any]]:
+        """Per class and rung: labelled live attempts `attempts`, how many the verifier `accepted`, over how many
+        requests `decisions`, how many from SIMULATED rungs `simulated`, and the time span `first`-`last`.
+        Requests without a class are left out, or with `unclassified` counted under the class ''. Empty in a
+        store opened read-only before migration m003 gave attempts their failover flag."""
         if not self._rows("SELECT 1 FROM information_schema.columns WHERE table_name = 'live_outcomes' "
                           "AND column_name = 'failover'"):
             return []
-        where, params = "", []
+        where, params = ("" if unclassified else " AND d.task_class IS NOT NULL"), []
         if classes:
-            where, params = " AND d.task_class IN (SELECT unnest(?))", [list(classes)]
+            where, params = where + " AND d.task_class IN (SELECT unnest(?))", [list(classes)]
+        task_class = "coalesce(d.task_class, '')" if unclassified else "d.task_class"
         return self._rows(
-            "SELECT d.task_class, o.rung, count(*) AS attempts, count(*) FILTER (WHERE o.accepted) AS accepted, "
-            "count(DISTINCT o.decision_id) AS decisions, count(*) FILTER (WHERE o.simulated) AS simulated, "
-            "min(o.created_at) AS first, max(o.created_at) AS last "
+            f"SELECT {task_class} AS task_class, o.rung, count(*) AS attempts, "
+            "count(*) FILTER (WHERE o.accepted) AS accepted, count(DISTINCT o.decision_id) AS decisions, "
+            "count(*) FILTER (WHERE o.simulated) AS simulated, min(o.created_at) AS first, max(o.created_at) AS last "
             "FROM live_outcomes o JOIN routing_decisions d USING (decision_id) "
-            f"WHERE {_LABELLED} AND d.task_class IS NOT NULL{where} GROUP BY d.task_class, o.rung ORDER BY d.task_class, o.rung",
-            params)
+            f"WHERE {_LABELLED}{where} GROUP BY 1, 2 ORDER BY 1, 2", params)
