@@ -291,6 +291,14 @@ def test_keys_bounds_and_unsupported_fields(service):
     with pytest.raises(openai.BadRequestError) as err:
         service.client().chat.completions.create(model="auto", messages=msgs, max_tokens=100000)
     assert err.value.body["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError) as err:  # a preference header is named as the header
+        service.client().chat.completions.create(model="auto", messages=msgs,
+                                                 extra_headers={"x-advisor-max-latency-s": "soon"})
+    assert err.value.body["param"] == "x-advisor-max-latency-s"
+    with pytest.raises(openai.BadRequestError) as err:  # with a header too, a non-object `advisor` is a 400
+        service.client().chat.completions.create(model="auto", messages=msgs, extra_body={"advisor": "fast"},
+                                                 extra_headers={"x-advisor-target": "0.5"})
+    assert err.value.body["param"] == "advisor"
 
 
 def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escalation_task):
@@ -438,3 +446,28 @@ def test_two_workers_lose_no_record_under_a_burst(workdir, triton_server, tmp_pa
     assert rows["n"] == 500 and attempts >= 500
     assert 1 <= rows["workers"] <= 2  # how the kernel spreads connections over the two workers is its business
     assert not list(svc.spool.glob("*.*")), "every segment was ingested"
+
+
+def test_an_internal_error_is_a_500_in_openai_shape(workdir, monkeypatch, tmp_path):
+    """A bug inside a request (here a routing decision that raises) answers OpenAI's error shape, not plain text
+    (the ASGI app in process: no way to make the real service fail like this on purpose)."""
+    from starlette.testclient import TestClient
+
+    from advisor.ladder import load_ladder
+    from advisor.service import app as service_app
+    from advisor.service.launch import train_from_store
+    from advisor.service.runtime import ServeSettings
+
+    router = train_from_store(workdir / "probe.duckdb", load_ladder(DEMO)).save(tmp_path / "router.json")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(service_app, "decide", broken)
+    settings = ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(tmp_path / "spool"), urls={},
+                             no_auth=True)
+    with TestClient(service_app.create_app(settings), raise_server_exceptions=False) as client:
+        r = client.post("/v1/chat/completions", json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+        assert client.get("/healthz").status_code == 200, "the service goes on"
+    assert r.status_code == 500
+    assert r.json()["error"]["type"] == "server_error" and "RuntimeError: a bug" in r.json()["error"]["message"]

@@ -88,6 +88,16 @@ def test_unsupported_fields_and_header_preferences():
     with pytest.raises(RequestError) as err:
         parse_request({"model": "auto", "messages": msgs, "stop": ["x", 1]}, {})
     assert err.value.param == "stop.1"
+    with pytest.raises(RequestError, match="invalid header 'x-advisor-max-latency-s'") as err:
+        parse_request({"model": "auto", "messages": msgs}, {"x-advisor-max-latency-s": "soon"})
+    assert err.value.param == "x-advisor-max-latency-s"
+    with pytest.raises(RequestError) as err:  # the body's value wins, so the body's field is the one named
+        parse_request({"model": "auto", "messages": msgs, "advisor": {"max_latency_s": -1}},
+                      {"x-advisor-max-latency-s": "2"})
+    assert err.value.param == "advisor.max_latency_s"
+    with pytest.raises(RequestError) as err:  # not an object: a 400 naming it, with or without headers
+        parse_request({"model": "auto", "messages": msgs, "advisor": "fast"}, {"x-advisor-target": "0.5"})
+    assert err.value.status == 400 and err.value.param == "advisor"
 
 
 def test_tool_calls_round_trip_through_each_format():

@@ -109,7 +109,12 @@ def create_app(settings=None):
     routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"])]
-    return Starlette(routes=routes, lifespan=lifespan)
+
+    async def server_error(request, exc):  # a bug in advisor: OpenAI's error shape; the server logs the traceback
+        return _error(500, f"internal error in advisor ({type(exc).__name__}: {exc}); the service's log has the "
+                           f"traceback", kind="server_error", code="internal_error")
+
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: server_error})
 
 
 def _json(obj: Any, status: int = 200, headers: dict | None = None, background=None):

@@ -139,13 +139,20 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
         field = HEADERS.get(header) if header.startswith("x-advisor-") else None
         if field is not None and field not in from_headers:  # the first of repeated headers, as headers[h] gives
             from_headers[field] = [v.strip() for v in value.split(",") if v.strip()] if field == "rungs" else value
-    if from_headers:
-        body = {**body, "advisor": {**from_headers, **(body.get("advisor") or {})}}
+    given = body.get("advisor")
+    in_body = given if isinstance(given, dict) else {}
+    if from_headers and (given is None or isinstance(given, dict)):  # else validation names the body's field
+        body = {**body, "advisor": {**from_headers, **in_body}}
     try:
         return ChatRequest.model_validate(body)
     except ValidationError as exc:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
         param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
+        field = err["loc"][1] if len(err["loc"]) > 1 and err["loc"][0] == "advisor" else None
+        if field in from_headers and field not in in_body:  # the value came from a request header: name it
+            header = next(h for h, f in HEADERS.items() if f == field)
+            raise RequestError(f"invalid header {header!r}: {err['msg']}", param=header,
+                               code="invalid_value") from None
         if err["type"] == "extra_forbidden":
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
