@@ -103,3 +103,26 @@ def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_records_all(slow
     assert {a["decision_id"]: a["n"] for a in attempts} == {r["decision_id"]: r["attempts"] for r in rows}
     assert f"{IN_FLIGHT} decisions" in stopped
     assert not list(svc.spool.glob("*.*")), "every segment was ingested"
+
+
+def test_a_stream_reaches_the_client_while_the_rung_generates(slow_service):
+    """Streamed from Triton's decoupled stream as parts arrive, not buffered to the end: on stand-ins that spread
+    LATENCY_MS over their parts, the content chunks reach the client spread over that time."""
+    import json
+
+    import httpx
+
+    body = {"model": "nano-30b", "stream": True, "messages": [{"role": "user", "content": "Tell me a story."}]}
+    arrivals = []
+    with httpx.stream("POST", slow_service.base + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": "Bearer sk-drain"}) as resp:
+        assert resp.status_code == 200
+        for line in resp.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                    arrivals.append(time.monotonic())
+    assert len(arrivals) >= 3
+    spread = arrivals[-1] - arrivals[0]
+    assert spread > 0.3 * LATENCY_MS / 1000, f"{len(arrivals)} content chunks arrived within {spread:.3f} s"
+    assert slow_service.stop() == 0
