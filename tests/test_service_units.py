@@ -182,3 +182,32 @@ def test_store_ingest_command(tmp_path, capsys):
     assert "1 decisions, 0 attempts ingested" in capsys.readouterr().out
     with Store.open(store, read_only=True) as s:
         assert s.query("SELECT decision_id, policy FROM routing_decisions") == [{"decision_id": "d9", "policy": "pinned"}]
+
+
+def test_tool_choice_is_honoured_or_refused():
+    from advisor.ladder import load_ladder
+    from advisor.service.chat import render_prompt
+    from advisor.service.request import RequestError, parse_request
+
+    rung = load_ladder(REPO / "ladders" / "demo.yaml").rungs[0]
+    tools = [{"type": "function", "function": {"name": name, "description": f"the {name} tool"}}
+             for name in ("read_file", "write_file")]
+    msgs = [{"role": "user", "content": "Go"}]
+
+    def prompt(choice):
+        return render_prompt(rung, parse_request({"model": "auto", "messages": msgs, "tools": tools,
+                                                  "tool_choice": choice}, {}))
+
+    assert "the read_file tool" in prompt("auto") and "You must call" not in prompt("auto")
+    assert "the read_file tool" not in prompt("none")
+    assert "You must call one of these functions now." in prompt("required")
+    named = prompt({"type": "function", "function": {"name": "write_file"}})
+    assert "the write_file tool" in named and "the read_file tool" not in named
+    assert "You must call the function write_file now." in named
+    for body, why in ((dict(tools=tools, tool_choice={"type": "function", "function": {"name": "delete"}}),
+                       "not among the request's tools"),
+                      (dict(tool_choice="required"), "needs tools"),
+                      (dict(tools=tools, tool_choice={"type": "function"}), "must be")):
+        with pytest.raises(RequestError, match=why) as err:
+            parse_request({"model": "auto", "messages": msgs, **body}, {})
+        assert err.value.param == "tool_choice" and err.value.status == 400

@@ -17,16 +17,30 @@ from typing import Any
 from advisor.agent.chat import template_for
 from advisor.agent.formats import Parsed, format_for
 from advisor.agent.formats import _final_text as _final  # the loop's FINAL ANSWER rule
+from advisor.service.request import forced_tool
 
 _MARKERS = ("<tool_call>", "<TOOLCALL>", "<function=")
 
 
 def tool_specs(request) -> list[dict[str, Any]]:
-    """The request's tools as plain specs (name, description, parameters)."""
+    """The tools the model is offered, as plain specs (name, description, parameters): the request's, none with
+    tool_choice ``none``, only the named one with a function tool_choice."""
     if not request.tools or request.tool_choice == "none":
         return []
+    forced = forced_tool(request)
     return [{"name": t.function.name, "description": t.function.description, "parameters": t.function.parameters}
-            for t in request.tools]
+            for t in request.tools if forced is None or t.function.name == forced]
+
+
+def tool_demand(request) -> str | None:
+    """The instruction that goes with the tools when tool_choice asks for a call (``required`` or a named
+    function), else None. Models are asked, not forced: a reply without a call comes back as content."""
+    forced = forced_tool(request)
+    if forced is not None:
+        return f"You must call the function {forced} now."
+    if request.tool_choice == "required":
+        return "You must call one of these functions now."
+    return None
 
 
 def render_prompt(model, request) -> str:
@@ -37,6 +51,9 @@ def render_prompt(model, request) -> str:
     system = [m.text() for m in request.messages if m.role in ("system", "developer")]
     if specs:
         system.append(fmt.render_tools(specs))
+        demand = tool_demand(request)
+        if demand:
+            system.append(demand)
     if system:
         messages.append({"role": "system", "content": "\n\n".join(system)})
     for m in request.messages:

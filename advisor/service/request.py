@@ -144,7 +144,7 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     if from_headers and (given is None or isinstance(given, dict)):  # else validation names the body's field
         body = {**body, "advisor": {**from_headers, **in_body}}
     try:
-        return ChatRequest.model_validate(body)
+        return _checked_tool_choice(ChatRequest.model_validate(body))
     except ValidationError as exc:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
         param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
@@ -157,6 +157,33 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+
+
+def _checked_tool_choice(req: ChatRequest) -> ChatRequest:
+    """`req`, if its tool_choice can be honoured: ``none``, ``auto``, ``required`` (with tools) or
+    ``{"type": "function", "function": {"name": NAME}}`` naming one of its tools (RequestError 400 otherwise)."""
+    choice = req.tool_choice
+    if choice is None or choice in ("none", "auto"):
+        return req
+    names = [t.function.name for t in req.tools or []]
+    if not names:
+        raise RequestError("tool_choice needs tools: the request has none", param="tool_choice",
+                           code="invalid_value")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") != "function" or not isinstance(name, str) or set(choice) - {"type", "function"}:
+            raise RequestError('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
+                               '{"name": ...}}', param="tool_choice", code="invalid_value")
+        if name not in names:
+            raise RequestError(f"tool_choice names the function {name!r}, which is not among the request's tools "
+                               f"({', '.join(names)})", param="tool_choice", code="invalid_value")
+    return req
+
+
+def forced_tool(req: ChatRequest) -> str | None:
+    """The function a dict tool_choice names (the model is offered only that one), else None."""
+    return req.tool_choice["function"]["name"] if isinstance(req.tool_choice, dict) else None
 
 
 def _union_branch(part: Any) -> bool:
