@@ -85,7 +85,7 @@ class AdvisorPrefs(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     task_class: str | None = Field(default=None, alias="class")
-    rungs: list[str] | None = None
+    rungs: list[str] | None = Field(default=None, min_length=1)
     self_hosted_only: bool = False
     max_latency_s: float | None = Field(default=None, gt=0)
     target: float | None = Field(default=None, ge=0, le=1)
