@@ -268,6 +268,10 @@ def test_pinned_rung_and_unknown_rung(service):
     with pytest.raises(openai.NotFoundError) as err:
         service.client().chat.completions.create(model="nano12b", messages=[{"role": "user", "content": "hi"}])
     assert "Did you mean 'nano-12b'" in str(err.value) and err.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as err:  # a pinned rung the request's own rungs leave out
+        service.client().chat.completions.create(model="nano-12b", messages=[{"role": "user", "content": "hi"}],
+                                                 extra_body={"advisor": {"rungs": ["super-120b"]}})
+    assert err.value.body["param"] == "advisor.rungs"
     models = {m.id for m in service.client().models.list()}
     assert models == {"auto", "orchestrator", "nano-12b", "nano-30b", "super-120b"}  # the demo has an orchestrator
 

@@ -118,6 +118,9 @@ def decide(rt, req, key) -> Plan:
         if key is not None and not key.may_use(req.model):
             raise RequestError(f"this API key may not use rung {req.model!r}", status=403, param="model",
                                code="rung_not_allowed", kind="permission_error")
+        if prefs is not None and prefs.rungs and req.model not in prefs.rungs:
+            raise RequestError(f"the model {req.model!r} is not among advisor.rungs ({', '.join(prefs.rungs)}): pin a "
+                               f"rung of them, or send model 'auto'", param="advisor.rungs")
         plan.policy, plan.mode, plan.chain = "pinned", "pinned", [req.model]
         plan.p_usable = _p_of(rt, text, task_class, req.model)
     elif ccfg.chain:
