@@ -28,7 +28,8 @@ IN_FLIGHT = 6
 
 @pytest.fixture
 def slow_service(tmp_path, triton_server):
-    """`advisor serve` on an embedded Triton whose rungs take LATENCY_MS per generation."""
+    """`advisor serve` on an embedded Triton whose rungs take LATENCY_MS per generation, at most IN_FLIGHT
+    requests in flight."""
     from advisor.probe import ProbeConfig, run_probe
     from advisor.suite import load_suite
     from test_service import Service
@@ -44,8 +45,9 @@ def slow_service(tmp_path, triton_server):
     run_probe(ProbeConfig(ladder_path=REPO / "ladders" / "demo.yaml", suite_path=SUITE, url=triton_server.grpc_url,
                           store_path=store, replicas=1, conditions=("baseline",), tasks=list(first.values())))
     (tmp_path / "keys.txt").write_text("drain sk-drain\n")
+    (tmp_path / "service.yaml").write_text(f"version: 1\nlimits: {{concurrency: {IN_FLIGHT}}}\n")
     svc = Service(["--ladder", str(tmp_path / "slow.yaml"), "--keys", str(tmp_path / "keys.txt"),
-                   "--ingest-every", "0"], store)
+                   "--config", str(tmp_path / "service.yaml"), "--ingest-every", "0"], store)
     yield svc
     if svc.proc.poll() is None:  # a failed test: do not leave the service (and its Triton) behind
         svc.proc.kill()
@@ -125,4 +127,34 @@ def test_a_stream_reaches_the_client_while_the_rung_generates(slow_service):
     assert len(arrivals) >= 3
     spread = arrivals[-1] - arrivals[0]
     assert spread > 0.3 * LATENCY_MS / 1000, f"{len(arrivals)} content chunks arrived within {spread:.3f} s"
+    assert slow_service.stop() == 0
+
+
+def test_past_the_concurrency_limit_requests_get_429_at_once(slow_service):
+    """IN_FLIGHT slow requests fill the worker; the ones past the limit are refused with 429 and retry-after at
+    once (not queued behind the slow ones), and the ones inside it are answered."""
+    import openai
+
+    client = slow_service.client("sk-drain")
+
+    def one(i: int):
+        started = time.monotonic()
+        try:
+            client.chat.completions.create(model="auto", messages=[{"role": "user", "content": f"Request {i}"}])
+            return 200, None, time.monotonic() - started
+        except openai.RateLimitError as exc:
+            return exc.status_code, exc.response.headers.get("retry-after"), time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT + 2) as pool:
+        first = [pool.submit(one, i) for i in range(IN_FLIGHT)]
+        end = time.monotonic() + LATENCY_MS / 1000
+        while _in_flight(slow_service.base) < IN_FLIGHT:
+            assert time.monotonic() < end, "the requests should all be in flight within one generation"
+            time.sleep(0.05)
+        past = [pool.submit(one, IN_FLIGHT + i) for i in range(2)]
+        refused = [f.result(timeout=60) for f in past]
+        answered = [f.result(timeout=60) for f in first]
+    assert [(status, retry) for status, retry, _ in refused] == [(429, "1"), (429, "1")]
+    assert all(took < LATENCY_MS / 2000 for *_, took in refused), refused
+    assert [status for status, *_ in answered] == [200] * IN_FLIGHT
     assert slow_service.stop() == 0
