@@ -158,3 +158,29 @@ def test_past_the_concurrency_limit_requests_get_429_at_once(slow_service):
     assert all(took < LATENCY_MS / 2000 for *_, took in refused), refused
     assert [status for status, *_ in answered] == [200] * IN_FLIGHT
     assert slow_service.stop() == 0
+
+
+def test_a_client_that_leaves_mid_stream_is_recorded_and_frees_its_slot(slow_service):
+    """A client that closes the connection after the first content chunk: the service stops relaying, frees the
+    request's in-flight slot and records the request as one the client left (HTTP status 499)."""
+    import json
+
+    import httpx
+
+    body = {"model": "nano-30b", "stream": True, "messages": [{"role": "user", "content": "Tell me a long story."}]}
+    with httpx.stream("POST", slow_service.base + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"Authorization": "Bearer sk-drain"}) as resp:
+        decision_id = resp.headers["x-advisor-decision-id"]
+        for line in resp.iter_lines():
+            if line.startswith("data: {") and (json.loads(line[6:])["choices"] or [{}])[0].get("delta", {}).get("content"):
+                break  # leave after the first content chunk: the context closes the connection
+    end = time.monotonic() + LATENCY_MS / 1000 + 5
+    while _in_flight(slow_service.base) > 0:
+        assert time.monotonic() < end, "the request's slot was not freed after the client left"
+        time.sleep(0.05)
+    assert slow_service.stop() == 0
+    with Store.open(slow_service.store, read_only=True) as s:
+        rows = s.query("SELECT decision_id, status, http_status FROM routing_decisions")
+        attempts = s.query("SELECT error FROM live_outcomes")
+    assert [(r["decision_id"], r["status"], r["http_status"]) for r in rows] == [(decision_id, "error", 499)]
+    assert [a["error"] for a in attempts] == ["client disconnected"]
