@@ -325,6 +325,24 @@ def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escal
     assert 'advisor_verifier_verdicts_total{task_class="agent_step",verdict="rejected"}' in metrics
 
 
+
+def test_a_stream_with_a_verifier_delivers_the_accepted_answer_as_chunks(service, escalation_task):
+    """With a verifier the answer is verified before anything is sent (docs/service.md): the stream carries the
+    accepted answer of the larger rung, as chunks, and every attempt is in the store."""
+    task = escalation_task
+    stream = service.client().chat.completions.with_raw_response.create(
+        model="auto", tools=_task_tools(task), messages=[{"role": "user", "content": task.instructions}],
+        extra_body={"advisor": {"class": "agent_step"}}, stream=True)
+    headers = stream.headers
+    chunks = list(stream.parse())
+    calls = [c for ch in chunks if ch.choices for c in ch.choices[0].delta.tool_calls or []]
+    assert headers["x-advisor-verdict"] == "accepted" and headers["x-advisor-rung"] != "nano-12b"
+    assert [c.function.name for c in calls] == [task.reference.steps[0].tool]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    decision, attempts = service.records(headers["x-advisor-decision-id"])
+    assert [a["rung"] for a in attempts][:2] == ["nano-12b", "nano-12b"] and attempts[-1]["accepted"]
+    assert decision["final_rung"] == headers["x-advisor-rung"] and len(attempts) == int(headers["x-advisor-attempts"])
+
 def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service, capsys):
     with Store.open(service.store, read_only=True) as s:
         pooled = s.query("SELECT * FROM verifier_rates WHERE task_class = ? AND rung = '*'", [MEASURED])[0]
