@@ -208,7 +208,7 @@ def test_streamed_chat_sends_chunks_before_the_end(service):
 
     body = {"model": "nano-30b", "stream": True, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": "Tell me a story about a lighthouse keeper."}]}
-    events, first_at = [], None
+    events = []
     with httpx.stream("POST", service.base + "/v1/chat/completions", json=body, timeout=30,
                       headers={"Authorization": f"Bearer {KEY}"}) as resp:
         assert resp.status_code == 200 and resp.headers["x-advisor-rung"] == "nano-30b"
