@@ -27,6 +27,9 @@ def test_config_errors_name_file_key_and_line(tmp_path):
     bad.write_text("version: 1\nclasses:\n  a:\n    chain: [nano-12b, nano-31b]\n")
     with pytest.raises(ConfigError, match=r"s.yaml:4: classes.a.chain.1: .*Did you mean 'nano-30b'"):
         load_config(bad, load_ladder(REPO / "ladders" / "demo.yaml"))
+    bad.write_text("version: 1\nclasses:\n  a: {verifier: nonee}\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:3: classes.a.verifier: .*'nonee' is not a verifier: write `none`"):
+        load_config(bad)
     bad.write_text("version: 2\n")
     with pytest.raises(ConfigError, match="version 2"):
         load_config(bad)

@@ -89,6 +89,8 @@ class ClassConfig(_Strict):
     @field_validator("verifier", mode="before")
     @classmethod
     def _none(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "none":
+            raise ValueError(f"{value!r} is not a verifier: write `none`, or a mapping with `checks` and/or `judge`")
         return None if value == "none" else value
 
     @field_validator("match")
