@@ -375,6 +375,7 @@ def test_policy_uses_the_verifier_rates_measured_on_probe_runs(service, capsys):
 def test_metrics_health_and_readiness(service):
     import httpx
 
+    _chat(service.client(), model="auto", messages=[{"role": "user", "content": "hi"}])  # labels exist once used
     assert httpx.get(service.base + "/healthz").json()["status"] == "ok"
     ready = httpx.get(service.base + "/readyz")
     assert ready.status_code == 200 and "nano-12b" in ready.json()["detail"]
@@ -384,6 +385,14 @@ def test_metrics_health_and_readiness(service):
                  "advisor_in_flight_requests", "advisor_refused_requests_total"):
         assert name in text, name
     assert 'simulated="true"' in text
+    import openai
+
+    with pytest.raises(openai.NotFoundError) as err:  # an endpoint advisor does not serve: OpenAI's error shape
+        service.client().embeddings.create(model="auto", input="hi")
+    assert err.value.body["code"] == "unknown_url" and "POST /v1/chat/completions" in err.value.body["message"]
+    wrong = httpx.get(service.base + "/v1/chat/completions")
+    assert wrong.status_code == 405 and wrong.json()["error"]["code"] == "method_not_allowed"
+    assert wrong.headers["allow"] == "POST"
 
 
 @pytest.mark.slow

@@ -114,7 +114,16 @@ def create_app(settings=None):
         return _error(500, f"internal error in advisor ({type(exc).__name__}: {exc}); the service's log has the "
                            f"traceback", kind="server_error", code="internal_error")
 
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: server_error})
+    async def http_error(request, exc):  # an unknown path or method (the client's mistake): OpenAI's error shape
+        paths = ", ".join(f"{'/'.join(sorted(r.methods - {'HEAD'}))} {r.path}" for r in routes)
+        return _error(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}; advisor serves {paths}",
+                      code="unknown_url" if exc.status_code == 404 else "method_not_allowed",
+                      headers=getattr(exc, "headers", None))
+
+    from starlette.exceptions import HTTPException
+
+    return Starlette(routes=routes, lifespan=lifespan,
+                     exception_handlers={HTTPException: http_error, Exception: server_error})
 
 
 def _json(obj: Any, status: int = 200, headers: dict | None = None, background=None):
