@@ -217,3 +217,21 @@ def test_tool_choice_is_honoured_or_refused():
         with pytest.raises(RequestError, match=why) as err:
             parse_request({"model": "auto", "messages": msgs, **body}, {})
         assert err.value.param == "tool_choice" and err.value.status == 400
+
+
+def test_the_example_config_is_the_documented_one_and_loads_on_the_demo_ladder(tmp_path):
+    from advisor.ladder import load_ladder
+    from advisor.service.config import load_config
+
+    example = REPO / "service.example.yaml"
+    docs = (REPO / "docs" / "service.md").read_text()
+    at = docs.index("`service.example.yaml`")
+    start = docs.index("```yaml\n", at) + len("```yaml\n")
+    assert docs[start: docs.index("```\n", start)] == example.read_text(), "docs/service.md shows the file as it is"
+    config = load_config(example, load_ladder(REPO / "ladders" / "demo.yaml"))
+    assert {"chat", "extraction", "agent_step"} <= set(config.classes)
+    judged = tmp_path / "judged.yaml"  # a judge verifier on a ladder without a judge: refused at load, with its line
+    judged.write_text("version: 1\nclasses:\n  prose:\n    verifier:\n      judge: {rubric: cites}\n")
+    with pytest.raises(ConfigError, match=r"judged.yaml:5: classes.prose.verifier.judge: ladder 'demo' has no "
+                                          r"roles.judge"):
+        load_config(judged, load_ladder(REPO / "ladders" / "demo.yaml"))

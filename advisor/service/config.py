@@ -181,7 +181,7 @@ def default_config() -> ServiceConfig:
 def load_config(path: str | Path | None, ladder=None) -> ServiceConfig:
     """Read and validate a service config (ConfigError naming file, key and line); None gives the default.
 
-    With `ladder`, rung names in `chain` are checked against it.
+    With `ladder`, rung names in `chain` are checked against it, and a judge verifier needs its `roles.judge`.
     """
     from advisor.errors import ConfigError, did_you_mean
     from advisor.yamlio import line_of, load_model, read_yaml
@@ -197,4 +197,8 @@ def load_config(path: str | Path | None, ladder=None) -> ServiceConfig:
                     line = line_of(read_yaml(path), ("classes", cname, "chain", i))
                     raise ConfigError(f"{path}:{line}: classes.{cname}.chain.{i}: ladder {ladder.name!r} has no rung "
                                       f"{rung!r}.{did_you_mean(rung, names)}")
+            if cls.verifier is not None and cls.verifier.judge is not None and ladder.roles.judge is None:
+                line = line_of(read_yaml(path), ("classes", cname, "verifier", "judge"))
+                raise ConfigError(f"{path}:{line}: classes.{cname}.verifier.judge: ladder {ladder.name!r} has no "
+                                  f"roles.judge to grade with (give the ladder a judge, or use checks)")
     return config
