@@ -101,6 +101,9 @@ def test_unsupported_fields_and_header_preferences():
     with pytest.raises(RequestError) as err:  # not an object: a 400 naming it, with or without headers
         parse_request({"model": "auto", "messages": msgs, "advisor": "fast"}, {"x-advisor-target": "0.5"})
     assert err.value.status == 400 and err.value.param == "advisor"
+    with pytest.raises(RequestError, match="only allowed with stream") as err:
+        parse_request({"model": "auto", "messages": msgs, "stream_options": {"include_usage": True}}, {})
+    assert err.value.param == "stream_options"
     with pytest.raises(RequestError, match="at least 1 item") as err:  # no rung at all is not "any rung"
         parse_request({"model": "auto", "messages": msgs, "advisor": {"rungs": []}}, {})
     assert err.value.param == "advisor.rungs"

@@ -144,7 +144,7 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     if from_headers and (given is None or isinstance(given, dict)):  # else validation names the body's field
         body = {**body, "advisor": {**from_headers, **in_body}}
     try:
-        return _checked_tool_choice(ChatRequest.model_validate(body))
+        return _checked(ChatRequest.model_validate(body))
     except ValidationError as exc:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
         param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
@@ -157,6 +157,15 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+
+
+def _checked(req: ChatRequest) -> ChatRequest:
+    """`req`, if its fields agree with each other (RequestError 400 otherwise): stream_options needs stream, and
+    tool_choice must be one the service can honour (`_checked_tool_choice`)."""
+    if req.stream_options is not None and not req.stream:
+        raise RequestError("stream_options is only allowed with stream: true", param="stream_options",
+                           code="invalid_value")
+    return _checked_tool_choice(req)
 
 
 def _checked_tool_choice(req: ChatRequest) -> ChatRequest:
