@@ -181,7 +181,8 @@ def service(workdir, triton_server):
 
 # ------------------------------------------------------------------------------------------- tests
 def test_plain_chat_is_routed_answered_costed_and_recorded(service):
-    reply, headers = _chat(service.client(), model="auto", messages=[{"role": "user", "content": "Say hello."}])
+    reply, headers = _chat(service.client(), model="auto", messages=[{"role": "user", "content": "Say hello."}],
+                           user="end-user-42")
     assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
     assert reply.model == headers["x-advisor-rung"] in headers["x-advisor-chain"].split(",")
     assert headers["x-advisor-simulated"] == "true" and headers["x-advisor-class"] == "chat"
@@ -198,6 +199,7 @@ def test_plain_chat_is_routed_answered_costed_and_recorded(service):
     assert headers["x-advisor-policy"] == decision["policy"] and json.loads(decision["explanation_json"])["rule"]
     assert decision["prompt_text"] is None and len(decision["request_hash"]) == 64  # hash only by default
     assert decision["simulated"] and decision["class_source"].startswith("predicted")
+    assert decision["end_user"] == "end-user-42" and decision["api_key"] == "full"
     assert [a["rung"] for a in attempts] == [reply.model] and attempts[0]["simulated"]
     assert attempts[0]["input_tokens"] == usage.prompt_tokens
     assert attempts[0]["cost_usd"] == pytest.approx(extra["cost_usd"])

@@ -64,6 +64,7 @@ class Plan:
     expected_cost: float | None = None
     explanation: dict = field(default_factory=dict)
     decision_s: float = 0.0
+    end_user: str | None = None  #: the request's OpenAI `user` field, recorded as given
 
 
 @dataclass
@@ -104,7 +105,7 @@ def decide(rt, req, key) -> Plan:
                 raise RequestError(f"unknown rung {n!r} in advisor.rungs.{did_you_mean(n, names)}", param="advisor.rungs")
         allowed = [n for n in allowed if n in prefs.rungs]
     plan = Plan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
-                verifier, allowed)
+                verifier, allowed, end_user=req.user)
     from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, serves_orchestrator
 
     if req.model == MODEL_ID and serves_orchestrator(rt):
@@ -324,7 +325,7 @@ def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=Non
         "chain_json": json.dumps(plan.chain), "final_rung": out.rung, "status": status, "http_status": out.status,
         "attempts": len(out.attempts), "failovers": sum(a.failover for a in out.attempts),
         "total_cost_usd": out.cost_usd, "latency_s": latency_s, "simulated": sim,
-        "api_key": key.name if key is not None else None, "worker": rt.worker}
+        "api_key": key.name if key is not None else None, "end_user": plan.end_user, "worker": rt.worker}
     rows = [decision]
     for i, a in enumerate(out.attempts, start=1):
         rows.append({"record": "attempt", "decision_id": plan.decision_id, "attempt": i, "rung": a.rung,

@@ -154,6 +154,11 @@ def _m007_policy_call_verdicts(con) -> None:
     )
 
 
+def _m008_live_end_user(con) -> None:
+    """Per routing decision the request's OpenAI `user` field (the application's end-user id), when sent."""
+    con.execute("ALTER TABLE routing_decisions ADD COLUMN end_user VARCHAR")
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -163,4 +168,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m005_router_promotions", _m005_router_promotions),
     ("m006_service_verifier_rates", _m006_service_verifier_rates),
     ("m007_policy_call_verdicts", _m007_policy_call_verdicts),
+    ("m008_live_end_user", _m008_live_end_user),
 ]
