@@ -1,6 +1,7 @@
 """A killed embedded Triton leaves its PyTriton workspace and shared memory behind; the next start removes them."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +32,25 @@ def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     (home / "workspace_x1").mkdir()  # PyTriton's default name: not ours to judge
     (shm / f"pytrtion{dead_pid}-ff-1").write_bytes(b"x")
     (shm / "psm_123").write_bytes(b"x")  # someone else's segment
-    removed = clean_leaked(home, shm)
+    stub = home / f"advisor-{dead_pid}-ab12" / "tritonserver" / "backends" / "python" / "triton_python_backend_stub"
+    stub.parent.mkdir(parents=True)
+    stub.symlink_to(shutil.which("sleep"))  # a backend stub left running from the dead server's workspace
+    gone = home / f"advisor-{dead_pid}-ee56" / "stub"  # its workspace already removed, the stub still running
+    gone.parent.mkdir()
+    gone.symlink_to(shutil.which("sleep"))
+    live_stub = home / f"advisor-{os.getpid()}-cd34" / "stub"
+    live_stub.symlink_to(shutil.which("sleep"))
+    orphans = [subprocess.Popen([str(stub), "60"]), subprocess.Popen([str(gone), "60"])]
+    alive = subprocess.Popen([str(live_stub), "60"])
+    shutil.rmtree(gone.parent)
+    try:
+        removed = clean_leaked(home, shm)
+        assert [p.wait(timeout=10) for p in orphans] == [-signal.SIGKILL] * 2, "the dead server's stubs are stopped"
+        assert alive.poll() is None, "a live server's processes are left alone"
+    finally:
+        for proc in (*orphans, alive):
+            proc.kill()
+            proc.wait()
     assert sorted(p.name for p in removed) == sorted([f"advisor-{dead_pid}-ab12", f"pytrtion{dead_pid}-ff-1"])
     assert sorted(p.name for p in home.iterdir()) == sorted([f"advisor-{os.getpid()}-cd34", "workspace_x1"])
     assert [p.name for p in shm.iterdir()] == ["psm_123"]

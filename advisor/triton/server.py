@@ -59,7 +59,8 @@ def ensure_libpython_on_path() -> None:
 def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list[Path]:
     """Remove what a killed embedded Triton left behind: its PyTriton workspace (``<PYTRITON_HOME>/advisor-<pid>-*``,
     the model store and tritonserver copy) and its shared-memory segments (``/dev/shm/pytrtion<pid>-*``), for
-    every <pid> that no longer runs. Returns what was removed."""
+    every <pid> that no longer runs, and stop the Python-backend stubs left running by a server that is gone
+    (`_stop_orphaned_stubs`). Returns what was removed."""
     if home is None:
         from pytriton.constants import PYTRITON_HOME
 
@@ -73,7 +74,31 @@ def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list
             else:
                 path.unlink(missing_ok=True)
             removed.append(path)
+    _stop_orphaned_stubs(home)
     return removed
+
+
+def _stop_orphaned_stubs(home: Path) -> None:
+    """SIGKILL the processes (of ours) run from an embedded Triton's workspace (``<home>/advisor-<pid>-*``, its
+    Python-backend stubs) whose server is gone: the advisor process <pid> no longer runs, or the process was
+    orphaned (its parent, tritonserver, died: a tritonserver killed with SIGKILL leaves its stubs running, also
+    after its workspace was removed)."""
+    import signal
+
+    prefix = str(home).encode() + b"/advisor-"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            program = (proc / "cmdline").read_bytes().split(b"\0", 1)[0]
+            if not program.startswith(prefix):
+                continue
+            owner = program[len(prefix):].split(b"-", 1)[0].decode()
+            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            if parent == "1" or (owner.isdigit() and not Path(f"/proc/{owner}").exists()):
+                os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours
+            continue
 
 
 class EmbeddedTriton:
