@@ -21,6 +21,33 @@ def _leftovers(pid: int) -> list[Path]:
     return [*Path(PYTRITON_HOME).glob(f"advisor-{pid}-*"), *Path("/dev/shm").glob(f"pytrtion{pid}-*")]
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _program(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode()
+    except OSError:
+        return ""
+
+
+def _stopped(pid: int, timeout: float = 10.0) -> bool:
+    """Whether process `pid` ends (or is a zombie) within `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     home, shm = tmp_path / "home", tmp_path / "shm"
     home.mkdir()
@@ -38,19 +65,38 @@ def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     gone = home / f"advisor-{dead_pid}-ee56" / "stub"  # its workspace already removed, the stub still running
     gone.parent.mkdir()
     gone.symlink_to(shutil.which("sleep"))
-    live_stub = home / f"advisor-{os.getpid()}-cd34" / "stub"
-    live_stub.symlink_to(shutil.which("sleep"))
+    live = home / f"advisor-{os.getpid()}-cd34"  # a live server's workspace (this process is its owner)
+    for name, program in (("stub", "sleep"), ("tritonserver", "sh"), ("orphaned_stub", "sleep")):
+        (live / name).symlink_to(shutil.which(program))
     orphans = [subprocess.Popen([str(stub), "60"]), subprocess.Popen([str(gone), "60"])]
-    alive = subprocess.Popen([str(live_stub), "60"])
+    alive = subprocess.Popen([str(live / "stub"), "60"])  # its parent is the owner
+    server = subprocess.Popen([str(live / "tritonserver"), "-c", f"'{live / 'stub'}' 60; true"])  # a stub under it
+    spawned = subprocess.run(["sh", "-c", f"'{live / 'orphaned_stub'}' 60 >/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True)  # its parent (this sh) is gone: orphaned
+    orphaned = int(spawned.stdout)
     shutil.rmtree(gone.parent)
     try:
+        deadline = time.monotonic() + 5  # until every process runs its program (not a shell's fork before exec)
+        while time.monotonic() < deadline and not (
+                _program(orphaned) == str(live / "orphaned_stub")
+                and [_program(pid) for pid in _children(server.pid)] == [str(live / "stub")]):
+            time.sleep(0.05)
+        under_server = _children(server.pid)
         removed = clean_leaked(home, shm)
         assert [p.wait(timeout=10) for p in orphans] == [-signal.SIGKILL] * 2, "the dead server's stubs are stopped"
-        assert alive.poll() is None, "a live server's processes are left alone"
+        assert _stopped(orphaned), "an orphaned stub of a live owner is stopped"
+        assert alive.poll() is None and server.poll() is None, "a live server's processes are left alone"
+        assert under_server and not any(_stopped(pid, timeout=1.0) for pid in (alive.pid, server.pid, *under_server)), \
+            "a live server's processes are still running a second later (a signal is not delivered at once)"
     finally:
-        for proc in (*orphans, alive):
+        for proc in (*orphans, alive, server):
             proc.kill()
             proc.wait()
+        for pid in (orphaned, *_children(server.pid)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
     assert sorted(p.name for p in removed) == sorted([f"advisor-{dead_pid}-ab12", f"pytrtion{dead_pid}-ff-1"])
     assert sorted(p.name for p in home.iterdir()) == sorted([f"advisor-{os.getpid()}-cd34", "workspace_x1"])
     assert [p.name for p in shm.iterdir()] == ["psm_123"]

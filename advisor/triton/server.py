@@ -68,7 +68,7 @@ def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list
     removed = []
     for path, pid in [*((p, p.name.split("-")[1]) for p in home.glob("advisor-*-*")),
                       *((p, p.name[len("pytrtion"):].split("-")[0]) for p in shm.glob("pytrtion*-*"))]:
-        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
             if path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
@@ -79,26 +79,39 @@ def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list
 
 
 def _stop_orphaned_stubs(home: Path) -> None:
-    """SIGKILL the processes (of ours) run from an embedded Triton's workspace (``<home>/advisor-<pid>-*``, its
-    Python-backend stubs) whose server is gone: the advisor process <pid> no longer runs, or the process was
-    orphaned (its parent, tritonserver, died: a tritonserver killed with SIGKILL leaves its stubs running, also
-    after its workspace was removed)."""
+    """SIGKILL the processes (of ours) run from an embedded Triton's workspace (``<home>/advisor-<pid>-*``:
+    tritonserver and its Python-backend stubs) whose server is gone: the advisor process <pid> no longer runs, or
+    the process's parent is neither that advisor process nor a process of the same workspace (a tritonserver
+    killed with SIGKILL leaves its stubs running, orphaned, also after its workspace was removed)."""
     import signal
 
-    prefix = str(home).encode() + b"/advisor-"
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
-            program = (proc / "cmdline").read_bytes().split(b"\0", 1)[0]
-            if not program.startswith(prefix):
+            workspace = _workspace_of(proc.name, home)
+            if workspace is None:
                 continue
-            owner = program[len(prefix):].split(b"-", 1)[0].decode()
+            owner = workspace.split("-")[1]
             parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            if parent == "1" or (owner.isdigit() and not Path(f"/proc/{owner}").exists()):
+            served = parent == owner or _workspace_of(parent, home) == workspace
+            if not (owner.isdigit() and _running(int(owner)) and served):
                 os.kill(int(proc.name), signal.SIGKILL)
         except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours
             continue
+
+
+def _workspace_of(pid: str, home: Path) -> str | None:
+    """The name of the embedded-Triton workspace (``advisor-<pid>-<tag>`` under `home`) process `pid` runs a
+    program from, else None."""
+    root = str(home) + "/advisor-"
+    program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+    return program[len(str(home)) + 1:].split("/", 1)[0] if program.startswith(root) else None
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists (Linux)."""
+    return Path(f"/proc/{pid}").exists()
 
 
 class EmbeddedTriton:
