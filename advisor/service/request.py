@@ -161,16 +161,11 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
 
 def _checked(req: ChatRequest) -> ChatRequest:
     """`req`, if its fields agree with each other (RequestError 400 otherwise): stream_options needs stream, and
-    tool_choice must be one the service can honour (`_checked_tool_choice`)."""
+    tool_choice is ``none``, ``auto``, ``required`` (with tools) or ``{"type": "function", "function": {"name":
+    NAME}}`` naming one of its tools."""
     if req.stream_options is not None and not req.stream:
         raise RequestError("stream_options is only allowed with stream: true", param="stream_options",
                            code="invalid_value")
-    return _checked_tool_choice(req)
-
-
-def _checked_tool_choice(req: ChatRequest) -> ChatRequest:
-    """`req`, if its tool_choice can be honoured: ``none``, ``auto``, ``required`` (with tools) or
-    ``{"type": "function", "function": {"name": NAME}}`` naming one of its tools (RequestError 400 otherwise)."""
     choice = req.tool_choice
     if choice is None or choice in ("none", "auto"):
         return req
