@@ -119,9 +119,10 @@ class Driver:
                                   (b"authorization", f"Bearer {KEY}".encode()),
                                   (b"content-length", str(len(self.body)).encode())]}
 
-    async def request(self) -> None:
+    async def call(self, scope: dict, body: bytes) -> list[dict]:
+        """Call the app once with `scope` and `body`, as uvicorn would; the messages it sent."""
         sent: list[dict] = []
-        pending = [{"type": "http.request", "body": self.body, "more_body": False}]
+        pending = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def receive():
             return pending.pop() if pending else {"type": "http.disconnect"}
@@ -129,22 +130,18 @@ class Driver:
         async def send(message):
             sent.append(message)
 
-        await self.app(dict(self.scope), receive, send)
+        await self.app(scope, receive, send)
+        return sent
+
+    async def request(self) -> None:
+        sent = await self.call(dict(self.scope), self.body)
         if sent[0]["status"] != 200:
             raise SystemExit(f"the app answered {sent[0]['status']}: {sent[1:]}")
 
     async def get(self, path: str) -> tuple[int, str]:
         """(status, body text) of a GET of `path`."""
-        sent: list[dict] = []
-
-        async def receive():
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message):
-            sent.append(message)
-
         scope = {**self.scope, "method": "GET", "path": path, "raw_path": path.encode(), "headers": []}
-        await self.app(scope, receive, send)
+        sent = await self.call(scope, b"")
         return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
 
     async def decisions(self) -> tuple[float, float]:
@@ -268,7 +265,8 @@ def main() -> None:
         results, decisions = {}, {}
         for name, app in (("floor", floor_app()), ("service", service_app(router, Path(tmp) / "spool"))):
             results[name], decisions[name] = asyncio.run(measure(app, args.requests, args.rounds, evict))
-        steps = time_steps(step_calls(router, Path(tmp) / "spool-steps"), max(args.requests // 2, 1), args.rounds,
+        step_n = max(args.requests // 2, 1)
+        steps = time_steps(step_calls(router, Path(tmp) / "spool-steps"), step_n, args.rounds,
                            evict) if args.steps else {}
     print(f"handler cost in process: {args.requests} requests x {args.rounds} rounds per app and mode, instant fake "
           f"Triton client, router trained on a small probe of the SIMULATED demo ladder, no embeddings; thread CPU "
@@ -281,7 +279,7 @@ def main() -> None:
               f"decision (advisor_routing_decision_seconds, wall) {decisions['service'][mode]:.0f} us per request")
 
     if steps:
-        print(f"  the service's steps, each alone ({max(args.requests // 2, 1)} calls per round and mode), thread CPU "
+        print(f"  the service's steps, each alone ({step_n} calls per round and mode), thread CPU "
               f"per call, median round [rounds], warm / cold:")
         for name, r in steps.items():
             print(f"    {name:<22} {statistics.median(r['warm']):6.0f} / {statistics.median(r['cold']):6.0f} us  "
