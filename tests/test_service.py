@@ -276,6 +276,11 @@ def test_pinned_rung_and_unknown_rung(service):
     assert err.value.body["param"] == "advisor.rungs"
     models = {m.id for m in service.client().models.list()}
     assert models == {"auto", "orchestrator", "nano-12b", "nano-30b", "super-120b"}  # the demo has an orchestrator
+    card = service.client().models.retrieve("nano-12b")  # GET /v1/models/{id}
+    assert card.id == "nano-12b" and card.model_extra["advisor"]["simulated"] is True
+    with pytest.raises(openai.NotFoundError) as err:
+        service.client().models.retrieve("nano12b")
+    assert "Did you mean 'nano-12b'" in str(err.value) and err.value.body["code"] == "model_not_found"
 
 
 def test_keys_bounds_and_unsupported_fields(service):
@@ -305,6 +310,13 @@ def test_keys_bounds_and_unsupported_fields(service):
         service.client().chat.completions.create(model="auto", messages=msgs, extra_body={"advisor": "fast"},
                                                  extra_headers={"x-advisor-target": "0.5"})
     assert err.value.body["param"] == "advisor"
+    import httpx
+
+    # a lone surrogate decodes from JSON but is no UTF-8: a 400 naming the field (it was a 500 from the encoder)
+    raw = b'{"model": "auto", "messages": [{"role": "user", "content": "a \\ud800 b"}]}'
+    lone = httpx.post(service.base + "/v1/chat/completions", content=raw, timeout=30,
+                      headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"})
+    assert lone.status_code == 400 and lone.json()["error"]["param"] == "messages.0.content"
 
 
 def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escalation_task):
@@ -429,7 +441,6 @@ def test_embedded_default_fails_over_when_a_rung_is_killed(workdir, tmp_path):
 
 @pytest.mark.slow
 def test_triton_unreachable_gives_503_and_red_readiness(workdir, tmp_path):
-    from advisor.router.artifact import load_router  # noqa: F401 - the artifact below is a real one
     from advisor.router.train import fit_router, training_data_from_store
     from advisor.triton.server import free_port
 

@@ -109,6 +109,43 @@ def test_unsupported_fields_and_header_preferences():
     assert err.value.param == "advisor.rungs"
 
 
+def test_body_decoding_refuses_what_json_or_utf8_do_not_allow():
+    from advisor.service.request import RequestError, decode_body
+
+    assert decode_body('{"a": ["\\ud83d\\ude00", "\\\\ud800"]}'.encode()) == {"a": ["\U0001F600", "\\ud800"]}
+    for raw, param, why in ((b'{"a": [{"b": "x \\uD800"}]}', "a.0.b", "lone UTF-16 surrogate"),
+                            (b'{"k\\udc00": 1}', "k\\udc00", "lone UTF-16 surrogate"),  # the key, printable
+                            (b'{"a": NaN}', None, "NaN is not a JSON value"),
+                            (b'{"a": -Infinity}', None, "-Infinity is not a JSON value"),
+                            (b'{"a": "\xff"}', None, "not UTF-8"),
+                            (b'{"a": ', None, "not JSON")):
+        with pytest.raises(RequestError, match=why) as err:
+            decode_body(raw)
+        assert err.value.status == 400 and err.value.param == param
+        err.value.args[0].encode("utf-8")  # the message can be sent
+
+
+def test_fields_a_rung_would_refuse_are_refused_first():
+    from advisor.service.request import RequestError, parse_request
+
+    msgs = [{"role": "user", "content": "hi"}]
+    tool = {"type": "function", "function": {"name": "get_weather"}}
+    for extra, param, why in (({"stop": ""}, "stop", "must not be empty"),
+                              ({"stop": ["x", ""]}, "stop", "must not be empty"),
+                              ({"seed": 2 ** 64}, "seed", "less than or equal to 9223372036854775807"),
+                              ({"tools": [tool, tool]}, "tools", "'get_weather' more than once"),
+                              ({"tools": [{"type": "function", "function": {"name": "get weather"}}]},
+                               "tools.0.function.name", "should match pattern")):
+        with pytest.raises(RequestError, match=why) as err:
+            parse_request({"model": "auto", "messages": msgs, **extra}, {})
+        assert err.value.status == 400 and err.value.param == param
+    for header in ("inf", "nan", "-inf"):  # a header's text parses to a float: a finite one only
+        with pytest.raises(RequestError, match="finite number") as err:
+            parse_request({"model": "auto", "messages": msgs}, {"x-advisor-value-usd": header})
+        assert err.value.param == "x-advisor-value-usd"
+    assert parse_request({"model": "auto", "messages": msgs, "seed": -2 ** 63, "stop": ["x"]}, {}).seed == -2 ** 63
+
+
 def test_tool_calls_round_trip_through_each_format():
     from advisor.agent.chat import parse_default
     from advisor.ladder import load_ladder

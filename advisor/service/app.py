@@ -1,6 +1,6 @@
 """The ASGI app (Starlette): OpenAI-compatible chat completions, models, health, readiness and metrics.
 
-Routes: ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz`` (process up), ``GET /readyz``
+Routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /healthz`` (process up), ``GET /readyz``
 (router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors use OpenAI's shape
 ``{"error": {"message", "type", "param", "code"}}``. Response headers say what happened (``x-advisor-*``,
 see docs/service.md). Run it with uvicorn through ``advisor serve``; `create_app(settings)` builds it.
@@ -16,8 +16,9 @@ from typing import Any
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response
 
+from advisor.errors import did_you_mean
 from advisor.service.dispatch import decide, records, run_with_deadline
-from advisor.service.request import RequestError, parse_request
+from advisor.service.request import RequestError, decode_body, parse_request
 from advisor.store import now as _now
 
 
@@ -76,7 +77,7 @@ def create_app(settings=None):
         pin(state["rt"])  # one router for the whole request, even across a hot reload
         return await chat_completions(state["rt"], request)
 
-    async def models(request):
+    def model_cards() -> list[dict[str, Any]]:
         rt = state["rt"]
         created = int(time.time())
         data = [{"id": "auto", "object": "model", "created": created, "owned_by": "advisor",
@@ -92,7 +93,20 @@ def create_app(settings=None):
             data.append({"id": MODEL_ID, "object": "model", "created": created, "owned_by": "advisor",
                          "advisor": {"policy": "orchestrator", "hf_id": orch.hf_id, "triton_model": orch.triton_model,
                                      "simulated": rt.simulated(orch.name)}})
-        return _json({"object": "list", "data": data})
+        return data
+
+    async def models(request):
+        return _json({"object": "list", "data": model_cards()})
+
+    async def model(request):  # GET /v1/models/{id}: what the openai client's `models.retrieve` asks
+        cards = model_cards()
+        wanted = request.path_params["model"]
+        card = next((c for c in cards if c["id"] == wanted), None)
+        if card is None:
+            ids = [c["id"] for c in cards]
+            return _error(404, f"the model {wanted!r} does not exist.{did_you_mean(wanted, ids)}", param="model",
+                          code="model_not_found")
+        return _json(card)
 
     async def healthz(request):
         return _json({"status": "ok"})
@@ -107,6 +121,7 @@ def create_app(settings=None):
         return Response(body, media_type=ctype)
 
     routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"]),
+              Route("/v1/models/{model}", model, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"])]
 
@@ -143,10 +158,7 @@ async def _read_body(rt, request) -> Any:
         if len(body) > limit:
             raise RequestError(f"request body is larger than the limit of {limit} bytes", status=413,
                                code="body_too_large")
-    try:
-        return json.loads(body)
-    except ValueError as exc:
-        raise RequestError(f"the request body is not JSON ({exc})", code="invalid_json") from None
+    return decode_body(body)
 
 
 def _check_bounds(rt, req) -> None:

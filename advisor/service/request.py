@@ -11,6 +11,8 @@ object (or ``x-advisor-*`` request headers; the body wins):
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,7 +30,7 @@ class RequestError(AdvisorError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # "inf" in a header is no number either
 
 
 class FunctionCall(_Strict):
@@ -64,7 +66,7 @@ class Message(_Strict):
 
 
 class FunctionDef(_Strict):
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")  #: OpenAI's rule for function names
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool | None = None
@@ -108,7 +110,7 @@ class ChatRequest(_Strict):
     tools: list[Tool] | None = None
     tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
     user: str | None = None
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-2 ** 63, le=2 ** 63 - 1)  #: a 64-bit integer, as vLLM and OpenAI take
     n: Literal[1] | None = None
     advisor: AdvisorPrefs | None = None
 
@@ -128,6 +130,54 @@ class ChatRequest(_Strict):
 HEADERS = {"x-advisor-class": "class", "x-advisor-rungs": "rungs", "x-advisor-self-hosted-only": "self_hosted_only",
            "x-advisor-max-latency-s": "max_latency_s", "x-advisor-target": "target",
            "x-advisor-value-usd": "value_usd", "x-advisor-max-cost-usd": "max_cost_usd"}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value: numbers must be finite")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")  #: ``\ud800``..``\udfff`` written in the JSON
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def decode_body(raw: bytes) -> Any:
+    """The request body as JSON (RequestError 400 otherwise): UTF-8, as RFC 8259 asks, without NaN or Infinity
+    (Python's extension of JSON), and no lone UTF-16 surrogate in a string (``"\\ud800"`` decodes to a character
+    no UTF-8 can carry: the prompt could not reach a rung)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"the request body is not UTF-8 ({exc})", code="invalid_json") from None
+    try:
+        body = _DECODER.decode(text)
+    except ValueError as exc:
+        raise RequestError(f"the request body is not JSON ({exc})", code="invalid_json") from None
+    if _SURROGATE_ESCAPE.search(raw):  # rare: look for a surrogate that was not half of a pair
+        where = _lone_surrogate(body)
+        if where is not None:  # (a key can hold the surrogate: the name is escaped to be printable)
+            param = ".".join(map(str, where)).encode("utf-8", "backslashreplace").decode("utf-8") or None
+            raise RequestError(f"invalid {param or 'body'!r}: a lone UTF-16 surrogate (\\ud800 to \\udfff) is "
+                               f"not a character: escape the character whole or send it as UTF-8", param=param,
+                               code="invalid_value")
+    return body
+
+
+def _lone_surrogate(value: Any, where: tuple = ()) -> tuple | None:
+    """Where in a decoded JSON value a string (or a key) holds a lone surrogate, or None."""
+    if isinstance(value, str):
+        return where if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = where + (key,) if _SURROGATE.search(key) else _lone_surrogate(item, where + (key,))
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _lone_surrogate(item, where + (i,))
+            if found is not None:
+                return found
+    return None
 
 
 def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
@@ -160,16 +210,23 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
 
 
 def _checked(req: ChatRequest) -> ChatRequest:
-    """`req`, if its fields agree with each other (RequestError 400 otherwise): stream_options needs stream, and
+    """`req`, if its fields agree with each other (RequestError 400 otherwise): stream_options needs stream, no
+    stop string is empty (vLLM refuses one: every rung would fail the request), tool names are unique, and
     tool_choice is ``none``, ``auto``, ``required`` (with tools) or ``{"type": "function", "function": {"name":
     NAME}}`` naming one of its tools."""
     if req.stream_options is not None and not req.stream:
         raise RequestError("stream_options is only allowed with stream: true", param="stream_options",
                            code="invalid_value")
+    if req.stop is not None and "" in ([req.stop] if isinstance(req.stop, str) else req.stop):
+        raise RequestError("a stop string must not be empty (vLLM refuses it)", param="stop", code="invalid_value")
+    names = [t.function.name for t in req.tools or []]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise RequestError(f"the tools name the function {', '.join(map(repr, twice))} more than once: a model's call "
+                           f"could not say which it means", param="tools", code="invalid_value")
     choice = req.tool_choice
     if choice is None or choice in ("none", "auto"):
         return req
-    names = [t.function.name for t in req.tools or []]
     if not names:
         raise RequestError("tool_choice needs tools: the request has none", param="tool_choice",
                            code="invalid_value")
