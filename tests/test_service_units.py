@@ -135,7 +135,23 @@ def test_fields_a_rung_would_refuse_are_refused_first():
                               ({"seed": 2 ** 64}, "seed", "less than or equal to 9223372036854775807"),
                               ({"tools": [tool, tool]}, "tools", "'get_weather' more than once"),
                               ({"tools": [{"type": "function", "function": {"name": "get weather"}}]},
-                               "tools.0.function.name", "should match pattern")):
+                               "tools.0.function.name", "should match pattern"),
+                              ({"tools": [tool, {"type": "function", "function": {"name": "g", "parameters": {
+                                  "type": "object", "properties": {"city": {"type": "strin"}}}}}]},
+                               "tools.1.function.parameters", r"not a JSON Schema .* at \$\.properties\.city\.type"),
+                              # JSON's types as they are: no boolean as a number, no text as an integer
+                              ({"temperature": True}, "temperature", "valid number"),
+                              ({"max_tokens": "12"}, "max_tokens", "valid integer"),
+                              ({"max_tokens": 12.0}, "max_tokens", "valid integer"),
+                              ({"stream": 1}, "stream", "valid boolean"),
+                              # fields of one role on another's message
+                              ({"messages": [{"role": "tool", "content": "42"}]}, "messages.0.tool_call_id",
+                               "needs the tool_call_id"),
+                              ({"messages": [{"role": "user", "content": "x", "tool_call_id": "c1"}]},
+                               "messages.0.tool_call_id", "only a tool message"),
+                              ({"messages": [{"role": "user", "content": "x", "tool_calls": [
+                                  {"id": "c1", "function": {"name": "f"}}]}]}, "messages.0.tool_calls",
+                               "only an assistant message")):
         with pytest.raises(RequestError, match=why) as err:
             parse_request({"model": "auto", "messages": msgs, **extra}, {})
         assert err.value.status == 400 and err.value.param == param
@@ -144,6 +160,11 @@ def test_fields_a_rung_would_refuse_are_refused_first():
             parse_request({"model": "auto", "messages": msgs}, {"x-advisor-value-usd": header})
         assert err.value.param == "x-advisor-value-usd"
     assert parse_request({"model": "auto", "messages": msgs, "seed": -2 ** 63, "stop": ["x"]}, {}).seed == -2 ** 63
+    assert parse_request({"model": "auto", "messages": msgs, "temperature": 1}, {}).temperature == 1.0  # 1 is 1.0
+    # headers are text, parsed leniently; an invalid one the body overrides is not read at all
+    req = parse_request({"model": "auto", "messages": msgs, "advisor": {"target": 0.5}},
+                        {"x-advisor-target": "soon", "x-advisor-self-hosted-only": "true", "x-advisor-max-cost-usd": "1e-3"})
+    assert (req.advisor.target, req.advisor.self_hosted_only, req.advisor.max_cost_usd) == (0.5, True, 0.001)
 
 
 def test_tool_calls_round_trip_through_each_format():

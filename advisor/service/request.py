@@ -11,6 +11,7 @@ object (or ``x-advisor-*`` request headers; the body wins):
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal, Union
@@ -30,7 +31,8 @@ class RequestError(AdvisorError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # "inf" in a header is no number either
+    #: JSON's types as they are (``true`` is no number, ``"2"`` no integer), no field of its own, finite numbers
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class FunctionCall(_Strict):
@@ -126,6 +128,13 @@ class ChatRequest(_Strict):
         return out
 
 
+class _HeaderPrefs(AdvisorPrefs):
+    """The preferences as request headers give them, in text: parsed leniently ("0.5" is a number, "true" a
+    boolean), still finite."""
+
+    model_config = ConfigDict(strict=False)
+
+
 #: header -> preference field (values parsed by pydantic)
 HEADERS = {"x-advisor-class": "class", "x-advisor-rungs": "rungs", "x-advisor-self-hosted-only": "self_hosted_only",
            "x-advisor-max-latency-s": "max_latency_s", "x-advisor-target": "target",
@@ -191,22 +200,28 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
             from_headers[field] = [v.strip() for v in value.split(",") if v.strip()] if field == "rungs" else value
     given = body.get("advisor")
     in_body = given if isinstance(given, dict) else {}
+    from_headers = {f: v for f, v in from_headers.items() if f not in in_body}  # the body wins
     if from_headers and (given is None or isinstance(given, dict)):  # else validation names the body's field
-        body = {**body, "advisor": {**from_headers, **in_body}}
+        body = {**body, "advisor": {**_header_values(from_headers), **in_body}}
     try:
         return _checked(ChatRequest.model_validate(body))
     except ValidationError as exc:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
         param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
-        field = err["loc"][1] if len(err["loc"]) > 1 and err["loc"][0] == "advisor" else None
-        if field in from_headers and field not in in_body:  # the value came from a request header: name it
-            header = next(h for h, f in HEADERS.items() if f == field)
-            raise RequestError(f"invalid header {header!r}: {err['msg']}", param=header,
-                               code="invalid_value") from None
         if err["type"] == "extra_forbidden":
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+
+
+def _header_values(given: dict[str, Any]) -> dict[str, Any]:
+    """Preference fields from headers (`HEADERS`' text), parsed (RequestError 400 naming the header)."""
+    try:
+        return _HeaderPrefs.model_validate(given).model_dump(by_alias=True, exclude_unset=True)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        header = next(h for h, f in HEADERS.items() if f == err["loc"][0])
+        raise RequestError(f"invalid header {header!r}: {err['msg']}", param=header, code="invalid_value") from None
 
 
 def _checked(req: ChatRequest) -> ChatRequest:
@@ -219,11 +234,18 @@ def _checked(req: ChatRequest) -> ChatRequest:
                            code="invalid_value")
     if req.stop is not None and "" in ([req.stop] if isinstance(req.stop, str) else req.stop):
         raise RequestError("a stop string must not be empty (vLLM refuses it)", param="stop", code="invalid_value")
+    for i, message in enumerate(req.messages):
+        _check_role_fields(i, message)
     names = [t.function.name for t in req.tools or []]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise RequestError(f"the tools name the function {', '.join(map(repr, twice))} more than once: a model's call "
                            f"could not say which it means", param="tools", code="invalid_value")
+    for i, tool in enumerate(req.tools or []):
+        problem = _schema_problem(json.dumps(tool.function.parameters, sort_keys=True))
+        if problem is not None:
+            raise RequestError(f"invalid 'tools.{i}.function.parameters': not a JSON Schema ({problem})",
+                               param=f"tools.{i}.function.parameters", code="invalid_value")
     choice = req.tool_choice
     if choice is None or choice in ("none", "auto"):
         return req
@@ -240,6 +262,34 @@ def _checked(req: ChatRequest) -> ChatRequest:
             raise RequestError(f"tool_choice names the function {name!r}, which is not among the request's tools "
                                f"({', '.join(names)})", param="tool_choice", code="invalid_value")
     return req
+
+
+def _check_role_fields(i: int, message: Message) -> None:
+    """A message's fields that belong to one role: ``tool_calls`` to the assistant's, ``tool_call_id`` to a tool
+    result's, which needs it (as OpenAI's API has them)."""
+    if message.tool_calls is not None and message.role != "assistant":
+        raise RequestError(f"messages.{i}: only an assistant message has tool_calls, not a {message.role} message",
+                           param=f"messages.{i}.tool_calls", code="invalid_value")
+    if message.role == "tool" and not message.tool_call_id:
+        raise RequestError(f"messages.{i}: a tool message needs the tool_call_id of the call it answers",
+                           param=f"messages.{i}.tool_call_id", code="missing_required_parameter")
+    if message.tool_call_id is not None and message.role != "tool":
+        raise RequestError(f"messages.{i}: only a tool message has a tool_call_id, not a {message.role} message",
+                           param=f"messages.{i}.tool_call_id", code="invalid_value")
+
+
+@functools.lru_cache(maxsize=256)  # clients send the same tools with every request; a check costs about 1 ms
+def _schema_problem(schema_json: str) -> str | None:
+    """What makes a function's ``parameters`` (as canonical JSON) no valid JSON Schema, or None."""
+    import jsonschema
+    from jsonschema.validators import validator_for
+
+    schema = json.loads(schema_json)
+    try:
+        validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"{exc.message} at {exc.json_path}"
+    return None
 
 
 def forced_tool(req: ChatRequest) -> str | None:
