@@ -223,6 +223,45 @@ def test_segments_ingest_once_skip_torn_lines_and_wait_for_open_ones(tmp_path):
             ["d1", "d3"]
 
 
+def test_a_store_held_by_another_process_loses_no_record_and_says_so(tmp_path):
+    """At stop, a store another process holds cannot take the records: the error says where they wait and how
+    to move them in, and they are all there once it is free. Training a router from it names the lock."""
+    import subprocess
+    import sys
+
+    from advisor.errors import RouterError, StoreError
+    from advisor.ladder import load_ladder
+    from advisor.service.launch import ServeOptions, final_ingest, train_from_store
+    from advisor.service.recording import SegmentWriter
+    from advisor.store import Store, now
+
+    store_path, spool = tmp_path / "s.duckdb", tmp_path / "s.duckdb.live"
+    Store.open(store_path).close()
+    writer = SegmentWriter(spool, "w1")
+    writer.write([{"record": "decision", "decision_id": "d1", "created_at": now(), "request_hash": "h",
+                   "policy": "p", "mode": "single", "chosen_rung": "r", "status": "ok"}])
+    writer.close()
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                               "print('held', flush=True); time.sleep(120)", str(store_path)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError) as err:
+            final_ingest(spool, ServeOptions(store_path=store_path))
+        message = str(err.value)
+        assert "the store is in use" in message and "Nothing is lost" in message and str(spool) in message
+        assert f"`advisor store ingest --store {store_path}`" in message
+        assert len(list(spool.glob("*.jsonl"))) == 1, "the segment waits in the spool"
+        with pytest.raises(RouterError, match="the store is in use") as err:
+            train_from_store(store_path, load_ladder(REPO / "ladders" / "demo.yaml"))
+        assert "--router FILE" in str(err.value) and "run `advisor probe` first" not in str(err.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert final_ingest(spool, ServeOptions(store_path=store_path))["decisions"] == 1
+    assert not list(spool.glob("*.jsonl"))
+
+
 def _dead_pid() -> int:
     pid = 999_999
     while True:

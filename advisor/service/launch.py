@@ -74,9 +74,12 @@ def train_from_store(store_path: Path, ladder):
     try:
         with Store.open(store_path, read_only=True) as store:
             data = training_data_from_store(store, ladder_name=ladder.name)
-    except (RouterError, StoreError) as exc:
+    except RouterError as exc:
         raise RouterError(f"no router to serve: pass --router FILE, or run `advisor probe` first so that one can "
                           f"be trained from {store_path} ({exc})") from None
+    except StoreError as exc:  # no store there, or another process holds it: its own message says which
+        raise RouterError(f"no router to serve: pass --router FILE, or let `advisor serve` train one from the "
+                          f"store when it can be read: {exc}") from None
     return fit_router(data, folds=min(5, max(2, len(set(data.groups)) // 2)))
 
 
@@ -136,9 +139,21 @@ def serve(options: ServeOptions) -> None:
                 for t in threads:
                     t.join(timeout=10)
                 os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    counts = ingest_now(spool, options.store_path)
+    counts = final_ingest(spool, options)
     echo(f"stopped; {counts['decisions']} decisions and {counts['attempts']} attempts ingested into "
          f"{options.store_path}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+
+
+def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:
+    """The ingest once the workers have stopped; when the store cannot take the records (another process holds
+    it), a StoreError that says where they wait and how to move them in: nothing is lost."""
+    try:
+        return ingest_now(spool, options.store_path)
+    except StoreError as exc:
+        command = f"advisor store ingest --store {options.store_path}" + (f" --spool {spool}" if options.spool else "")
+        raise StoreError(f"stopped, but the records could not be moved into the store: {exc}. Nothing is lost: "
+                         f"they wait in {spool}, and `{command}` moves them in (so does the next `advisor serve` "
+                         f"on this store)") from None
 
 
 def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
