@@ -335,3 +335,34 @@ def test_the_example_config_is_the_documented_one_and_loads_on_the_demo_ladder(t
     with pytest.raises(ConfigError, match=r"judged.yaml:5: classes.prose.verifier.judge: ladder 'demo' has no "
                                           r"roles.judge"):
         load_config(judged, load_ladder(REPO / "ladders" / "demo.yaml"))
+
+
+def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
+    """Whatever the promoted pointer holds (damaged JSON, an artifact that is no path, a missing artifact), the
+    reload fails once per distinct error, is counted, and the worker keeps serving the router it has. `check`
+    never raises: an exception would end the watcher task, and with it every later reload of this worker."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from advisor.router.promotion import POINTER_FORMAT
+    from advisor.service.reload import check
+
+    class Count:
+        def __init__(self):
+            self.n = {}
+
+        def labels(self, result):
+            return SimpleNamespace(inc=lambda: self.n.__setitem__(result, self.n.get(result, 0) + 1))
+
+    pointer = tmp_path / "promoted.json"
+    serving = SimpleNamespace(pointer=str(pointer), sha256="old", version="v1")
+    rt = SimpleNamespace(serving=serving, ladder=None, metrics=SimpleNamespace(reloads=Count()))
+    bodies = ["{not json", json.dumps({"format": POINTER_FORMAT, "artifact": 5, "sha256": "new"}),
+              json.dumps({"format": POINTER_FORMAT, "artifact": "gone.json", "sha256": "new"})]
+    for body in bodies:
+        pointer.write_text(body)
+        assert asyncio.run(check(rt)) is False and asyncio.run(check(rt)) is False
+        assert rt.serving is serving
+    assert rt.metrics.reloads.n == {"failed": 3}, "each distinct failure counted once"
+    err = capsys.readouterr().err
+    assert err.count("router reload failed (still serving v1)") == 3 and "TypeError" in err

@@ -96,10 +96,11 @@ async def check(rt) -> bool:
         if info.get("sha256") == rt.serving.sha256:
             return False
         new = await asyncio.to_thread(load_serving, pointer, rt.ladder)
-    except AdvisorError as exc:
-        if getattr(rt, "_reload_error", None) != str(exc):
-            rt._reload_error = str(exc)
-            print(f"router reload failed (still serving {rt.serving.version}): {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - whatever the pointer holds, the watcher must live on
+        why = str(exc) if isinstance(exc, AdvisorError) else f"{type(exc).__name__}: {exc}"
+        if getattr(rt, "_reload_error", None) != why:
+            rt._reload_error = why
+            print(f"router reload failed (still serving {rt.serving.version}): {why}", file=sys.stderr)
             rt.metrics.reloads.labels("failed").inc()
         return False
     rt._reload_error = None
