@@ -30,6 +30,18 @@ def test_config_errors_name_file_key_and_line(tmp_path):
     bad.write_text("version: 1\nclasses:\n  a: {verifier: nonee}\n")
     with pytest.raises(ConfigError, match=r"s.yaml:3: classes.a.verifier: .*'nonee' is not a verifier: write `none`"):
         load_config(bad)
+    # what a suite's loader refuses in a check is refused here too, and a policy the registry lacks
+    bad.write_text("version: 1\nclasses:\n  a:\n    verifier:\n      checks:\n        - {type: regex, pattern: 'a(b'}\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:6: classes.a.verifier.checks.0: .*pattern: invalid regex"):
+        load_config(bad)
+    bad.write_text("version: 1\nclasses:\n  a:\n    verifier:\n      checks:\n"
+                   "        - {type: json_schema, schema: {type: objec}}\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:6: classes.a.verifier.checks.0: .*schema: not a JSON Schema"):
+        load_config(bad)
+    bad.write_text("version: 1\nrouting:\n  policy: routr\n")
+    with pytest.raises(ConfigError, match=r"s.yaml:3: routing.policy: .*unknown routing policy 'routr'.*Did you mean "
+                                          r"'router'"):
+        load_config(bad)
     bad.write_text("version: 2\n")
     with pytest.raises(ConfigError, match="version 2"):
         load_config(bad)

@@ -57,6 +57,16 @@ class JsonSchemaCheck(CheckSpec):
     target: str = "final"
     schema_: dict[str, Any] = Field(alias="schema")
 
+    def problems(self, known_tools=None):
+        """The schema is a JSON Schema (of the draft its ``$schema`` names, else the latest)."""
+        import jsonschema
+        from jsonschema.validators import validator_for
+
+        try:
+            validator_for(self.schema_).check_schema(self.schema_)
+        except jsonschema.SchemaError as exc:
+            yield ("schema",), f"not a JSON Schema: {exc.message} at {exc.json_path}"
+
 
 class JsonEqualsCheck(CheckSpec):
     """The target parses as JSON and the value at `path` (dotted; empty = whole document) equals `value`."""

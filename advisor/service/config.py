@@ -43,6 +43,8 @@ def _reply_check(value: Any) -> CheckSpec:
     if spec.type not in REPLY_CHECKS:
         raise ValueError(f"check type {spec.type!r} does not apply to a reply; use one of {', '.join(REPLY_CHECKS)} "
                          "(or a judge verifier)")
+    for where, problem in spec.problems(None):  # what the suite loader checks too: a pattern that compiles, ...
+        raise ValueError(f"{'.'.join(where)}: {problem}")
     return spec
 
 
@@ -116,6 +118,20 @@ class RoutingConfig(_Strict):
                                "class_floor, threshold, cascade, always, ...); default: the artifact's choice.")
 
     target: float = Field(default=0.0, ge=0, le=1, description="Minimum P(usable) of the delivered answer.")
+
+    @field_validator("policy")
+    @classmethod
+    def _known(cls, value: str | None) -> str | None:
+        if value is not None:
+            from advisor.registry import UnknownNameError
+            from advisor.router.policies import POLICIES
+
+            try:
+                POLICIES.get(value)
+            except UnknownNameError as exc:  # a KeyError: as a ValueError it is named with file, key and line
+                raise ValueError(exc.args[0]) from None
+        return value
+
     max_chain: int = Field(default=3, ge=1, description="At most this many rungs in an escalation chain.")
     order: Literal["ladder", "probability"] = "ladder"
 
