@@ -99,7 +99,8 @@ def serve(options: ServeOptions) -> None:
     ladder = load_ladder(ladder_path)
     from advisor.service.calibration import service_rates
 
-    rates, lines = service_rates(load_config(options.config_path, ladder), options.store_path)  # config errors now
+    config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
+    rates, lines = service_rates(config, options.store_path)
     for line in lines:
         echo(line)
     keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
@@ -133,7 +134,7 @@ def serve(options: ServeOptions) -> None:
             for t in threads:
                 t.start()
             try:
-                _run_uvicorn(options, port, load_config(options.config_path, ladder).limits.deadline_s)
+                _run_uvicorn(options, port, config.limits.deadline_s)
             finally:
                 stop.set()
                 for t in threads:
