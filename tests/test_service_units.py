@@ -177,6 +177,12 @@ def test_fields_a_rung_would_refuse_are_refused_first():
     req = parse_request({"model": "auto", "messages": msgs, "advisor": {"target": 0.5}},
                         {"x-advisor-target": "soon", "x-advisor-self-hosted-only": "true", "x-advisor-max-cost-usd": "1e-3"})
     assert (req.advisor.target, req.advisor.self_hosted_only, req.advisor.max_cost_usd) == (0.5, True, 0.001)
+    # header bytes arrive decoded as Latin-1 (ASGI): a UTF-8 class name is read as the client wrote it
+    latin1 = "extracción".encode("utf-8").decode("latin-1")
+    assert parse_request({"model": "auto", "messages": msgs}, {"x-advisor-class": latin1}).advisor.task_class == \
+        "extracción"
+    assert parse_request({"model": "auto", "messages": msgs}, {"x-advisor-class": "caf\xe9"}).advisor.task_class == \
+        "caf\xe9", "Latin-1 bytes that are no UTF-8 stay as they were decoded"
 
 
 def test_tool_calls_round_trip_through_each_format():

@@ -197,6 +197,7 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     for header, value in headers.items():  # one pass (a `header in headers` test scans Starlette's list each time)
         field = HEADERS.get(header) if header.startswith("x-advisor-") else None
         if field is not None and field not in from_headers:  # the first of repeated headers, as headers[h] gives
+            value = _utf8(value)
             from_headers[field] = [v.strip() for v in value.split(",") if v.strip()] if field == "rungs" else value
     given = body.get("advisor")
     in_body = given if isinstance(given, dict) else {}
@@ -212,6 +213,17 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+
+
+def _utf8(value: str) -> str:
+    """A header's text as the client wrote it: ASGI servers decode header bytes as Latin-1, so a UTF-8 class name
+    ("extracción") arrives as mojibake; bytes that are no UTF-8 stay as decoded."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return value
 
 
 def _header_values(given: dict[str, Any]) -> dict[str, Any]:
