@@ -317,6 +317,14 @@ def test_keys_bounds_and_unsupported_fields(service):
     lone = httpx.post(service.base + "/v1/chat/completions", content=raw, timeout=30,
                       headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"})
     assert lone.status_code == 400 and lone.json()["error"]["param"] == "messages.0.content"
+    # a class name no header can carry as it is comes back percent-encoded (it was a 500 once the work was done)
+    from urllib.parse import unquote
+
+    for name in ("分类", "a\r\nx-injected: 1"):
+        reply, headers = _chat(service.client(), model="auto", messages=msgs, extra_body={"advisor": {"class": name}})
+        assert unquote(headers["x-advisor-class"]) == name and "x-injected" not in headers
+        decision, _ = service.records(headers["x-advisor-decision-id"])
+        assert decision["task_class"] == name, "the store keeps the class as it was sent"
 
 
 def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escalation_task):

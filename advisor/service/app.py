@@ -1,9 +1,9 @@
 """The ASGI app (Starlette): OpenAI-compatible chat completions, models, health, readiness and metrics.
 
-Routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /healthz`` (process up), ``GET /readyz``
-(router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors use OpenAI's shape
-``{"error": {"message", "type", "param", "code"}}``. Response headers say what happened (``x-advisor-*``,
-see docs/service.md). Run it with uvicorn through ``advisor serve``; `create_app(settings)` builds it.
+Routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /healthz`` (process
+up), ``GET /readyz`` (router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors
+use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``. Response headers say what happened
+(``x-advisor-*``, see docs/service.md). Run it with uvicorn through ``advisor serve``; `create_app(settings)` builds it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import os
 import time
 from typing import Any
+from urllib.parse import quote
 
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response
@@ -217,7 +218,8 @@ def headers_of(rt, out) -> dict[str, str]:
     plan = out.plan
     h = {"x-advisor-decision-id": plan.decision_id, "x-advisor-chain": ",".join(plan.chain),
          "x-advisor-attempts": str(len(out.attempts)), "x-advisor-policy": plan.policy,
-         "x-advisor-class": plan.task_class or "", "x-advisor-class-source": plan.class_source,
+         "x-advisor-class": header_text(plan.task_class or ""),
+         "x-advisor-class-source": header_text(plan.class_source),
          "x-advisor-verdict": out.verdict,
          "x-advisor-failovers": str(sum(a.failover for a in out.attempts))}
     if plan.p_usable is not None:
@@ -227,6 +229,16 @@ def headers_of(rt, out) -> dict[str, str]:
     if any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0])):
         h["x-advisor-simulated"] = "true"
     return h
+
+
+def header_text(value: str) -> str:
+    """A value the request chose (a class name, a rule's pattern) as a header can carry it: printable ASCII as it
+    is, anything else (non-ASCII, a line break) and ``%`` percent-encoded as UTF-8 (`urllib.parse.unquote` reads
+    it back). Unencoded, a class such as "分类" failed the finished request with a 500 (headers are Latin-1) and a
+    line break would have been refused by the server."""
+    if value.isascii() and value.isprintable() and "%" not in value:
+        return value
+    return quote(value, safe="".join(c for c in map(chr, range(0x20, 0x7F)) if c != "%"))
 
 
 def usage_of(rt, out) -> dict[str, Any]:
