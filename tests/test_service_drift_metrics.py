@@ -118,6 +118,7 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
             return SimpleNamespace(accepted=True, detail="accepted: fake", cost_usd=0.0)
 
     metrics = Metrics()
+    metrics.set_reference(_Model())  # class "a" is known: it keeps its own label
     rt = SimpleNamespace(ladder=ladder, rungs={r.name: r for r in ladder.rungs}, config=load_config(None, ladder),
                          metrics=metrics, simulated=lambda name: True, client_for=lambda model: Client())
     req = parse_request({"model": "orchestrator", "messages": [{"role": "user", "content": "Refund window?"}]}, {})
@@ -136,3 +137,20 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
         assert f'advisor_cost_usd_total{{rung="{rung}",simulated="true"}}' in text
     g = _gauges(text)
     assert _value(g, "advisor_drift_live_accept_rate", "a", expert.name) == 1.0
+
+
+def test_classes_clients_invent_share_one_label():
+    """The class is the client's word: a class neither the config nor the router knows is counted as "other",
+    so that invented names cannot grow the series without bound; known classes keep their own label."""
+    m = Metrics()
+    m.set_reference(_Model(), config_classes=["extraction"])
+    for i in range(50):
+        m.count_result("small", f"made-up-{i}", "rejected", True)
+    m.count_result("small", "extraction", "accepted", True)
+    m.count_result("small", "a", "accepted", True)  # known from the router's training stats
+    m.count_result("small", None, "accepted", True)
+    text = m.render()[0].decode()
+    labels = {line.split('task_class="')[1].split('"')[0] for line in text.splitlines()
+              if line.startswith("advisor_verifier_verdicts_total{")}
+    assert labels == {"other", "extraction", "a", ""}
+    assert 'advisor_verifier_verdicts_total{task_class="other",verdict="rejected"} 50.0' in text

@@ -266,11 +266,11 @@ def record_later(rt, out, key, started: float, started_at):
     attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
     m = rt.metrics
-    m.child(m.requests, out.rung or "", out.plan.task_class or "", outcome,
-            "true" if out.rung and rt.simulated(out.rung) else "false").inc()
+    label = m.class_label(out.plan.task_class)
+    m.child(m.requests, out.rung or "", label, outcome, "true" if out.rung and rt.simulated(out.rung) else "false").inc()
     m.request_seconds.observe(latency)
     if out.plan.p_usable is not None and out.plan.mode != "pinned":
-        m.child(m.predicted, out.plan.task_class or "").inc(out.plan.p_usable)
+        m.child(m.predicted, label).inc(out.plan.p_usable)
 
     def write_rows() -> list[dict]:
         rows = records(rt, out, key, started_at, latency, attempts_at)

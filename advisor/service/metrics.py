@@ -64,6 +64,16 @@ class Metrics:
         self.in_flight = Gauge("advisor_in_flight_requests", "Chat requests in flight.", registry=reg, **kwargs)
 
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        #: the classes that get a label of their own (`class_label`): the config's and the serving router's
+        self.known_classes: frozenset[str] = frozenset()
+
+    def class_label(self, task_class: str | None) -> str:
+        """The ``task_class`` label of a request's class: a known class as it is, none as "", any other as
+        "other". Clients name the class, and a series per name they invent would grow without bound in every
+        worker (and in the multiprocess files); the store keeps the class as sent."""
+        if not task_class:
+            return ""
+        return task_class if task_class in self.known_classes else "other"
 
     def child(self, metric, *values: str):
         """``metric.labels(*values)``, cached: `labels` checks the values and takes a lock on every call, and a
@@ -90,12 +100,17 @@ class Metrics:
         s = sim(simulated)
         self.child(self.attempts, rung, result, s).inc()
         if result in ("accepted", "rejected"):
-            self.child(self.verdicts, task_class or "", result).inc()
-            self.child(self.rung_verdicts, task_class or "", rung, result, s).inc()
+            label = self.class_label(task_class)
+            self.child(self.verdicts, label, result).inc()
+            self.child(self.rung_verdicts, label, rung, result, s).inc()
 
-    def set_reference(self, model) -> None:
-        """Take the drift gauges' reference rates from the serving router (at start and on every reload)."""
+    def set_reference(self, model, config_classes=()) -> None:
+        """Take the drift gauges' reference rates and the known classes from the serving router and the service
+        config (at start and on every reload)."""
         self.reference = reference_rates(model)
+        router_classes = getattr(getattr(model, "featurizer", None), "classes", ())
+        self.known_classes = frozenset(config_classes) | frozenset(router_classes) | \
+            frozenset(cls for cls, _ in self.reference)
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the exposition text (summed over workers in multiprocess mode), with the

@@ -107,7 +107,7 @@ async def check(rt) -> bool:
     rt.serving = new  # one reference: requests already running keep the router they pinned
     rt.metrics.reloads.labels("ok").inc()
     rt.metrics.router_info.labels(new.version).set(1)
-    rt.metrics.set_reference(new.model)
+    rt.metrics.set_reference(new.model, rt.config.classes)
     return True
 
 

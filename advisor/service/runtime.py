@@ -67,10 +67,6 @@ class Runtime:
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"
         self.writer = SegmentWriter(settings.spool, self.worker)
-        if self.config.routing.policy is not None:
-            from advisor.router.policies import POLICIES
-
-            POLICIES.get(self.config.routing.policy)  # UnknownNameError with did-you-mean, at start
         self.policy_name = self.config.routing.policy
         self._clients: dict[str, Any] = {}
         self._verifiers: dict[str, Any] = {}
@@ -84,7 +80,7 @@ class Runtime:
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)
-        self.metrics.set_reference(self.serving.model)
+        self.metrics.set_reference(self.serving.model, self.config.classes)
 
     @property
     def router(self):
