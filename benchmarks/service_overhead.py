@@ -60,6 +60,9 @@ only the idle servers). At concurrency 32 the one core left to Triton and the lo
 path, the floor's too, so the throughput ratios there do not read as a deployment's; the CPU budget line is
 left out.
 
+At concurrency 1 it also prints each path's most common latencies in 0.25 ms bins (`bins_line`): on the
+stand-in rung they come in steps of 1 ms, which a p50 moves by.
+
 For each service (not the floor app), the mean wall time of its routing decisions in the worker at each
 concurrency is read from its own `/metrics` (`advisor_routing_decision_seconds`, sum over count, before and
 after that concurrency's rounds).
@@ -282,6 +285,21 @@ def paired_line(c: int, path: str, runs, direct_runs) -> str:
             f" {sum(a <= 2.0 for a in added)}/{n} rounds <= 2 ms")
 
 
+def bins_line(c: int, path: str, latencies: list[float], width_ms: float = 0.25, top: int = 3) -> str:
+    """The most common latencies of a path, in bins of `width_ms`: how the requests' latencies are spread.
+
+    At concurrency 1 the stand-in path's latencies come in steps of a whole millisecond on this machine (a timed
+    wait somewhere in tritonserver/PyTriton's path, not located; the direct path's too), so a p50 moves by steps
+    of about 1 ms, and a p50 added reads as the number of steps a path falls behind, not as a continuous cost."""
+    counts: dict[float, int] = {}
+    for x in latencies:
+        b = round(x * 1e3 / width_ms) * width_ms
+        counts[b] = counts.get(b, 0) + 1
+    common = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    return (f"c={c:<3} {path} latencies by {width_ms} ms bin (top {top}): "
+            + ", ".join(f"{b:.2f} ms {n / len(latencies):.0%}" for b, n in common))
+
+
 def cpu_budget_line(c: int, cpu: dict[str, dict[str, float]], goal: float = 0.85) -> str:
     """What the throughput goal leaves the server, if the machine's cores are the limit (every process of the
     benchmark shares them): the throughput ratio of a path is then about the direct path's CPU per request
@@ -397,6 +415,9 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
+        if c == 1:
+            for path in row:
+                print("  " + bins_line(c, path, [x for _, ls, _ in results[(path, c)] for x in ls]))
         for path in row:
             if (path, c) in decisions:
                 print(f"  c={c:<3} {path} routing decision in the worker (advisor_routing_decision_seconds, "

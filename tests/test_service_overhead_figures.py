@@ -36,6 +36,12 @@ def test_cpu_budget_line_gives_what_the_goal_leaves_the_server(bench):
     assert "service 0.87 (uses 1.60)" in line and "floor 1.07 (uses 1.00)" in line
 
 
+def test_bins_line_names_the_most_common_latencies(bench):
+    latencies = [0.003] * 70 + [0.0041] * 20 + [0.00502] * 9 + [0.0031] * 1  # 3.1 ms falls in the 3.00 bin
+    line = bench.bins_line(1, "direct", latencies)
+    assert line.endswith("(top 3): 3.00 ms 71%, 4.00 ms 20%, 5.00 ms 9%")
+
+
 def test_process_tree_finds_descendants_and_pin_tree_binds_them(bench):
     import os
     import subprocess
