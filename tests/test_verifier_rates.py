@@ -121,7 +121,8 @@ def test_the_service_uses_measured_rates_and_the_config_as_fallback(probed, caps
     assert served["narrow"].source in ("measured", "partly measured")
     assert any(ln.startswith(("verifier rates of class 'narrow': measured",
                               "verifier rates of class 'narrow': partly measured")) for ln in lines)
-    assert any("class 'unprobed': config" in ln for ln in lines)
+    assert ("verifier rates of class 'unprobed': config: false accept 0.11 / false reject 0.12 (not measured for "
+            "this verifier)") in lines
     # `router train --live` labels live attempts with the same rates
     from advisor.router.live import verifier_rates
 

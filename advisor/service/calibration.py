@@ -169,7 +169,7 @@ def policy_rates(config, store=None) -> dict[str, PolicyRates]:
     out = {}
     for name, v in vcfgs.items():
         pooled = next((r for r in latest.get(name, []) if r["rung"] == POOLED), None)
-        stated = f"config false accept {v.false_accept:g} / false reject {v.false_reject:g}"
+        stated = f"false accept {v.false_accept:g} / false reject {v.false_reject:g}"
         if pooled is None:
             out[name] = PolicyRates(Verifier(v.false_accept, v.false_reject), "config",
                                     f"{stated} (not measured for this verifier)")
