@@ -93,6 +93,11 @@ def test_unsupported_fields_and_header_preferences():
     assert req.advisor.target == 0.5, "the body wins over headers"
     assert parse_request({"model": "auto", "messages": msgs, "stop": "x", "seed": 3}, {}).sampling() == \
         {"seed": 3, "stop": ["x"]}
+    assert parse_request({"model": "auto", "messages": msgs, "presence_penalty": 0.5, "frequency_penalty": -1},
+                         {}).sampling() == {"presence_penalty": 0.5, "frequency_penalty": -1}
+    with pytest.raises(RequestError, match="'frequency_penalty'") as err:
+        parse_request({"model": "auto", "messages": msgs, "frequency_penalty": 2.5}, {})
+    assert err.value.param == "frequency_penalty"
     assert parse_request({"model": "auto", "messages": [{"role": "user", "content": [
         {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}, {}).messages[0].text() == "ab"
     # inside a union (content: a string or a list of parts) the error names the branch the input went into

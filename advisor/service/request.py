@@ -1,7 +1,7 @@
 """The chat-completions request as the service accepts it, and the user's routing preferences.
 
 Accepted OpenAI fields: model, messages, max_tokens / max_completion_tokens, temperature, top_p, stop,
-stream, stream_options, tools, tool_choice, user, seed, n (1 only). Anything else is rejected with a 400 in
+stream, stream_options, tools, tool_choice, user, seed, presence_penalty, frequency_penalty, n (1 only). Anything else is rejected with a 400 in
 OpenAI's error shape naming the field, never silently dropped. advisor's own extension is the ``advisor``
 object (or ``x-advisor-*`` request headers; the body wins):
 
@@ -113,13 +113,15 @@ class ChatRequest(_Strict):
     tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
     user: str | None = None
     seed: int | None = Field(default=None, ge=-2 ** 63, le=2 ** 63 - 1)  #: a 64-bit integer, as vLLM and OpenAI take
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)  #: vLLM's SamplingParams take both as named
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
     n: Literal[1] | None = None
     advisor: AdvisorPrefs | None = None
 
     def sampling(self) -> dict[str, Any]:
         """vLLM sampling parameters from the OpenAI fields."""
         out: dict[str, Any] = {}
-        for key in ("temperature", "top_p", "seed"):
+        for key in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
