@@ -50,7 +50,9 @@ def test_process_tree_finds_descendants_and_pin_tree_binds_them(bench):
     child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 5
-        while len(bench.process_tree(child.pid)) < 2 and time.monotonic() < deadline:
+        # until the shell's fork has run `sleep` (before its exec the child is a second `sh`)
+        while (sorted(name for _, name in bench.cpu_by_process(child.pid)) != ["sh", "sleep"]
+               and time.monotonic() < deadline):
             time.sleep(0.05)
         tree = bench.process_tree(child.pid)
         assert child.pid in tree and len(tree) == 2  # the shell and its sleep
