@@ -289,13 +289,12 @@ def bins_line(c: int, path: str, latencies: list[float], width_ms: float = 0.25,
     """The most common latencies of a path, in bins of `width_ms`: how the requests' latencies are spread.
 
     At concurrency 1 the stand-in path's latencies come in steps of a whole millisecond on this machine (a timed
-    wait somewhere in tritonserver/PyTriton's path, not located; the direct path's too), so a p50 moves by steps
-    of about 1 ms, and a p50 added reads as the number of steps a path falls behind, not as a continuous cost."""
-    counts: dict[float, int] = {}
-    for x in latencies:
-        b = round(x * 1e3 / width_ms) * width_ms
-        counts[b] = counts.get(b, 0) + 1
-    common = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+    wait on the decoupled response's way back through the Python backend and PyTriton's proxy, not located
+    further; the direct path's too), so a p50 moves by steps of about 1 ms, and a p50 added reads as the number
+    of steps a path falls behind, not as a continuous cost."""
+    from collections import Counter
+
+    common = Counter(round(x * 1e3 / width_ms) * width_ms for x in latencies).most_common(top)
     return (f"c={c:<3} {path} latencies by {width_ms} ms bin (top {top}): "
             + ", ".join(f"{b:.2f} ms {n / len(latencies):.0%}" for b, n in common))
 
