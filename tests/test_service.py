@@ -183,7 +183,7 @@ def service(workdir, triton_server):
 def test_plain_chat_is_routed_answered_costed_and_recorded(service):
     reply, headers = _chat(service.client(), model="auto", messages=[{"role": "user", "content": "Say hello."}],
                            user="end-user-42", temperature=0.2, top_p=0.9, seed=7, presence_penalty=0.5,
-                           frequency_penalty=0.1)  # sampling fields reach the rung's sampling_parameters
+                           frequency_penalty=0.1)  # every sampling field is accepted (sampling(): test_service_units)
     assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
     assert reply.model == headers["x-advisor-rung"] in headers["x-advisor-chain"].split(",")
     assert headers["x-advisor-simulated"] == "true" and headers["x-advisor-class"] == "chat"

@@ -2,8 +2,8 @@
 
 Accepted OpenAI fields: model, messages, max_tokens / max_completion_tokens, temperature, top_p, stop,
 stream, stream_options, tools, tool_choice, user, seed, presence_penalty, frequency_penalty, n (1 only).
-Anything else is rejected with a 400 in OpenAI's error shape naming the field, never silently dropped. advisor's own extension is the ``advisor``
-object (or ``x-advisor-*`` request headers; the body wins):
+Anything else is rejected with a 400 in OpenAI's error shape naming the field, never silently dropped.
+advisor's own extension is the ``advisor`` object (or ``x-advisor-*`` request headers; the body wins):
 
     {"class": "extraction", "rungs": ["nano-30b", "super-120b"], "self_hosted_only": true,
      "max_latency_s": 2.0, "target": 0.8, "value_usd": 0.01, "max_cost_usd": 0.001}
