@@ -288,9 +288,9 @@ def paired_line(c: int, path: str, runs, direct_runs) -> str:
 def bins_line(c: int, path: str, latencies: list[float], width_ms: float = 0.25, top: int = 3) -> str:
     """The most common latencies of a path, in bins of `width_ms`: how the requests' latencies are spread.
 
-    At concurrency 1 the stand-in path's latencies come in steps of a whole millisecond on this machine (a timed
-    wait on the decoupled response's way back through the Python backend and PyTriton's proxy, not located
-    further; the direct path's too), so a p50 moves by steps of about 1 ms, and a p50 added reads as the number
+    At concurrency 1 the stand-in path's latencies come in steps of a whole millisecond on this machine (in the
+    hand-offs between tritonserver's Python backend and PyTriton's proxy, not located further; the direct path's
+    too: benchmarks/triton_cpu.py), so a p50 moves by steps of about 1 ms, and a p50 added reads as the number
     of steps a path falls behind, not as a continuous cost."""
     from collections import Counter
 
@@ -397,11 +397,11 @@ def main() -> None:
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
              *(["memoised"] if args.memoised else [])]
     for c in args.concurrency:
-        row, path_cpu = {}, {}
+        row, path_cpu, pooled = {}, {}, {}
         for path in paths:
             runs = results[(path, c)]
             rps = statistics.median(len(lat) / wall for wall, lat, _ in runs)
-            lat = [x for _, ls, _ in runs for x in ls]
+            lat = pooled[path] = [x for _, ls, _ in runs for x in ls]
             cpu = {k: statistics.median(r[2][k] / len(r[1]) * 1e3 for r in runs) for k in runs[0][2]}
             row[path], path_cpu[path] = (rps, pct(lat, .5), pct(lat, .99)), cpu
             print(f"  c={c:<3} {path:<8} {rps:7.0f} req/s  p50 {row[path][1] * 1e3:6.2f} ms  p99 "
@@ -416,7 +416,7 @@ def main() -> None:
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
         if c == 1:
             for path in row:
-                print("  " + bins_line(c, path, [x for _, ls, _ in results[(path, c)] for x in ls]))
+                print("  " + bins_line(c, path, pooled[path]))
         for path in row:
             if (path, c) in decisions:
                 print(f"  c={c:<3} {path} routing decision in the worker (advisor_routing_decision_seconds, "
