@@ -185,6 +185,7 @@ def test_plain_chat_is_routed_answered_costed_and_recorded(service):
                            user="end-user-42", temperature=0.2, top_p=0.9, seed=7, presence_penalty=0.5,
                            frequency_penalty=0.1)  # every sampling field is accepted (sampling(): test_service_units)
     assert reply.choices[0].message.content and reply.choices[0].finish_reason == "stop"
+    assert reply.choices[0].message.content.startswith(f"[SIMULATED {reply.model}] Hello")  # not the give-up line
     assert reply.model == headers["x-advisor-rung"] in headers["x-advisor-chain"].split(",")
     assert headers["x-advisor-simulated"] == "true" and headers["x-advisor-class"] == "chat"
     assert headers["x-advisor-class-source"].startswith("predicted: default_class")
@@ -204,6 +205,44 @@ def test_plain_chat_is_routed_answered_costed_and_recorded(service):
     assert [a["rung"] for a in attempts] == [reply.model] and attempts[0]["simulated"]
     assert attempts[0]["input_tokens"] == usage.prompt_tokens
     assert attempts[0]["cost_usd"] == pytest.approx(extra["cost_usd"])
+
+
+def _readme_curl() -> tuple[str, dict]:
+    """The README's `advisor serve --config ...` file and the JSON body of its curl example."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    config = re.search(r"advisor serve --config (\S+)", text).group(1)
+    body = re.search(r"curl -s localhost:8000/v1/chat/completions.*?-d '(\{.*?\})'", text, re.S).group(1)
+    return config, json.loads(body)
+
+
+def test_readme_curl_example_is_answered_on_the_demo_ladder(workdir, triton_server):
+    """The README's service example (its config, its curl body) on the demo ladder gets a labelled simulated
+    answer that does the asked-for thing, not the stand-ins' give-up line."""
+    import re
+
+    import httpx
+
+    from advisor.standin.behaviour import GIVE_UP_TEXT
+
+    config, body = _readme_curl()
+    store = workdir / "readme.duckdb"
+    shutil.copy(workdir / "probe.duckdb", store)
+    svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--keys", str(workdir / "keys.txt"),
+                   "--config", str(REPO / config), "--ingest-every", "0"], store)
+    try:
+        r = httpx.post(svc.base + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                       timeout=30)
+        assert r.status_code == 200, r.text
+        content = r.json()["choices"][0]["message"]["content"]
+        assert GIVE_UP_TEXT not in content and content.startswith(f"[SIMULATED {r.headers['x-advisor-rung']}]")
+        assert r.headers["x-advisor-simulated"] == "true" and r.headers["x-advisor-verdict"] == "accepted"
+        asked = body["messages"][-1]["content"]
+        for ident in re.findall(r"\b[A-Z]{2,}-\d+\b", asked) if "xtract" in asked else ():
+            assert ident in content  # the extraction is done, not just acknowledged
+    finally:
+        assert svc.stop() == 0, "".join(svc.lines)
 
 
 def test_streamed_chat_sends_chunks_before_the_end(service):

@@ -82,9 +82,27 @@ def test_deterministic_for_the_same_request(ladder, suite_path):
 
 def test_unknown_task_gives_up(ladder, suite_path):
     r = responder_for(ladder.rung("super-120b"), [suite_path])
-    prompt = DEFAULT.render([{"role": "system", "content": "tools"}, {"role": "user", "content": "Something else."}])
+    agent = system_prompt(format_for("qwen3_xml").render_tools(FakeEnv().specs()))  # the agent loop's prompt
+    prompt = DEFAULT.render([{"role": "system", "content": agent}, {"role": "user", "content": "Something else."}])
     g = r(prompt, {"seed": 1, "max_tokens": 200})
     assert "FINAL ANSWER:" in g.text and B.GIVE_UP_TEXT in g.text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Extract the order id from: ORD-1042 late", '[SIMULATED nano-30b] {"order_id": "ORD-1042"}'),
+    ("extract the invoice numbers from INV-7 and INV-8", '{"invoice_numbers": ["INV-7", "INV-8"]}'),
+    ("Say hello", "[SIMULATED nano-30b] Hello!"),
+    ("Summarise the release notes.", 'You asked: "Summarise the release notes."'),
+])
+def test_plain_chat_gets_a_generic_labelled_answer(ladder, suite_path, text, expected):
+    """A chat prompt that is no suite task (no agent system prompt) is answered, labelled simulated, never
+    with the give-up line; the same prompt always gets the same reply."""
+    r = responder_for(ladder.rung("nano-30b"), [suite_path])
+    prompt = DEFAULT.render([{"role": "system", "content": "You are helpful."}, {"role": "user", "content": text}],
+                            add_generation_prompt=True)
+    g = r(prompt, {"seed": 3, "max_tokens": 200})
+    assert expected in g.text and g.text.startswith("[SIMULATED nano-30b]") and B.GIVE_UP_TEXT not in g.text
+    assert g == r(prompt, {"seed": 4, "max_tokens": 200})
 
 
 def test_output_is_cut_at_max_tokens(ladder, suite_path):

@@ -3,7 +3,8 @@
 The reply is the next action of the episode plan (`advisor.standin.behaviour.make_plan`), written in the
 rung's own tool-call format, or a final answer after ``FINAL ANSWER:``. The prompt is read with the default
 chat template (stand-in rungs have no `tokenizer_path`); when it cannot be parsed that way the stand-in still
-finds the task by searching the prompt for known instructions, and starts from the first step.
+finds the task by searching the prompt for known instructions, and starts from the first step. A plain chat
+prompt about no known task gets a generic, labelled simulated reply (`advisor.standin.generic`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Sequence
 from advisor.agent.chat import parse_default
 from advisor.agent.formats import FINAL_MARKER, format_for
 from advisor.standin.behaviour import GIVE_UP_TEXT, Action, make_plan
+from advisor.standin.generic import generic_reply, is_agent_prompt
 from advisor.records import text_hash
 
 
@@ -50,6 +52,15 @@ class StandinAgent:
         first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
         return task, skill, messages[first_user + 1:]
 
+    def plain_chat(self, prompt: str) -> str | None:
+        """The last user message of a prompt that is not the agent loop's (`advisor.standin.generic`), else None."""
+        messages = parse_default(prompt)
+        system = "\n".join(m["content"] for m in messages if m["role"] == "system")
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        if not users or is_agent_prompt(system):
+            return None
+        return users[-1]
+
     def history(self, turns: list[dict[str, str]]) -> list[tuple[str, str | None, str]]:
         """Its own earlier replies parsed with its format: (kind, tool name, following observation)."""
         out = []
@@ -65,6 +76,10 @@ class StandinAgent:
     def reply(self, prompt: str, sampling: dict[str, Any]) -> str:
         """The next reply of the episode this prompt belongs to."""
         task, skill, turns = self.read(prompt)
+        if task is None:
+            chat = self.plain_chat(prompt)
+            if chat is not None:
+                return generic_reply(self.model.name, chat)
         done = self.history(turns)
         condition = "skill" if skill else "baseline"
         plan = make_plan(self.params, task, skill, sampling.get("seed"), condition)
