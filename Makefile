@@ -6,18 +6,31 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# pip -qq prints errors only: a pip config may name package folders that are missing (one warning per package)
+PIP    := $(BIN)/pip install -qq --disable-pip-version-check
+# bubblewrap (the run_python sandbox): `make probe` installs it with apt-get when it is missing and we are root;
+# INSTALL_BWRAP=no leaves the machine alone (the probe then runs the example suite without its code tasks)
+INSTALL_BWRAP ?= yes
 
-.PHONY: probe serve test test-fast setup clean
+.PHONY: probe serve test test-fast setup sandbox clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
+	@echo "setting up $(VENV): pip install -e '.[test]' (errors only; a few minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $@
+	@$(PIP) --upgrade pip
+	@$(PIP) -e '.[test]'
+	@touch $@
 
-probe: setup
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || [ "$(INSTALL_BWRAP)" != yes ] || [ "$$(id -u)" != 0 ] \
+	  || ! command -v apt-get >/dev/null 2>&1 || { echo "installing bubblewrap (apt-get) for the run_python sandbox"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+	  || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+	  || echo "could not install bubblewrap: the probe runs without the tasks that run code"; }
+
+probe: setup sandbox
 	$(BIN)/advisor probe
 
 serve: setup

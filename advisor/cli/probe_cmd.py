@@ -113,6 +113,7 @@ def probe(
         if dry_run:
             return
     err = Console(stderr=True)
+    config = _without_code_tasks(config, err)
     if allow_unsandboxed:
         from advisor.tools.sandbox import unsandboxed_line
 
@@ -171,6 +172,16 @@ def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
             f"and decide with `advisor plan --suite {suite_path}` (add --ladder for a real ladder), probe real models "
             "with --url HOST:PORT and a ladder with a judge role, select runnable tasks with --task, or pass "
             "--allow-unscored to store the unscored runs anyway")
+
+
+def _without_code_tasks(config, err):
+    """Without a sandbox the default suite runs without its code tasks: say so in one line, before any run."""
+    from advisor.probe.session import load_inputs, without_code_tasks
+
+    config, line = without_code_tasks(config, load_inputs(config)[1])
+    if line:
+        err.print(line, soft_wrap=True)
+    return config
 
 
 def _report_hook(store: Path, result, err):

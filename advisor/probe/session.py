@@ -112,7 +112,8 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
 
     planner = planner or FullGridPlanner()
     ladder, suite, _, suite_path = load_inputs(config)
-    require_sandbox(suite, config.allow_unsandboxed)  # refused before any server starts
+    config, skipped = without_code_tasks(config, suite)
+    require_sandbox(suite, config.allow_unsandboxed, config.tasks)  # refused before any server starts
     planned = planner.start(suite, ladder, config)
     with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
         def load_rows():
@@ -125,9 +126,41 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
         outcome, result = asyncio.run(_drive(planner, ladder, suite, store, urls, config, load_rows, on_result,
                                              on_wave))
         summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
-    notes = [*planner.notes(result), *(n for n in (judge_note(ladder, suite), outcome.stop_note) if n)]
+    notes = [*planner.notes(result), *(n for n in (skipped, judge_note(ladder, suite), outcome.stop_note) if n)]
     return ProbeRun(outcome, summary, ladder, suite, planned, served_by, notes=notes, already_stored=stored,
                     adaptive=result)
+
+
+def without_code_tasks(config: ProbeConfig, suite) -> tuple[ProbeConfig, str | None]:
+    """The default suite where no sandbox works: (config without the tasks that run code, one line saying so).
+
+    So that the first ``advisor probe`` on a machine without bubblewrap runs what it can instead of refusing. A
+    suite given explicitly, ``--allow-unsandboxed``, or a working bwrap: ``(config, None)``, unchanged (an
+    explicit suite that runs code is refused by `require_sandbox`, naming the fix).
+    """
+    from dataclasses import replace
+
+    from advisor.tools.sandbox import runs_code, sandbox_status
+
+    if config.suite_path is not None or config.allow_unsandboxed:
+        return config, None
+    wanted = None if config.tasks is None else set(config.tasks)
+    selected = [t for t in suite.tasks if wanted is None or t.id in wanted]
+    code = [t for t in selected if runs_code(t)]
+    if not code or len(code) == len(selected):
+        return config, None
+    bw, problem = sandbox_status()
+    if bw is not None:
+        return config, None
+    per_class: dict[str, list[int]] = {}
+    for t in selected:
+        counts = per_class.setdefault(t.task_class, [0, 0])
+        counts[0] += runs_code(t)
+        counts[1] += 1
+    where = ", ".join(f"{cls} {n}/{total}" for cls, (n, total) in sorted(per_class.items()) if n)
+    line = (f"sandbox: {problem}: skipped the {len(code)} task{'' if len(code) == 1 else 's'} that run code "
+            f"(run_python or python checks; {where}); to run them: apt-get install bubblewrap, then probe again")
+    return replace(config, tasks=[t.id for t in selected if not runs_code(t)]), line
 
 
 async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, load_rows, on_result,

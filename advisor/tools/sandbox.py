@@ -39,7 +39,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from advisor.errors import AdvisorError
 
@@ -178,17 +178,22 @@ def sandbox_mode(allow_unsandboxed: bool | None = None) -> str:
     return "unsandboxed" if allow else "refused"
 
 
-def suite_runs_code(suite) -> bool:
-    """True when some task of the suite offers run_python or has a check that runs a workspace file."""
-    return any("run_python" in t.tools or any(c.check.type == "python" for c in
-                                              (*t.instruction_following, *t.task_completion))
-               for t in suite.tasks)
+def runs_code(task) -> bool:
+    """True when the task offers run_python or has a check that runs a workspace file."""
+    return "run_python" in task.tools or any(c.check.type == "python" for c in
+                                             (*task.instruction_following, *task.task_completion))
 
 
-def require_sandbox(suite, allow_unsandboxed: bool) -> None:
-    """Before a probe: raise `SandboxUnavailable` when the suite runs code, the sandbox does not work here and
-    running unsandboxed was not allowed."""
-    if suite_runs_code(suite) and not allow_unsandboxed:
+def suite_runs_code(suite, tasks: Iterable[str] | None = None) -> bool:
+    """True when some task of the suite (of `tasks`, when given) runs code (`runs_code`)."""
+    wanted = None if tasks is None else set(tasks)
+    return any(runs_code(t) for t in suite.tasks if wanted is None or t.id in wanted)
+
+
+def require_sandbox(suite, allow_unsandboxed: bool, tasks: Iterable[str] | None = None) -> None:
+    """Before a probe: raise `SandboxUnavailable` when the suite (its `tasks`, when given) runs code, the sandbox
+    does not work here and running unsandboxed was not allowed."""
+    if suite_runs_code(suite, tasks) and not allow_unsandboxed:
         bw, problem = sandbox_status()
         if bw is None:
             raise SandboxUnavailable(refusal(problem or "no sandbox"))
