@@ -10,7 +10,7 @@ from advisor.scores import Step, Thresholds, Verifier, chain_outcome, overall_sc
 from advisor.store import RunRecord, Store
 from advisor.suite import Suite, Task, load_suite
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  #: the one version source (pyproject.toml reads it; `advisor --version` prints it)
 
 __all__ = [
     "AdvisorError", "BackendError", "ConfigError", "DataError", "RouterError", "StoreError",

@@ -10,6 +10,7 @@ import importlib
 import sys
 
 import typer
+import typer.core
 
 #: Command modules, each exposing ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES = [
@@ -30,16 +31,50 @@ COMMAND_MODULES = [
 ]
 
 
+class _Root(typer.core.TyperGroup):
+    """The root group: on-off flags take no value, so ``--help`` shows none for them (no ``<bool>``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        _flags_without_type(self)
+
+
+def _flags_without_type(cmd) -> None:
+    """Blank the type column of every flag (and of ``--help``) of `cmd` and its subcommands."""
+    from types import SimpleNamespace
+
+    help_option = cmd.get_help_option(SimpleNamespace(help_option_names=["--help"]))  # cached by the command
+    for param in [*cmd.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in (getattr(cmd, "commands", None) or {}).values():
+        _flags_without_type(sub)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from advisor import __version__
+
+        typer.echo(f"advisor {__version__}")
+        raise typer.Exit()
+
+
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print advisor's version and exit.")) -> None:
+    """Find the smallest usable agent per task class on a Triton-served ladder, report it, and route live
+    requests to the cheapest rung expected to pass the quality bar."""
+
+
 def build_app() -> typer.Typer:
     """The Typer application with every command group registered."""
     app = typer.Typer(
         name="advisor",
-        help="Find the smallest usable agent per task class on a Triton-served ladder, report it, and route "
-        "live requests to the cheapest rung expected to pass the quality bar.",
+        cls=_Root,
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,
     )
+    app.callback()(_root)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
     return app
