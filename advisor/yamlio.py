@@ -5,7 +5,8 @@ through `read_yaml`, so a malformed file always yields one `ConfigError` of the 
 ``file:line: key.path: what is wrong``. Input is bounded: text must be UTF-8 (a UTF-8 byte-order mark is
 accepted; any other encoding is refused with the byte offset of the first bad byte), a file may be at most
 `max_input_bytes` (10 MB unless ``ADVISOR_MAX_INPUT_MB`` says otherwise), and YAML aliases may be used at most
-`MAX_ALIASES` times and expand to at most `MAX_ALIAS_EXPANSION` extra nodes (a billion-laughs file fails fast).
+`MAX_ALIASES` times and expand to at most `MAX_ALIAS_EXPANSION` extra nodes (a billion-laughs file fails fast), and nesting is bounded
+(`advisor.nesting`: 100 levels unless ``ADVISOR_MAX_NESTING`` says otherwise).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from advisor.errors import ConfigError
+from advisor.nesting import max_nesting, too_deep
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -124,8 +126,30 @@ class _LineLoader(yaml.SafeLoader):
         self._aliases = 0
         self._expansion = 0
         self._weights: dict[int, int] = {}
+        self._depth = 0
+        self._heights: dict[int, int] = {}
+        self._max_depth = max_nesting()
 
     def compose_node(self, parent, index):
+        """Compose one node, refusing nesting deeper than the limit (aliased nodes counted at their full height)."""
+        mark = self.peek_event().start_mark
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                raise ConfigError(too_deep(f"{self.name}:{mark.line + 1}", "YAML", self._max_depth))
+            node = self._compose_counted(parent, index)
+        finally:
+            self._depth -= 1
+        height = self._heights.get(id(node))
+        if height is None:
+            children = node.value if isinstance(node, yaml.SequenceNode) else (
+                [n for kv in node.value for n in kv] if isinstance(node, yaml.MappingNode) else [])
+            height = self._heights[id(node)] = 1 + max((self._heights.get(id(c), 1) for c in children), default=0)
+        if self._depth + height > self._max_depth:
+            raise ConfigError(too_deep(f"{self.name}:{mark.line + 1}", "YAML (with its aliases)", self._max_depth))
+        return node
+
+    def _compose_counted(self, parent, index):
         if self.check_event(yaml.events.AliasEvent):
             event = self.peek_event()
             anchor = event.anchor

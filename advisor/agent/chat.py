@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from advisor.errors import ConfigError
+from advisor.nesting import load_json
 
 DEFAULT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -121,8 +122,8 @@ def load_chat_template(tokenizer_path: str | Path) -> ChatTemplate:
     config: dict[str, Any] = {}
     if config_file.exists():
         try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            config = load_json(config_file.read_text(encoding="utf-8"), str(config_file))
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{config_file}: cannot read tokenizer config ({exc})") from None
     template = config.get("chat_template")
     source = str(config_file)

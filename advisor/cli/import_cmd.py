@@ -65,6 +65,9 @@ def import_file(
     = None,
     ignore: Annotated[Optional[list[str]], typer.Option(
         "--ignore", help="Wide table: a column that is not a model score (repeatable).")] = None,
+    replicas: Annotated[bool, typer.Option(
+        "--replicas", help="Several rows of one (prompt id, model) are intended replicas, stored as replicas "
+        "0, 1, ...; without it they are an error naming the rows.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Import recorded per-prompt results as runs of kind 'imported' (one transaction: all or nothing).
@@ -77,7 +80,7 @@ def import_file(
 
     opts = ImportOptions(suite_name=suite_name, shape=shape.value, bar=usable_threshold, output_tokens=output_tokens,
                          model_map=parse_map(model_map or []), task_column=task_column, prompt_column=prompt_column,
-                         ignore=ignore or [])
+                         ignore=ignore or [], replicas=replicas)
     lad = load_ladder(ladder)
     prepared = prepare_import(file, lad, opts)  # every input problem is found before the store is touched
     with Store.open(store) as s:

@@ -15,7 +15,10 @@ recorded it is **estimated** from the ladder's prices: input tokens = ``est_prom
 ``input_tokens`` column, else characters / 4), output tokens = a fixed stated number (default 256), and the
 run is flagged ``cost_estimated``. A missing score (empty cell, null) skips that prompt x model and is
 counted, never stored as 0; NaN, non-numeric or out-of-range scores, missing columns, unknown models and empty
-files are one `DataError` each, raised before anything is written. The whole import is one transaction.
+files are one `DataError` each, raised before anything is written. Numbers in text cells are plain decimals
+(``0.75``, ``1e-3``; not ``0_75``, which Python's float() takes); a prompt is text (a JSON object is refused, not
+stored as its repr); one prompt id with two prompts or classes is refused, and so are several rows of one
+(prompt id, model) unless ``replicas`` (``--replicas``) says they are intended. The whole import is one transaction.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -67,6 +71,8 @@ class ImportOptions(BaseModel):
                                     "class, eval_name, category).")
     prompt_column: str | None = Field(None, description="Prompt-text column (default: prompt).")
     ignore: list[str] = Field(default_factory=list, description="Extra wide-table columns that are not models.")
+    replicas: bool = Field(False, description="Several rows of one (prompt id, model) are intended replicas "
+                           "(stored as replicas 0, 1, ...); without it they are an error naming the rows.")
 
 
 @dataclass
@@ -114,17 +120,32 @@ def _pick(columns: list[str], explicit: str | None, candidates: tuple[str, ...],
     return None
 
 
+#: a plain decimal number as text: digits, one optional point, an optional exponent (no ``_``, ``inf``, hex)
+_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _decimal(text: str) -> float:
+    """The value of a plain decimal number; ValueError for anything else Python's float() would also take
+    (``0_1``, ``inf``, ``nan``, surrounding spaces inside the cell are trimmed first)."""
+    text = text.strip()
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
+
+
 def _score(value: Any, where: str) -> float | None:
-    """A score in [0, 1], None when missing; DataError when NaN, not a number or out of range."""
+    """A score in [0, 1], None when missing; DataError when NaN, not a plain decimal number or out of range."""
     if value is None:
         return None
     if isinstance(value, str):
         if not value.strip():
             return None
+        if value.strip().lower() in ("nan", "+nan", "-nan"):
+            raise DataError(f"{where}: score is NaN (leave the cell empty for a missing score)")
         try:
-            value = float(value)
+            value = _decimal(value)
         except ValueError:
-            raise DataError(f"{where}: score {value!r} is not a number") from None
+            raise DataError(f"{where}: score {value!r} is not a number (a plain decimal like 0.75)") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DataError(f"{where}: score {value!r} is not a number")
     value = float(value)
@@ -142,7 +163,8 @@ def _number(value: Any, where: str, column: str, limit: float, unit: str) -> flo
     if isinstance(value, bool):
         raise DataError(f"{where}, column {column!r}: {value!r} is not a number")
     try:
-        out = float(value)
+        out = _decimal(value) if isinstance(value, str) and value.strip().lower() not in (
+            "inf", "+inf", "-inf", "infinity", "nan") else float(value)
     except (TypeError, ValueError, OverflowError):
         raise DataError(f"{where}, column {column!r}: {value!r} is not a number") from None
     if not math.isfinite(out):
@@ -169,6 +191,7 @@ def _cost(row: dict, column: str | None, where: str) -> float | None:
 class _Cell:
     """One prompt x model result, parsed and validated."""
 
+    row: int  #: row number in the file (line for CSV)
     task_id: str
     prompt: str
     task_class: str
@@ -210,11 +233,12 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
     for n, row in enumerate(rows, start=2 if str(path).endswith(".csv") else 1):
         where = f"{path}: row {n}"
         prompt = row.get(pcol)
-        if prompt is None or not str(prompt).strip():
+        if prompt is not None and not isinstance(prompt, str):
+            raise DataError(f"{where}: {pcol!r} is a {_kind(prompt)}, not text; a prompt must be a string")
+        if prompt is None or not prompt.strip():
             raise DataError(f"{where}: empty {pcol!r}")
-        prompt = str(prompt)
-        task_class = str(row.get(tcol)) if tcol and row.get(tcol) is not None else "unclassified"
-        task_id = str(row[icol]) if icol and row.get(icol) is not None else text_hash(prompt)[:16]
+        task_class = _label(row, tcol, where) or "unclassified"
+        task_id = _label(row, icol, where) or text_hash(prompt)[:16]
         in_col = "est_prompt_tokens" if "est_prompt_tokens" in row else ("input_tokens" if "input_tokens" in row else None)
         est_in = _tokens(row, in_col, where)
         if shape == "long":
@@ -225,7 +249,7 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
             if score is None:
                 missing[str(model)] += 1
                 continue
-            cells.append(_Cell(task_id, prompt, task_class, str(model), score, est_in,
+            cells.append(_Cell(n, task_id, prompt, task_class, str(model), score, est_in,
                                _tokens(row, "output_tokens", where), _cost(row, cost_col, where)))
         else:
             for model in models:
@@ -233,10 +257,46 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
                 if score is None:
                     missing[model] += 1
                     continue
-                cells.append(_Cell(task_id, prompt, task_class, model, score, est_in,
+                cells.append(_Cell(n, task_id, prompt, task_class, model, score, est_in,
                                    _tokens(row, f"{model}|output_tokens", where),
                                    _cost(row, f"{model}|total_cost", where)))
     return shape, cells, missing
+
+
+def _kind(value: Any) -> str:
+    return {dict: "JSON object", list: "JSON list"}.get(type(value), type(value).__name__)
+
+
+def _label(row: dict, column: str | None, where: str) -> str | None:
+    """A class or id cell as text (None when the column or the cell is missing); objects and lists refused."""
+    value = row.get(column) if column else None
+    if value is None:
+        return None
+    if isinstance(value, (dict, list, tuple, bytes, bool)):
+        raise DataError(f"{where}: {column!r} is a {_kind(value)} ({str(value)[:40]}), not a name or id")
+    return str(value)
+
+
+def check_consistent(cells: list[_Cell], path, replicas: bool) -> None:
+    """One `DataError` when a prompt id has two different prompts or classes (always), or when a (prompt id,
+    model) pair has several rows and `replicas` was not given; the message names the rows."""
+    first: dict[str, _Cell] = {}
+    rows: dict[tuple[str, str], list[int]] = {}
+    for c in cells:
+        seen = first.setdefault(c.task_id, c)
+        for what, a, b in (("prompts", seen.prompt, c.prompt), ("classes", seen.task_class, c.task_class)):
+            if a != b:
+                shown = "" if what == "prompts" else f" ({a!r} and {b!r})"
+                raise DataError(f"{path}: rows {seen.row} and {c.row}: prompt id {c.task_id!r} has two different "
+                                f"{what}{shown}; give each prompt its own id")
+        rows.setdefault((c.task_id, c.model), []).append(c.row)
+    if not replicas:
+        for (task_id, model), where in rows.items():
+            if len(where) > 1:
+                shown = ", ".join(map(str, where[:5])) + (", ..." if len(where) > 5 else "")
+                raise DataError(f"{path}: rows {shown}: prompt id {task_id!r} has {len(where)} results for model "
+                                f"{model!r}; remove the duplicates, or pass --replicas if they are intended "
+                                "replicas of one prompt")
 
 
 def _map_models(names: set[str], ladder: Ladder, model_map: dict[str, str], path) -> dict[str, str]:
@@ -301,6 +361,7 @@ def prepare_import(path: str | Path, ladder: Ladder, opts: ImportOptions) -> Pre
     path = Path(path)
     rows = read_table(path)
     shape, cells, missing = _rows_to_cells(rows, opts, path)
+    check_consistent(cells, path, opts.replicas)
     if not cells:
         raise DataError(f"{path}: every score is missing ({sum(missing.values())} empty cells); nothing to import")
     mapping = _map_models({c.model for c in cells} | set(missing), ladder, opts.model_map, path)

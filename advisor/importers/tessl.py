@@ -22,7 +22,6 @@ format, to edit and pass back with ``--assign``) and returns an `ImportSummary` 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ from typing import Any
 import yaml
 
 from advisor.errors import DataError
+from advisor.nesting import load_json
 from advisor.importers import register_importer
 from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check,
                                               read_checklist, read_mapping, rescale, slug, split_inline_files)
@@ -83,7 +83,7 @@ class ImportSummary:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json(path.read_text(encoding="utf-8"), str(path), DataError)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except ValueError as exc:

@@ -6,7 +6,8 @@ weights and calibration maps (piecewise linear, raw score -> probability), the p
 (`costmodel.py`), the chain dependence, the default rule chosen in cross-validation, and the metrics.
 
 It is plain data, never code: ``.json`` (arrays base64-encoded with their dtype and shape) or ``.npz`` (numpy
-arrays, read with ``allow_pickle=False``, beside a JSON skeleton). Pickle and joblib files are refused *before
+arrays, read with ``allow_pickle=False``, beside a JSON skeleton; every member's dtype, shape and size is checked
+from the zip and ``.npy`` headers before an array is read, `npz.py`). Pickle and joblib files are refused *before
 reading a byte* (unpickling runs code). Every load is validated against the schema (`schema.py`): known
 version, array shapes, finite values, probabilities in [0, 1], non-negative costs; a bad file is one
 `RouterError` line.
@@ -31,9 +32,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from advisor.errors import RouterError
+from advisor.nesting import load_json
 from advisor.router.costmodel import CostModel
 from advisor.router.derived import cache_of, derived
 from advisor.router.features import CUE_NAMES, Featurizer
+from advisor.router.npz import MAX_ARTIFACT_ENV, max_artifact_bytes, read_npz
 
 try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
     from numpy.core.multiarray import interp as _interp
@@ -271,12 +274,15 @@ def load_router(path: str | Path) -> RouterModel:
         raise RouterError(f"{path}: no router artifact here (train one with `advisor router train`)")
     try:
         if path.suffix == ".npz":
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files}
-            skeleton = json.loads(arrays.pop("__skeleton__").tobytes().decode())
+            arrays = read_npz(path)
+            skeleton = load_json(arrays.pop("__skeleton__").tobytes().decode(), f"{path} (skeleton)", RouterError)
             state = _decode(skeleton, arrays)
         else:
-            state = _decode(json.loads(path.read_text(encoding="utf-8")))
+            size, limit = path.stat().st_size, max_artifact_bytes()
+            if size > 2 * limit:  # base64 text of at most `limit` bytes of arrays, plus the JSON around it
+                raise RouterError(f"{path}: {size / 2**20:.0f} MiB is over the limit on router artifacts "
+                                  f"({MAX_ARTIFACT_ENV}={limit / 2**20:g} MiB of arrays)")
+            state = _decode(load_json(path.read_text(encoding="utf-8"), str(path), RouterError))
     except (ValueError, KeyError, TypeError, EOFError, OSError, UnicodeDecodeError, binascii.Error,
             zipfile.BadZipFile) as exc:
         raise RouterError(f"{path}: cannot read router artifact ({type(exc).__name__}: {exc}); "

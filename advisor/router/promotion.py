@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import RouterError
+from advisor.nesting import load_json
 
 POINTER_FORMAT = "advisor-router-pointer"
 CRITERION = "brier(P(accept) of the tried rung) candidate - serving, 95% paired bootstrap over decisions"
@@ -55,8 +56,8 @@ def is_pointer(path: str | Path) -> bool:
     if path.suffix != ".json" or not path.is_file() or path.stat().st_size > 65536:
         return False
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("format") == POINTER_FORMAT
-    except (ValueError, AttributeError, OSError):
+        return load_json(path.read_text(encoding="utf-8"), str(path), RouterError).get("format") == POINTER_FORMAT
+    except (ValueError, AttributeError, OSError, RouterError):
         return False
 
 
@@ -64,7 +65,7 @@ def read_pointer(path: str | Path) -> dict[str, Any]:
     """The pointer's content (RouterError when missing or damaged); its artifact path made absolute."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path.read_text(encoding="utf-8"), str(path), RouterError)
     except FileNotFoundError:
         raise RouterError(f"{path}: no promoted router yet (promote one with `advisor router promote FILE`)") from None
     except (ValueError, OSError) as exc:

@@ -1,7 +1,7 @@
 """Validation of a router artifact's state before anything is built from it (one `RouterError` line).
 
 Checked: format name and a known version; every required key; array shapes against the featuriser and the
-number of rungs; finite values everywhere; calibration knots increasing with probabilities in [0, 1];
+number of rungs; bounded text window and caps; finite values everywhere; calibration knots increasing with probabilities in [0, 1];
 non-negative prices, costs and cost-model outputs; a dependence in [0, 1].
 """
 
@@ -13,6 +13,8 @@ import numpy as np
 
 from advisor.errors import RouterError
 
+MAX_WINDOW_CHARS = 20_000  #: largest head or tail of the text window (trained routers use 300 and 200)
+MAX_TEXT_CAP = 200_000  #: largest char_cap / word_cap (characters the n-grams read; default 1000 / 6000)
 REQUIRED = ("featurizer", "rungs", "w_sparse", "w_dense", "bias", "calib_x", "calib_y")
 
 
@@ -55,10 +57,15 @@ def validate_state(state: Any, source: str) -> None:
     except (KeyError, TypeError, ValueError):
         raise RouterError(f"{source}: damaged router artifact: featurizer without n_hash/classes") from None
     window = feat.get("window")  # the text window (features.text_window); older artifacts have none
-    if window is not None and not (isinstance(window, list) and len(window) == 2
-                                   and all(isinstance(v, int) and v >= 0 for v in window) and sum(window) > 0):
+    if window is not None and not (isinstance(window, list) and len(window) == 2 and sum(window) > 0
+                                   and all(type(v) is int and 0 <= v <= MAX_WINDOW_CHARS for v in window)):
         raise RouterError(f"{source}: damaged router artifact: featurizer.window {window!r} is not [head, tail] "
-                          "character counts")
+                          f"character counts, each 0-{MAX_WINDOW_CHARS} (MAX_WINDOW_CHARS)")
+    for key in ("char_cap", "word_cap"):
+        cap = feat.get(key)
+        if type(cap) is not int or not 0 < cap <= MAX_TEXT_CAP:
+            raise RouterError(f"{source}: damaged router artifact: featurizer.{key} {cap!r} is not a character "
+                              f"count in 1-{MAX_TEXT_CAP} (MAX_TEXT_CAP)")
     R = len(rungs)
     n_dense = len(CUE_NAMES) + len(classes) + 1 + (384 if feat.get("use_embeddings") else 0)
     for key, want in (("idf", (2 * n_hash,)), ("cue_mean", (len(CUE_NAMES),)), ("cue_std", (len(CUE_NAMES),)),

@@ -1,0 +1,68 @@
+"""The nesting-depth bound on every JSON and YAML input the advisor reads (one place, one setting).
+
+Deeply nested input (``[[[[...`` 100,000 levels deep) makes recursive parsers and validators fail with a
+`RecursionError` and a traceback of thousands of lines. Every loader of an input file therefore checks the depth
+first: JSON text with `check_json_depth` (a linear scan of the brackets outside strings, before any parsing),
+YAML through `advisor.yamlio`'s loader (which counts the depth while composing). Deeper input is one error line
+naming the source and the limit: at most `max_nesting()` levels, `DEFAULT_MAX_NESTING` (100) unless
+``ADVISOR_MAX_NESTING`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from itertools import accumulate
+from typing import Any
+
+from advisor.errors import AdvisorError, ConfigError
+
+DEFAULT_MAX_NESTING = 100  #: levels of nested objects/lists an input file may have unless ADVISOR_MAX_NESTING is set
+MAX_NESTING_ENV = "ADVISOR_MAX_NESTING"
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  #: a JSON string (escapes included)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def max_nesting() -> int:
+    """Levels of nesting allowed in one input (``ADVISOR_MAX_NESTING``, default `DEFAULT_MAX_NESTING`)."""
+    raw = os.environ.get(MAX_NESTING_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_NESTING
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{MAX_NESTING_ENV}={raw!r}: expected a positive whole number of levels")
+    return int(raw)
+
+
+def too_deep(source: str, what: str, limit: int) -> str:
+    """The one-line message for input nested deeper than `limit`."""
+    return (f"{source}: {what} nested more than {limit} levels deep (limit {MAX_NESTING_ENV}={limit}); "
+            "flatten the data or raise the limit")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of objects and lists in JSON text (brackets inside strings do not count)."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    if not brackets:
+        return 0
+    return max(0, max(accumulate(_STEP[c] for c in brackets)))
+
+
+def check_json_depth(text: str, source: str, error: type[AdvisorError] = ConfigError) -> None:
+    """Raise `error` (one line naming `source` and the limit) when `text` nests deeper than `max_nesting()`."""
+    limit = max_nesting()
+    if json_depth(text) > limit:
+        raise error(too_deep(source, "JSON", limit))
+
+
+def load_json(text: str | bytes, source: str, error: type[AdvisorError] = ConfigError) -> Any:
+    """`json.loads` after the depth check; invalid JSON is one `error` line naming `source`."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    check_json_depth(text, source, error)
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise error(f"{source}: invalid JSON ({exc})") from None
