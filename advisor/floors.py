@@ -2,7 +2,7 @@
 
 For every (class, condition, rung) cell of a suite's probe (and imported) runs it computes the usable rate
 with a Wilson interval, near-zero and non-convergence rates, mean scores, turns split by outcome, cost per
-attempt and cost per usable result with retries and escalation (`advisor.scores.chain_outcome`).
+attempt and cost per usable result with retries and escalation (the router's chain maths, `advisor.plans.chain_point`).
 
 Decisions, with ``target`` the usable rate a class needs and ``confidence`` the level of a two-sided Wilson
 interval (so each one-sided decision holds at (1 + confidence) / 2):
@@ -15,6 +15,9 @@ interval (so each one-sided decision holds at (1 + confidence) / 2):
   (k attempts per rung, a verifier with the stated error rates) and escalation to larger rungs included;
   ``first_time`` is the same choice when results must be usable first time (one attempt, no verifier:
   cost c, quality p, so c / p).
+- the **plan** (`advisor.plans`, filled by `find_floors`): the cheapest rung sequence with attempts per rung and
+  the class's verifier whose usable rate clears the target with the stated confidence (per-rung posteriors
+  sampled); the floor keeps its single-attempt meaning and is shown beside it.
 
 Unscored runs (a backend error, a missing judge) are left out of every rate and of cost per attempt (and so
 of cost per usable result: a failed call's $0 would make a rung look cheaper) and counted apart per cell
@@ -31,8 +34,9 @@ from statistics import NormalDist
 from typing import Any, Iterable, Sequence
 
 from advisor.errors import DataError, did_you_mean
+from advisor.plans import chain_point
 from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
-from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Step, Verifier, chain_outcome, points_per_dollar
+from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Verifier, points_per_dollar
 
 #: Columns the floor finder needs from the runs table.
 RUN_FIELDS = FLOOR_COLUMNS
@@ -225,20 +229,16 @@ def decide(cells: Sequence[CellStats], settings: FloorSettings) -> list[ClassFlo
             c = v.stats
             if c.cost_per_attempt is None:
                 continue
-            steps = [Step(p=w.stats.usable_rate or 0.0, cost=w.stats.cost_per_attempt or 0.0, k=settings.k,
-                          name=w.stats.rung) for w in verdicts[i:]]
-            chain = chain_outcome(steps, settings.verifier)
-            v.cost_per_usable = _finite(chain.cost_per_usable)
-            v.chain_p_usable = chain.p_usable
-            single = chain_outcome(steps[:1], verifier=None)
-            v.first_time_cost_per_usable = _finite(single.cost_per_usable)
+            up = verdicts[i:]
+            p = [w.stats.usable_rate or 0.0 for w in up]
+            cost = [w.stats.cost_per_attempt or 0.0 for w in up]
+            spent, p_usable = chain_point(p, cost, [settings.k] * len(up), settings.verifier)
+            v.cost_per_usable = spent / p_usable if p_usable > 0 else None
+            v.chain_p_usable = p_usable
+            v.first_time_cost_per_usable = cost[0] / p[0] if p[0] > 0 else None
             v.points_per_dollar = points_per_dollar(c.mean_overall, c.cost_per_attempt)
         out.append(_floor_of(cls, cond, verdicts))
     return out
-
-
-def _finite(x: float) -> float | None:
-    return None if math.isinf(x) or math.isnan(x) else x
 
 
 def _floor_of(cls: str, cond: str, verdicts: list[RungVerdict]) -> ClassFloor:
@@ -275,6 +275,7 @@ class FloorReport:
     unscored: int
     simulated_runs: int
     rung_order: list[str] = field(default_factory=list)
+    plans: list[Any] = field(default_factory=list)  #: `advisor.plans.ClassPlan` per class and condition
 
     def get(self, task_class: str, condition: str) -> ClassFloor | None:
         """The floor of one class and condition, or None."""
@@ -345,9 +346,14 @@ def load_rows(store, suite: str, classes: Sequence[str] | None = None) -> list[d
 def find_floors(store, suite: str | None = None, settings: FloorSettings | None = None,
                 classes: Sequence[str] | None = None) -> FloorReport:
     """Floors of one suite in a store (the only suite when `suite` is None)."""
+    from advisor.plans import recommend, verifiers_from_store
+
     settings = settings or FloorSettings()
     name = resolve_suite(store, suite)
-    return analyse(load_rows(store, name, classes), settings, suite=name)
+    report = analyse(load_rows(store, name, classes), settings, suite=name)
+    known = sorted({cf.task_class for cf in report.classes})
+    report.plans = recommend(report, verifiers_from_store(store, name, settings, known))
+    return report
 
 
 #: What the live column of `advisor floors` is, and why floors do not use it.

@@ -1,59 +1,86 @@
-"""The terminal's last word: a compact per-class table (rich) that `advisor probe` and `advisor floors` end with.
+"""The answer, per class: the rows `advisor probe`, `advisor floors` and the report open with (one renderer).
 
-One line per class: the rung to run (and with or without a skill), the floor, the usable rate with its
-interval and run count, the cost per usable result, and where the full report is.
+One row per class: the recommended plan (rungs, attempts per rung, with or without the skill), its usable rate
+with the interval from the per-rung posteriors, $ per 1k usable results, the floor and the rung to use when
+results must be usable the first time, and one next step where the class has no plan. `answer_rows` formats
+them; `answer_table` lays them out for the terminal (rich); `advisor.report.render.decision_table` puts the
+same rows at the top of the report.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from advisor.money import column_scale, usd
+from advisor.money import column_scale, per_label, usd
+
+#: The answer's columns, in order (the report adds its monthly columns after them).
+ANSWER_HEADERS = ["class", "plan", "usable", "$", "floor (usable first time)", "next step"]
 
 
-def answer_rows(dec, settings) -> tuple[list[list[str]], str]:
-    """The table's rows (formatted) and the unit of its money column."""
+def _plan_cell(o) -> str:
+    cond = "with skill" if o.condition == "skill" else "no skill"
+    if o.plan is not None:
+        return f"{o.plan} ({cond})"
+    if o.best_plan is not None:
+        return f"none clears; best: {o.best_plan} ({cond})"
+    return "none clears the target"
+
+
+def _usable_cell(o) -> str:
+    if o.plan_usable is None:
+        return "-"
+    lo, hi = o.plan_interval
+    return f"{100 * o.plan_usable:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]"
+
+
+def _floor_cell(o) -> str:
+    floor = (o.floor + ("*" if o.floor_status == "provisional" else "")) if o.floor else "no floor"
+    return floor if not o.first_time or o.first_time == o.floor else f"{floor} ({o.first_time})"
+
+
+def answer_rows(dec) -> tuple[list[list[str]], str]:
+    """The answer's rows (formatted, `ANSWER_HEADERS` order) and the unit of its money column."""
     scale = column_scale([c.chosen.cost_per_usable for c in dec.classes])
     rows = []
     for c in dec.classes:
         o = c.chosen
-        run = "none clears the target" if o.rung is None else (
-            f"{o.rung} {'+ skill' if o.condition == 'skill' else '(no skill)'}")
-        if o.first_time and o.rung and o.first_time != o.rung:
-            run += f" (first time: {o.first_time})"
-        floor = (o.floor + ("*" if o.floor_status == "provisional" else "")) if o.floor else "none"
-        if o.usable_rate is None:
-            rate = "-"
-        else:
-            lo, hi = o.interval
-            rate = f"{100 * o.usable_rate:.0f}% {100 * lo:.0f}-{100 * hi:.0f}% n={o.scored}"
-            if o.rung is None:
-                rate = f"best {o.best_rung}: {rate}"
         cost = usd(None if o.cost_per_usable is None else o.cost_per_usable * scale)
-        rows.append([c.task_class, run, floor, rate, cost])
-    return rows, "per 1k usable results" if scale != 1 else "per usable result"
+        rows.append([c.task_class, _plan_cell(o), _usable_cell(o), cost, _floor_cell(o),
+                     "-" if o.plan is not None and not o.next_step else (o.next_step or "-")])
+    return rows, per_label("usable result", scale)
+
+
+def answer_notes(dec, settings) -> list[str]:
+    """What the columns mean (printed under the terminal table and the report's)."""
+    verifiers = sorted({c.chosen.verifier for c in dec.classes if c.chosen.verifier})
+    notes = [f"plan: rungs in order, x attempts each while the verifier rejects; usable: end-to-end usable rate "
+             f"[{settings.confidence:.0%} interval from the per-rung posteriors]; it clears when the lower end "
+             f">= the target {settings.target:.0%}",
+             "floor: smallest rung whose single attempt clears the target (* provisional); in brackets the rung "
+             "when results must be usable the first time"]
+    notes += [f"assumed: {v}" for v in verifiers]
+    return notes
 
 
 def answer_table(dec, settings, report: Any = None):
-    """A rich Table of the per-class answer; its caption names the report path when there is one."""
+    """The per-class answer for the terminal: a rich Table of the rows without the next step, whose caption holds
+    the next steps (one per class that has no plan) and the report path."""
     from rich import box
     from rich.table import Table
 
-    rows, unit = answer_rows(dec, settings)
+    rows, unit = answer_rows(dec)
     title = "The answer, per class" + (" [SIMULATED]" if dec.simulated else "")
-    notes = [f"$: cost {unit}, retries and escalation included"]
-    if any(c.chosen.floor_status == "provisional" for c in dec.classes):
-        notes.append("* provisional floor: a smaller rung is still undecided")
-    if any(c.chosen.rung is None for c in dec.classes):
-        notes.append("none: no rung clears the target yet (best rung shown)")
+    notes = [f"next for {row[0]}: {row[-1]}" for row in rows if row[-1] != "-"]
+    notes += answer_notes(dec, settings)
     notes.append(f"report: {report}" if report else "no report written (`advisor report` writes one)")
-    caption = "\n".join(notes)
-    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", box=box.SIMPLE_HEAD,
-              pad_edge=False)
-    for col in ("class", "run", "floor", f"usable ({settings.confidence:.0%} CI)\nruns", "$"):
-        t.add_column(col, overflow="fold", justify="right" if col.startswith("$") else "left")
+    t = Table(title=title, title_justify="left", caption="\n".join(notes), caption_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ANSWER_HEADERS[:-1]:
+        header = f"$ {unit.replace(' results', '').replace(' result', '')}" if col == "$" else col
+        t.add_column(header, overflow="fold", justify="right" if col == "$" else "left",
+                     no_wrap=col in ("usable", "$"), min_width=36 if col == "plan" else None)
     for row in rows:
-        t.add_row(*row)
+        t.add_row(*row[:-1])
     return t
 
 
@@ -63,5 +90,7 @@ def print_answer(floors, report: Any = None, console: Any = None) -> None:
 
     from advisor.report.decision import decide_floors
 
-    console = console or Console()
+    if console is None:
+        console = Console()
+        console = Console(width=max(console.width, 100))  # the plan column needs the room
     console.print(answer_table(decide_floors(floors), floors.settings, report))

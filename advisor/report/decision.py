@@ -1,7 +1,7 @@
 """The report's first screen: per class, what to run, why, what it costs a month, and what to do next.
 
-Built from `ReportData` (no store access, no formatting): for each class the recommendation with and without a
-skill, the evidence behind it (usable rate, interval, scored and unscored runs, why the smaller rungs fail),
+Built from `ReportData` (no store access, no formatting): for each class the recommended plan with and without a
+skill (`advisor.plans`: rungs, attempts, verifier; usable rate with its interval), the evidence behind it (usable rate, interval, scored and unscored runs, why the smaller rungs fail),
 the cost per usable result and per month at a stated volume, the same for always running the largest rung,
 and next steps (more runs for undecided cells, a skill where its lift is large).
 """
@@ -38,6 +38,13 @@ class Option:
     cost_per_usable: float | None = None
     best_rung: str | None = None  #: when nothing clears: the rung with the highest usable rate
     below: list[tuple[str, str, str]] = field(default_factory=list)  #: (rung, why_below, reason) under `rung`
+    plan: str | None = None  #: the recommended plan ("nano-30b x2, then super-120b x1"), None when none clears
+    best_plan: str | None = None  #: when none clears: the plan closest to clearing
+    plan_usable: float | None = None  #: the plan's (or best plan's) usable rate at the observed rates
+    plan_interval: tuple[float, float] | None = None  #: from the per-rung posteriors
+    verifier: str = ""  #: which verifier the plan assumes and where its rates come from
+    next_step: str | None = None  #: what would give the class a plan (none or undecided)
+    next_kind: str | None = None
 
 
 @dataclass
@@ -102,8 +109,11 @@ def runs_to_decide(usable: int, scored: int, target: float, confidence: float) -
     return None
 
 
-def _option(cf, largest: str) -> Option:
-    chosen = cf.verdict(cf.recommended) if cf.recommended else None
+def _option(cf, largest: str, plan=None) -> Option:
+    """One condition's answer: the plan when there is one (its first rung, usable rate and cost), the evidence
+    of the rungs (usable rate of the plan's first rung, or of the best rung), and the next step."""
+    first = plan.plan.first_rung if plan is not None and plan.plan is not None else None
+    chosen = cf.verdict(first) if first else None
     if chosen is None:
         scored = [v for v in cf.rungs if v.stats.usable_rate is not None]
         best = max(scored, key=lambda v: (v.stats.usable_rate, v.stats.rung_position)) if scored else None
@@ -113,12 +123,22 @@ def _option(cf, largest: str) -> Option:
     limit = chosen.stats.rung_position if chosen else 10 ** 9
     below = [(v.stats.rung, v.why_below or v.status, v.reason) for v in cf.rungs
              if v.stats.rung_position < limit and v.status != "clears"]
-    return Option(condition=cf.condition, rung=cf.recommended, floor=cf.floor, floor_status=cf.floor_status,
-                  first_time=cf.first_time, usable_rate=s.usable_rate if s else None,
-                  interval=s.interval if s else None, scored=s.scored if s else 0,
-                  unscored=s.unscored if s else 0, simulated=bool(s and s.simulated_runs),
-                  cost_per_usable=chosen.cost_per_usable if chosen else None,
-                  best_rung=None if chosen or not best else best.stats.rung, below=below)
+    o = Option(condition=cf.condition, rung=first, floor=cf.floor, floor_status=cf.floor_status,
+               first_time=cf.first_time, usable_rate=s.usable_rate if s else None,
+               interval=s.interval if s else None, scored=s.scored if s else 0,
+               unscored=s.unscored if s else 0, simulated=bool(s and s.simulated_runs),
+               best_rung=None if chosen or not best else best.stats.rung, below=below)
+    if plan is not None:
+        shown = plan.plan or plan.best
+        o.verifier = plan.verifier.describe() + (f" ({plan.verifier.detail})" if plan.verifier.detail else "")
+        o.next_step, o.next_kind = plan.next_step, plan.next_kind
+        if shown is not None:
+            o.plan_usable, o.plan_interval = shown.usable, shown.interval
+        if plan.plan is not None:
+            o.plan, o.cost_per_usable = plan.plan.describe(), plan.plan.cost_per_usable
+        elif plan.best is not None:
+            o.best_plan = plan.best.describe()
+    return o
 
 
 def decide(data, volumes: dict[str, int] | None = None, default_volume: int = DEFAULT_VOLUME) -> Decision:
@@ -134,10 +154,12 @@ def decide_floors(floors, volumes: dict[str, int] | None = None, default_volume:
     out, steps, missing = [], [], []
     for cls in sorted({cf.task_class for cf in floors.classes}):
         cfs = {cf.condition: cf for cf in floors.classes if cf.task_class == cls}
-        options = {cond: _option(cf, largest) for cond, cf in cfs.items()}
+        plans = {p.condition: p for p in floors.plans if p.task_class == cls}
+        options = {cond: _option(cf, largest, plans.get(cond)) for cond, cf in cfs.items()}
         priced = [o for o in options.values() if o.cost_per_usable is not None]
         chosen = (min(priced, key=lambda o: o.cost_per_usable) if priced else
-                  max(options.values(), key=lambda o: (o.usable_rate or 0.0, o.condition == "skill")))
+                  max(options.values(), key=lambda o: ((o.plan_interval or (0.0, 0.0))[0], o.usable_rate or 0.0,
+                                                       o.condition == "skill")))
         top = cfs[chosen.condition].verdict(largest)
         top_cpu = top.cost_per_usable if top is not None else None
         vol = volumes.get(cls, default_volume)
@@ -160,6 +182,13 @@ def decide_floors(floors, volumes: dict[str, int] | None = None, default_volume:
 
 
 def _next_steps(cls: str, cfs: dict, chosen: Option, lift: float | None, s) -> list[NextStep]:
+    if chosen.next_step is not None:  # the plan maths' own next step (advisor.plans)
+        steps = [NextStep(chosen.next_kind or "more_runs", cls, f"{cls}: {chosen.next_step}", chosen.condition)]
+        if lift is not None and lift >= LARGE_LIFT:
+            steps += _keep_skill(cls, chosen, lift)
+        return steps
+    if chosen.plan is not None:
+        return _keep_skill(cls, chosen, lift) if lift is not None and lift >= LARGE_LIFT else []
     steps = []
     for cond, cf in sorted(cfs.items()):
         at = cf.verdict(chosen.rung) if chosen.rung else None
@@ -193,3 +222,9 @@ def to_dict(d: Decision) -> dict[str, Any]:
     from dataclasses import asdict
 
     return asdict(d)
+
+
+def _keep_skill(cls: str, chosen: Option, lift: float) -> list[NextStep]:
+    at = chosen.rung or chosen.best_rung
+    return [NextStep("keep_skill", cls, f"{cls}: the skill lifts the usable rate by {lift * 100:.0f} points on {at}: "
+                     "keep it in the prompt and current", "skill", at, lift=lift)]

@@ -62,55 +62,21 @@ def _scaled(values: list[float | None], unit: str) -> tuple[Callable[[float | No
 
 
 # ------------------------------------------------------------------------------------------ the first screen
-def _why(o, settings) -> str:
-    if o.usable_rate is None:
-        return "no scored runs"
-    unsc = f", {o.unscored} unscored" if o.unscored else ""
-    head = (f"{fmt_share(o.usable_rate)} usable ({settings.confidence:.0%} interval {fmt_interval(o.interval)}; "
-            f"{plural(o.scored, 'scored run')}{unsc})")
-    if o.rung is None:
-        head = f"best is {o.best_rung}: {head}"
-    reasons = {"does_not_converge": "does not converge", "poor_results": "converges to poor results",
-               "undecided": "is undecided (needs more runs)", "below": "is below the target"}
-    lower = "; ".join(f"{r} {reasons.get(w, w)}" for r, w, _ in o.below)
-    return head + (f". Smaller rungs: {lower}" if lower else "")
-
-
-def _option_cell(o) -> str:
-    if o is None:
-        return "no skill in the suite"
-    if o.rung is None:
-        return "none clears the target"
-    text = f"{o.rung} (floor {o.floor}, {o.floor_status})"
-    if o.first_time and o.first_time != o.rung:
-        text += f"; usable first time: {o.first_time}"
-    return text
-
-
-def _run_cell(c) -> str:
-    o = c.chosen
-    if o.rung is None:
-        return "nothing clears the target"
-    cond = "with a skill" if o.condition == "skill" else "without a skill"
-    first = f" (usable first time: {o.first_time})" if o.first_time and o.first_time != o.rung else ""
-    return f"{o.rung} {cond}{first}"
-
-
 def decision_table(data, dec) -> Table:
-    """The first screen: per class what to run with and without a skill, why, and what it costs."""
-    cpu, unit = _scaled([c.chosen.cost_per_usable for c in dec.classes], "usable result")
+    """The first screen: the answer per class (the same rows as the terminal's, `advisor.report.answer`), then
+    what it costs a month against always running the largest rung."""
+    from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows
+
+    rows, unit = answer_rows(dec)
     largest = data.rung_order[-1] if data.rung_order else "the largest rung"
-    rows = []
-    for c in dec.classes:
+    for row, c in zip(rows, dec.classes):
         vol = f"{c.volume:,}" + (" (assumed)" if c.volume_assumed else "")
-        rows.append([c.task_class, _run_cell(c), _option_cell(c.options.get("skill")),
-                     _option_cell(c.options.get("baseline")), _why(c.chosen, data.settings),
-                     cpu(c.chosen.cost_per_usable), vol, usd(c.monthly), usd(c.monthly_largest)])
-    return Table("decision", "What to run", ["class", "run", "with a skill", "without a skill",
-                                             "why (the rung to run, or the best when none clears)",
-                                             f"$ {unit}", "usable results / month", "$ / month",
-                                             f"$ / month, always {largest}"], rows,
-                 "\"run\" is the cheapest per usable result of the two conditions. Cost per usable result counts "
+        row += [vol, usd(c.monthly), usd(c.monthly_largest)]
+    headers = [f"$ {unit}" if h == "$" else h for h in ANSWER_HEADERS]
+    return Table("decision", "The answer, per class", headers + ["usable results / month", "$ / month",
+                                                                  f"$ / month, always {largest}"], rows,
+                 " ".join(n[0].upper() + n[1:] + "." for n in answer_notes(dec, data.settings))
+                 + " The plan is the cheaper per usable result of the two conditions; cost per usable result counts "
                  "retries and escalation (see the glossary). Per month = volume x cost per usable result.",
                  simulated=dec.simulated)
 

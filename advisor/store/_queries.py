@@ -80,6 +80,15 @@ class Queries:
         rows = self._con.execute("SELECT config_json FROM ladders WHERE ladder_hash = ?", [ladder_hash]).fetchall()
         return json.loads(rows[0][0]) if rows else None
 
+    def suite_class_verifiers(self, suite_name: str) -> dict[str, bool]:
+        """Per class of the newest recorded config of a suite: whether its answers can be verified (the class's
+        ``verifier:``; absent for suites recorded without classes, e.g. some imports)."""
+        rows = self._con.execute("SELECT config_json FROM suites WHERE name = ? AND config_json IS NOT NULL "
+                                 "ORDER BY recorded_at DESC LIMIT 1", [suite_name]).fetchall()
+        config = json.loads(rows[0][0]) if rows else None
+        classes = config.get("classes") if isinstance(config, dict) else None
+        return {c["name"]: bool(c.get("verifier", True)) for c in classes or [] if isinstance(c, dict) and "name" in c}
+
     def run_counts(self) -> list[dict[str, Any]]:
         """Runs (and unscored runs) per kind, suite, rung and simulated flag (``advisor store info``)."""
         return self._rows("SELECT kind, suite_name, rung, simulated, count(*) AS runs, "
