@@ -18,7 +18,9 @@ not applied here). Per candidate plan:
   over P(usable), at the observed rates.
 
 The recommendation is the clearing plan with the lowest $ per usable result (candidates: every increasing run
-of at most `MAX_CHAIN` rungs with 1..`MAX_ATTEMPTS` attempts each). When none clears, the best plan (highest
+of at most `MAX_CHAIN` rungs with 1..`MAX_ATTEMPTS` attempts each, over the rungs with at least one usable run:
+a rung never seen usable adds cost and nothing at the observed rate, and only its posterior's width would
+lift a plan's lower bound). When none clears, the best plan (highest
 lower bound) is shown with one **next step**: the runs that would decide a plan whose observed rate already
 reaches the target, a verifier where the class has none, the skill where the other condition does better, or
 the target the best plan meets and a larger rung.
@@ -200,10 +202,13 @@ def _runs_to_decide(r: _Rungs, shape, verifier, target: float, confidence: float
 
 def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> ClassPlan:
     """The plan of one `advisor.floors.ClassFloor` (its cells' usable counts and costs)."""
-    cells = [v.stats for v in cf.rungs if v.stats.scored and v.stats.cost_per_attempt is not None]
+    cells = [v.stats for v in cf.rungs if v.stats.usable and v.stats.cost_per_attempt is not None]
     out = ClassPlan(cf.task_class, cf.condition, verifier, None, None, cf.floor, cf.first_time)
     if not cells:
-        out.next_kind, out.next_step = "more_runs", "no scored runs yet: probe this class"
+        scored = sum(v.stats.scored for v in cf.rungs)
+        out.next_kind = "more_runs" if not scored else "larger_rung"
+        out.next_step = ("no scored runs yet: probe this class" if not scored else
+                         f"no usable result in {scored} scored runs on any rung: a larger rung, or a skill")
         return out
     r = _Rungs([c.rung for c in cells], np.array([c.usable for c in cells], float),
                np.array([c.scored for c in cells], float), np.array([c.cost_per_attempt for c in cells], float))

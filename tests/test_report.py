@@ -254,18 +254,18 @@ def test_runs_to_decide_uses_the_same_interval():
     assert runs_to_decide(8, 10, 0.8, 0.9) is None  # sits on the target: never decides
 
 
-def test_next_steps_name_undecided_cells(sim_report):
+def test_next_steps_are_the_classes_without_a_plan(sim_report):
+    """Every class whose answer has no plan gets a next step (advisor.plans); a class with a plan needs no runs."""
     _, files = sim_report
     doc = json.loads(files.json.read_text())
     steps = doc["decision"]["next_steps"]
-    undecided = {(cf["task_class"], cf["condition"], v["stats"]["rung"]) for cf in doc["floors"]["classes"]
-                 for v in cf["rungs"] if v["status"] == "undecided"}
-    named = {(s["task_class"], s["condition"], s["rung"]) for s in steps if s["kind"] == "more_runs"}
-    assert named <= undecided and (named or not undecided)
+    without = {c["task_class"] for c in doc["decision"]["classes"] if c["chosen"]["plan"] is None}
+    stepped = {s["task_class"] for s in steps if s["kind"] != "keep_skill"}
+    assert stepped == without
+    assert {p["task_class"] for p in doc["floors"]["plans"]} == {c["task_class"] for c in doc["decision"]["classes"]}
     page = files.html.read_text()
     for s in steps:
-        if s["kind"] == "more_runs":
-            assert s["text"].split(":")[0] in page
+        assert s["text"].split(":")[0] in page
 
 
 def test_frontier_helpers():

@@ -46,11 +46,12 @@ def test_floors_ends_with_the_answer(store, capsys, monkeypatch):
     assert main(["floors", "--store", str(store), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["simulated"] is True  # floors --json says SIMULATED too
-    lookup = next(c for c in doc["classes"] if c["task_class"] == "lookup" and c["recommended"])
-    v = next(v for v in lookup["rungs"] if v["stats"]["rung"] == lookup["recommended"])
-    lo, hi = v["stats"]["interval"]
-    assert rows["lookup"][1].startswith(lookup["recommended"])
-    assert f"{100 * lo:.0f}-{100 * hi:.0f}%" in rows["lookup"][3] and f"n={v['stats']['scored']}" in rows["lookup"][3]
+    plans = [p for p in doc["plans"] if p["task_class"] == "lookup" and p["plan"]]
+    plan = min(plans, key=lambda p: p["plan"]["cost_per_usable"])["plan"]
+    lo, hi = plan["interval"]
+    first = f"{plan['steps'][0]['rung']} x{plan['steps'][0]['attempts']}"
+    assert rows["lookup"][1].startswith(first)  # the plan (folded over lines after its first step)
+    assert f"{100 * plan['usable']:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]" in rows["lookup"][2]
 
 
 def test_money_is_significant_figures_everywhere(store, capsys):

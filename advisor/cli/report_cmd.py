@@ -55,6 +55,9 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
     typer.echo(f"  also {files.markdown.name} and {files.json.name} in {files.folder}")
     from rich.console import Console
 
-    from advisor.report.answer import answer_table
+    from advisor.report.answer import answer_lines, answer_table
 
-    Console().print(answer_table(files.decision, settings, files.html))
+    console = Console()
+    console.print(answer_table(files.decision, settings, files.html))
+    for line in answer_lines(files.decision, settings, files.html):
+        console.print(line, markup=False, highlight=False)

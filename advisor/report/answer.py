@@ -63,25 +63,30 @@ def answer_notes(dec, settings) -> list[str]:
 
 
 def answer_table(dec, settings, report: Any = None):
-    """The per-class answer for the terminal: a rich Table of the rows without the next step, whose caption holds
-    the next steps (one per class that has no plan) and the report path."""
+    """The per-class answer for the terminal: a rich Table of the rows without the next step (`answer_lines`
+    gives the next steps, one per class without a plan, the notes and the report path)."""
     from rich import box
     from rich.table import Table
 
     rows, unit = answer_rows(dec)
     title = "The answer, per class" + (" [SIMULATED]" if dec.simulated else "")
-    notes = [f"next for {row[0]}: {row[-1]}" for row in rows if row[-1] != "-"]
-    notes += answer_notes(dec, settings)
-    notes.append(f"report: {report}" if report else "no report written (`advisor report` writes one)")
-    t = Table(title=title, title_justify="left", caption="\n".join(notes), caption_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ANSWER_HEADERS[:-1]:
         header = f"$ {unit.replace(' results', '').replace(' result', '')}" if col == "$" else col
         t.add_column(header, overflow="fold", justify="right" if col == "$" else "left",
-                     no_wrap=col in ("usable", "$"), min_width=36 if col == "plan" else None)
+                     no_wrap=col in ("usable", "$"), min_width=30 if col == "plan" else None)
     for row in rows:
         t.add_row(*row[:-1])
     return t
+
+
+def answer_lines(dec, settings, report: Any = None) -> list[str]:
+    """What the terminal prints under the answer table: next steps, notes, the report path."""
+    rows, _ = answer_rows(dec)
+    lines = [f"next for {row[0]}: {row[-1]}" for row in rows if row[-1] != "-"]
+    lines += answer_notes(dec, settings)
+    lines.append(f"report: {report}" if report else "no report written (`advisor report` writes one)")
+    return lines
 
 
 def print_answer(floors, report: Any = None, console: Any = None) -> None:
@@ -90,7 +95,8 @@ def print_answer(floors, report: Any = None, console: Any = None) -> None:
 
     from advisor.report.decision import decide_floors
 
-    if console is None:
-        console = Console()
-        console = Console(width=max(console.width, 100))  # the plan column needs the room
-    console.print(answer_table(decide_floors(floors), floors.settings, report))
+    console = console or Console()
+    dec = decide_floors(floors)
+    console.print(answer_table(dec, floors.settings, report))
+    for line in answer_lines(dec, floors.settings, report):
+        console.print(line, markup=False, highlight=False)
