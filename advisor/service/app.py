@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from advisor.errors import did_you_mean
 from advisor.service.dispatch import decide, records, run_with_deadline
 from advisor.service.request import RequestError, decode_body, parse_request
+from advisor.service.session_routing import after_step, session_headers
 from advisor.store import now as _now
 
 
@@ -206,6 +207,8 @@ async def chat_completions(rt, request):
             streaming = True
             return await stream_response(rt, req, plan, key, started, started_at)
         out = await run_with_deadline(rt, req, plan)
+        if plan.session is not None:
+            after_step(rt, req, out)
         return finish(rt, req, out, key, started, started_at)
     finally:
         if not streaming:
@@ -226,6 +229,8 @@ def headers_of(rt, out) -> dict[str, str]:
         h["x-advisor-p-usable"] = f"{plan.p_usable:.4f}"
     if out.rung:
         h["x-advisor-rung"] = out.rung
+    if plan.session is not None:
+        h.update(session_headers(plan))
     if any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0])):
         h["x-advisor-simulated"] = "true"
     return h

@@ -18,6 +18,7 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
     routing: {target: 0.0, max_chain: 3}
     limits: {max_body_bytes: 1048576, max_messages: 256, max_tokens: 4096, concurrency: 64, deadline_s: 60}
     record: {store_prompts: false}
+    sessions: {derive: true, tool_errors: 2, step_budget: 30}   # advisor.service.sessions
 
 Without a file every class has no verifier (single-shot routing) and the bounds below apply.
 """
@@ -147,6 +148,36 @@ class Limits(_Strict):
     attempt_timeout_s: float = Field(default=30.0, gt=0, description="Time limit of one attempt on one rung.")
 
 
+class SessionConfig(_Strict):
+    """Agent sessions: routed once, latched, escalated on failure signals (`advisor.service.sessions`)."""
+
+    enabled: bool = Field(default=True, description="Route sessions (model auto); off: every request on its own.")
+    derive: bool = Field(default=True, description="Derive a session id from the first system and user messages "
+                         "and the tools when the request names none (x-advisor-session / advisor.session).")
+    escalate_by: int = Field(default=1, ge=1, description="Rungs a session moves up on an escalation signal.")
+    tool_errors: int = Field(default=2, ge=0, description="Tool results in a row matching tool_error_pattern that "
+                             "escalate (0: off).")
+    tool_error_pattern: str = Field(default=r"(?i)^\s*(error|exception|traceback)\b|\bHTTP [45]\d\d\b",
+                                    description="Regex on a tool result's text that marks a tool error.")
+    stuck: bool = Field(default=True, description="Repeated or alternating tool calls (the agent loop's rule) "
+                        "escalate.")
+    unparseable: int = Field(default=1, ge=0, description="Unparseable tool calls that escalate (0: off).")
+    verifier: bool = Field(default=True, description="A verifier rejecting the delivered answer escalates.")
+    step_budget: int | None = Field(default=None, ge=1, description="Steps on one rung before escalating "
+                                    "(none: no budget).")
+    step_budget_by_rung: dict[str, int] = Field(default_factory=dict, description="Per-rung step budgets.")
+    ttl_s: float = Field(default=86400.0, gt=0, description="A session idle this long is forgotten.")
+
+    @field_validator("tool_error_pattern")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"tool_error_pattern {value!r} is not a regex ({exc})") from None
+        return value
+
+
 class RecordConfig(_Strict):
     """What the service records."""
 
@@ -162,6 +193,7 @@ class ServiceConfig(_Strict):
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     limits: Limits = Field(default_factory=Limits)
     record: RecordConfig = Field(default_factory=RecordConfig)
+    sessions: SessionConfig = Field(default_factory=SessionConfig)
 
     @model_validator(mode="after")
     def _check(self) -> "ServiceConfig":

@@ -24,6 +24,7 @@ from advisor.router.routing import route_one
 from advisor.scores import Verifier
 from advisor.service.chat import Reply, parse_reply, render_prompt, request_text
 from advisor.service.request import RequestError
+from advisor.service.session_routing import route_session, session_columns
 from advisor.store import now, text_hash
 from advisor.triton.client import GenerationTimeout, _deadline
 
@@ -65,6 +66,7 @@ class Plan:
     explanation: dict = field(default_factory=dict)
     decision_s: float = 0.0
     end_user: str | None = None  #: the request's OpenAI `user` field, recorded as given
+    session: Any = None  #: the agent session's step (`advisor.service.sessions.SessionStep`), if any
 
 
 @dataclass
@@ -124,17 +126,24 @@ def decide(rt, req, key) -> Plan:
                                f"rung of them, or send model 'auto'", param="advisor.rungs")
         plan.policy, plan.mode, plan.chain = "pinned", "pinned", [req.model]
         plan.p_usable = _p_of(rt, text, task_class, req.model)
-    elif ccfg.chain:
-        plan.policy, plan.mode = "cascade", "escalate" if verifier else "single"
-        plan.chain = [n for n in ccfg.chain if n in allowed] or _forbidden(names, key)
-        if not verifier:
-            plan.chain = plan.chain[:1]
-        plan.p_usable = _p_of(rt, text, task_class, plan.chain[-1])
-    else:
-        _route(rt, req, plan, ccfg, key)
+    elif not route_session(rt, req, plan, key, lambda: decide_auto(rt, req, plan, ccfg, key)):
+        decide_auto(rt, req, plan, ccfg, key)
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
     return plan
+
+
+def decide_auto(rt, req, plan: Plan, ccfg, key) -> None:
+    """The ``model: "auto"`` decision: the class's cascade (its ``chain``), else the routing policy."""
+    if ccfg.chain:
+        names = [r.name for r in rt.ladder.rungs]
+        plan.policy, plan.mode = "cascade", "escalate" if plan.verifier else "single"
+        plan.chain = [n for n in ccfg.chain if n in plan.allowed] or _forbidden(names, key)
+        if not plan.verifier:
+            plan.chain = plan.chain[:1]
+        plan.p_usable = _p_of(rt, plan.text, plan.task_class, plan.chain[-1])
+    else:
+        _route(rt, req, plan, ccfg, key)
 
 
 def _forbidden(names, key):
@@ -325,7 +334,9 @@ def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=Non
         "chain_json": json.dumps(plan.chain), "final_rung": out.rung, "status": status, "http_status": out.status,
         "attempts": len(out.attempts), "failovers": sum(a.failover for a in out.attempts),
         "total_cost_usd": out.cost_usd, "latency_s": latency_s, "simulated": sim,
-        "api_key": key.name if key is not None else None, "end_user": plan.end_user, "worker": rt.worker}
+        "api_key": key.name if key is not None else None, "end_user": plan.end_user, "worker": rt.worker,
+        **session_columns(plan)}
+    step = {"session_id": plan.session.session_id, "session_step": plan.session.step} if plan.session else {}
     rows = [decision]
     for i, a in enumerate(out.attempts, start=1):
         rows.append({"record": "attempt", "decision_id": plan.decision_id, "attempt": i, "rung": a.rung,
@@ -333,5 +344,5 @@ def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=Non
                      "latency_s": a.latency_s, "verified": a.verified, "accepted": a.accepted, "error": a.error,
                      "created_at": attempts_at or now(), "simulated": rt.simulated(a.rung), "failover": a.failover,
                      "finish_reason": a.finish_reason, "verdict": a.verdict,
-                     "tokens_from_server": a.tokens_from_server})
+                     "tokens_from_server": a.tokens_from_server, **step})
     return rows

@@ -6,7 +6,7 @@ Anything else is rejected with a 400 in OpenAI's error shape naming the field, n
 advisor's own extension is the ``advisor`` object (or ``x-advisor-*`` request headers; the body wins):
 
     {"class": "extraction", "rungs": ["nano-30b", "super-120b"], "self_hosted_only": true,
-     "max_latency_s": 2.0, "target": 0.8, "value_usd": 0.01, "max_cost_usd": 0.001}
+     "max_latency_s": 2.0, "target": 0.8, "value_usd": 0.01, "max_cost_usd": 0.001, "session": "run-17"}
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ class AdvisorPrefs(_Strict):
     target: float | None = Field(default=None, ge=0, le=1)
     value_usd: float | None = Field(default=None, ge=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    session: str | None = Field(default=None, min_length=1, max_length=200)  #: the agent session (sessions.py)
 
 
 class ChatRequest(_Strict):
@@ -140,7 +141,8 @@ class _HeaderPrefs(AdvisorPrefs):
 #: header -> preference field (values parsed by pydantic)
 HEADERS = {"x-advisor-class": "class", "x-advisor-rungs": "rungs", "x-advisor-self-hosted-only": "self_hosted_only",
            "x-advisor-max-latency-s": "max_latency_s", "x-advisor-target": "target",
-           "x-advisor-value-usd": "value_usd", "x-advisor-max-cost-usd": "max_cost_usd"}
+           "x-advisor-value-usd": "value_usd", "x-advisor-max-cost-usd": "max_cost_usd",
+           "x-advisor-session": "session"}
 
 
 def _refuse_constant(name: str) -> Any:

@@ -159,6 +159,22 @@ def _m008_live_end_user(con) -> None:
     con.execute("ALTER TABLE routing_decisions ADD COLUMN end_user VARCHAR")
 
 
+def _m009_sessions(con) -> None:
+    """Agent sessions: per routing decision its session, step, the session's first rung and this step's
+    escalation ("reason from->to"); per attempt its session and step (`advisor.service.sessions`)."""
+    con.execute(
+        """
+        ALTER TABLE routing_decisions ADD COLUMN session_id VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN session_step INTEGER;
+        ALTER TABLE routing_decisions ADD COLUMN session_source VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN session_start_rung VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN escalation VARCHAR;
+        ALTER TABLE live_outcomes ADD COLUMN session_id VARCHAR;
+        ALTER TABLE live_outcomes ADD COLUMN session_step INTEGER;
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -169,4 +185,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m006_service_verifier_rates", _m006_service_verifier_rates),
     ("m007_policy_call_verdicts", _m007_policy_call_verdicts),
     ("m008_live_end_user", _m008_live_end_user),
+    ("m009_sessions", _m009_sessions),
 ]

@@ -1,0 +1,178 @@
+"""The session hooks of the dispatch path: latch or escalate a step's plan, note the step's outcome, count it.
+
+`route_session` is called by `advisor.service.dispatch.decide` for ``model: "auto"`` requests; `after_step`
+by the app once the step's outcome is known (not for streamed replies: they have no verifier, and their tool
+calls are parsed as they stream). The rules are in `advisor.service.sessions`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from advisor.service.sessions import SessionState, SessionStep, latches, rung_above, session_of, signals, step_budget
+
+
+def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
+    """Fill `plan` for a session step (True), or leave it to the caller (False: no session). `decide_auto` runs
+    the ordinary decision on `plan` (the first step's)."""
+    cfg = rt.config.sessions
+    who = session_of(req, cfg)
+    if who is None:
+        return False
+    sid, source = who
+    store = latches(rt)
+    fresh = source == "derived" and not any(m.role == "assistant" for m in req.messages)
+    state = None if fresh else store.get(sid)
+    if state is None or state.rung not in plan.allowed:
+        decide_auto()
+        if not plan.chain:
+            return True
+        first = SessionState(plan.chain[0], plan.chain[0], plan.task_class)
+        store.update(sid, lambda old: first)
+        plan.session = SessionStep(sid, source, 1, first.start_rung, first=True)
+        session_metrics(rt).count_step(plan.session, first.rung, None)
+        return True
+    names = [r.name for r in rt.ladder.rungs]
+    moved: list[Any] = []
+
+    def step(old: SessionState | None) -> SessionState:
+        st = old or state
+        st.step += 1
+        reasons = [st.pending] if st.pending else []
+        st.pending = None
+        reasons += signals(req.messages[min(st.seen, len(req.messages)):], cfg)
+        budget = step_budget(cfg, st.rung)
+        if budget is not None and st.step - st.since_step >= budget:
+            reasons.append("step_budget")
+        if reasons:
+            up = rung_above(names, plan.allowed, st.rung, cfg.escalate_by)
+            moved.append([st.step, reasons[0], st.rung, up])
+            st.escalations.append(moved[0])
+            st.rung, st.since_step, st.seen = up or st.rung, st.step, len(req.messages)
+        return st
+
+    st = store.update(sid, step)
+    escalation = None
+    if moved:
+        _, reason, old_rung, up = moved[0]
+        escalation = f"{reason} {old_rung}->{up}" if up else f"{reason} {old_rung} (no rung above: stays)"
+    plan.session = SessionStep(sid, source, st.step, st.start_rung, escalation)
+    latched_plan(rt, plan, st)
+    session_metrics(rt).count_step(plan.session, st.rung, moved[0] if moved else None)
+    return True
+
+
+def latched_plan(rt, plan, st: SessionState) -> None:
+    """The plan of a later step: the latched rung (then the rungs above it, when the class verifies answers)."""
+    if plan.class_source != "given" and st.task_class != plan.task_class:
+        plan.task_class, plan.class_source = st.task_class, "session: the class of its first step"
+        plan.verifier = rt.verifier_for(st.task_class)
+        plan.k = rt.config.class_config(st.task_class).retries if plan.verifier else 1
+    chain = [st.rung]
+    if plan.verifier is not None:
+        names = [r.name for r in rt.ladder.rungs]
+        above = [n for n in names[names.index(st.rung) + 1:] if n in plan.allowed]
+        chain += above[: rt.config.routing.max_chain - 1]
+    plan.chain, plan.policy = chain, "session"
+    plan.mode = "escalate" if plan.verifier is not None else "single"
+    router = rt.router
+    if st.rung in router.rung_names:
+        plan.p_usable = float(router.predict_one(plan.text, plan.task_class)[router.rung_names.index(st.rung)])
+
+
+def after_step(rt, req, out) -> None:
+    """Note what the step's outcome says for the session's next step: the verifier rejected the answer, or
+    accepted it only above the latch (the latch moves up to that rung now), or the reply held a tool call that
+    could not be parsed."""
+    s = getattr(out.plan, "session", None)
+    if s is None or out.status != 200 or not out.rung:
+        return
+    cfg = rt.config.sessions
+    names = [r.name for r in rt.ladder.rungs]
+    reason = None
+    if cfg.verifier and out.verdict == "rejected":
+        reason = "verifier_rejected"
+    elif cfg.unparseable and req.tools and out.reply is not None and not out.reply.tool_calls \
+            and out.reply.final is None:
+        reason = "unparseable_tool_call"
+    rejected_below = cfg.verifier and out.verdict == "accepted" and any(a.accepted is False for a in out.attempts)
+    if reason is None and not rejected_below:
+        return
+    moved: list[Any] = []
+
+    def note(old: SessionState | None) -> SessionState | None:
+        if old is None:
+            return None
+        if rejected_below and out.rung in names and old.rung in names and \
+                names.index(out.rung) > names.index(old.rung):
+            moved.append([old.step, "verifier_rejected", old.rung, out.rung])
+            old.escalations.append(moved[0])
+            old.rung, old.since_step, old.seen = out.rung, old.step, len(req.messages)
+        elif reason is not None:
+            old.pending = reason
+        return old
+
+    latches(rt).update(s.session_id, note)
+    if moved:
+        s.escalation = f"verifier_rejected {moved[0][2]}->{moved[0][3]}"
+        session_metrics(rt).escalated(moved[0])
+
+
+# ----------------------------------------------------------------------------------------------- records
+def session_headers(plan) -> dict[str, str]:
+    """The ``x-advisor-session*`` and ``x-advisor-escalation`` response headers of a step."""
+    s = getattr(plan, "session", None)
+    if s is None:
+        return {}
+    h = {"x-advisor-session": s.session_id, "x-advisor-session-step": str(s.step),
+         "x-advisor-session-source": s.source}
+    if s.escalation:
+        h["x-advisor-escalation"] = s.escalation
+    return h
+
+
+def session_columns(plan) -> dict[str, Any]:
+    """The session columns of a decision row (all None outside a session)."""
+    s = getattr(plan, "session", None)
+    if s is None:
+        return {}
+    return {"session_id": s.session_id, "session_step": s.step, "session_source": s.source,
+            "session_start_rung": s.start_rung, "escalation": s.escalation}
+
+
+class SessionMetrics:
+    """Prometheus series of sessions: started by rung, steps by start and latched rung, escalations by reason."""
+
+    def __init__(self, metrics):
+        from prometheus_client import Counter
+
+        reg = metrics.registry
+        self.metrics = metrics
+        self.started = Counter("advisor_sessions_started", "Sessions started, by their first rung.", ["rung"],
+                               registry=reg)
+        self.steps = Counter("advisor_session_steps", "Session steps, by the session's start rung and the rung it "
+                             "is latched to (a session's final rung is that of its last step).",
+                             ["start_rung", "rung"], registry=reg)
+        self.escalations = Counter("advisor_session_escalations", "Session escalations, by reason.",
+                                   ["reason", "from_rung", "to_rung"], registry=reg)
+
+    def count_step(self, s: SessionStep, rung: str, moved: list | None) -> None:
+        """One step of a session (and its escalation, if any)."""
+        m = self.metrics
+        if s.first:
+            m.child(self.started, rung).inc()
+        m.child(self.steps, s.start_rung, rung).inc()
+        if moved is not None:
+            self.escalated(moved)
+
+    def escalated(self, moved: list) -> None:
+        """One escalation ([step, reason, from, to])."""
+        self.metrics.child(self.escalations, moved[1], moved[2], moved[3] or moved[2]).inc()
+
+
+def session_metrics(rt) -> SessionMetrics:
+    """The worker's session metrics (registered on first use)."""
+    sm = getattr(rt, "_session_metrics", None)
+    if sm is None:
+        sm = rt._session_metrics = SessionMetrics(rt.metrics)
+    return sm

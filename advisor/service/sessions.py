@@ -1,0 +1,207 @@
+"""Agent sessions: one routing decision per trajectory, latched, escalated (never demoted) on failure signals.
+
+An agent client calls ``/v1/chat/completions`` once per step with the growing conversation. A **session** is
+named by the ``x-advisor-session`` header or ``advisor.session`` in the body; without one (and unless the service
+config says ``sessions: {derive: false}``) its id is **derived**: ``drv_`` + the SHA-256 of the conversation's
+first system message, first user message and the names and parameters of its tools, so every step of one
+trajectory carries the same id. A derived session whose conversation has no assistant message yet starts afresh
+(identical one-shot prompts from different users must not share a latch); a named one continues.
+
+The **first step** is decided from the task by the ordinary decision (the class's cascade, else the router's
+policy: `advisor.service.dispatch.decide_auto`); its first rung is **latched**. Later steps go to the latched
+rung, unless an **escalation signal** fires (`signals`), each looked for only in the messages that arrived since
+the session's last escalation (evidence is used once):
+
+- ``tool_errors``: `SessionConfig.tool_errors` tool results in a row matching `SessionConfig.tool_error_pattern`;
+- ``stuck``: the assistant's tool calls repeat or alternate by the agent loop's rule (`advisor.agent.loop.is_stuck`);
+- ``unparseable_tool_call``: a tool result saying the reply could not be parsed (the agent loop's observation),
+  or a reply of the latched rung that held a tool call advisor could not parse (noted after the step);
+- ``step_budget``: more steps on one rung than its budget (`step_budget`, `step_budget_by_rung`);
+- ``verifier_rejected``: the class's verifier rejected the delivered answer, or accepted it only on a rung above
+  the latch (noted after the step).
+
+The session then moves `escalate_by` rungs up the ladder (among the rungs the request may use), stays there, and
+the reason is returned in ``x-advisor-escalation`` and recorded with the decision. It never moves down.
+
+**Where the latch lives**: in a small SQLite file beside the spool (``<store>.live.sessions.sqlite``), shared by
+every worker of the service: a request may land on any worker, and an in-process map per worker would lose the
+latch. Each step is one read-modify-write in an ``IMMEDIATE`` transaction (WAL journal, no fsync per commit:
+a crash loses at most the last steps' latch, which the next step re-decides). Replicas on several hosts need
+sticky sessions at the load balancer (a file on shared storage is not safe for SQLite). Sessions idle for
+`SessionConfig.ttl_s` are forgotten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from advisor.agent.loop import _signature, is_stuck
+
+DERIVED_PREFIX = "drv_"
+REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected")
+_UNPARSEABLE = re.compile(r"(?i)could not parse your reply|unparseable|invalid tool call")
+
+
+@dataclass
+class SessionState:
+    """What the service remembers of one session between its steps."""
+
+    rung: str  #: the latched rung
+    start_rung: str
+    task_class: str | None
+    step: int = 1  #: steps seen so far (this one included)
+    since_step: int = 1  #: the step at which the latched rung was reached
+    seen: int = 0  #: messages of the conversation already used as evidence (up to the last escalation)
+    escalations: list[list[Any]] = field(default_factory=list)  #: [step, reason, from rung, to rung]
+    pending: str | None = None  #: a signal noted after the last step (used by the next one)
+    updated: float = 0.0
+
+
+@dataclass
+class SessionStep:
+    """The session facts of one request (carried on the plan, recorded with the decision and attempts)."""
+
+    session_id: str
+    source: str  #: header | body | derived
+    step: int
+    start_rung: str
+    escalation: str | None = None  #: "reason from->to" when this step escalated
+    first: bool = False
+
+
+# ----------------------------------------------------------------------------------------------- identity
+def session_of(req, config) -> tuple[str, str] | None:
+    """(id, source) of a request's session: source ``given`` (header or body) or ``derived``; None when sessions
+    are off, or the request names none and deriving is off."""
+    if not config.enabled:
+        return None
+    prefs = req.advisor
+    if prefs is not None and prefs.session:
+        return prefs.session, "given"
+    if not config.derive:
+        return None
+    return derived_id(req), "derived"
+
+
+def derived_id(req) -> str:
+    """``drv_`` + SHA-256 of the first system message, the first user message and the tools (names, parameters)."""
+    system = next((m.text() for m in req.messages if m.role in ("system", "developer")), "")
+    user = next((m.text() for m in req.messages if m.role == "user"), "")
+    tools = [[t.function.name, t.function.parameters] for t in req.tools or []]
+    blob = json.dumps([system, user, tools], sort_keys=True, separators=(",", ":"))
+    return DERIVED_PREFIX + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+# ----------------------------------------------------------------------------------------------- signals
+def signals(messages, config) -> list[str]:
+    """The escalation signals (`REASONS`) a run of new messages shows, strongest first."""
+    found: list[str] = []
+    errors = unparseable = run = 0
+    actions: list[str] = []
+    pattern = re.compile(config.tool_error_pattern)
+    stuck = False
+    for m in messages:
+        if m.role == "tool":
+            text = m.text()
+            if _UNPARSEABLE.search(text):
+                unparseable += 1
+                continue
+            run = run + 1 if pattern.search(text) else 0
+            errors = max(errors, run)
+        elif m.role == "assistant" and m.tool_calls:
+            for call in m.tool_calls:
+                try:
+                    args = json.loads(call.function.arguments or "{}")
+                except ValueError:
+                    args = {"_raw": call.function.arguments}
+                actions.append(_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
+                stuck = stuck or (config.stuck and is_stuck(actions))
+    if stuck:
+        found.append("stuck")
+    if config.tool_errors and errors >= config.tool_errors:
+        found.append("tool_errors")
+    if config.unparseable and unparseable >= config.unparseable:
+        found.append("unparseable_tool_call")
+    return found
+
+
+def step_budget(config, rung: str) -> int | None:
+    """The steps a session may take on `rung` before it escalates (None: no budget)."""
+    return config.step_budget_by_rung.get(rung, config.step_budget)
+
+
+def rung_above(names: list[str], allowed: list[str], rung: str, by: int) -> str | None:
+    """The rung `by` steps above `rung` among the allowed ones (the top allowed one when fewer), else None."""
+    up = [n for n in names[names.index(rung) + 1:] if n in allowed] if rung in names else []
+    return up[min(by, len(up)) - 1] if up else None
+
+
+# ----------------------------------------------------------------------------------------------- latch store
+class LatchStore:
+    """Session states in one SQLite file shared by the service's workers (see the module docstring)."""
+
+    def __init__(self, path: str | Path, ttl_s: float = 86400.0):
+        self.path, self.ttl_s = str(path), ttl_s
+        self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                          "updated REAL NOT NULL)")
+        self._lock = threading.Lock()
+        self._writes = 0
+
+    def update(self, sid: str, change: Callable[[SessionState | None], SessionState | None]) -> SessionState | None:
+        """Read a session's state, apply `change`, write the result (None: leave it); atomic across workers."""
+        with self._lock:
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                row = con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
+                old = None
+                if row is not None and time.time() - row[1] <= self.ttl_s:
+                    old = SessionState(**json.loads(row[0]))
+                new = change(old)
+                if new is not None:
+                    new.updated = time.time()
+                    con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
+                                [sid, json.dumps(asdict(new)), new.updated])
+                    self._writes += 1
+                    if self._writes % 1000 == 0:
+                        con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            return new
+
+    def get(self, sid: str) -> SessionState | None:
+        """A session's state (None when unknown or expired)."""
+        row = self._con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
+        if row is None or time.time() - row[1] > self.ttl_s:
+            return None
+        return SessionState(**json.loads(row[0]))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._con.close()
+
+
+def latch_path(spool: str | Path) -> Path:
+    """The latch file of a service whose workers write to `spool`."""
+    return Path(f"{spool}.sessions.sqlite")
+
+
+def latches(rt) -> LatchStore:
+    """The worker's latch store (opened on first use)."""
+    store = getattr(rt, "_latches", None)
+    if store is None:
+        store = rt._latches = LatchStore(latch_path(rt.settings.spool), rt.config.sessions.ttl_s)
+    return store

@@ -1,0 +1,122 @@
+"""Agent sessions through the real service: `advisor serve` on the embedded Triton, driven with the openai client.
+
+A session is latched to the rung of its first step; repeated tool errors or a stuck loop escalate it once, and
+it stays above, with the reason in ``x-advisor-escalation`` and in the store (`advisor.service.sessions`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.test_service import DEMO, KEY, SUITE, Service, _chat
+
+pytestmark = pytest.mark.triton
+
+
+@pytest.fixture(scope="module")
+def session_service(tmp_path_factory, triton_server):
+    """A service whose class `agent` starts on nano-12b (a one-rung cascade, so the first rung is known)."""
+    from advisor.probe import ProbeConfig, run_probe
+    from advisor.suite import load_suite
+
+    tmp = tmp_path_factory.mktemp("sessions")
+    suite = load_suite(SUITE)
+    first = {}
+    for t in suite.tasks:
+        first.setdefault(t.task_class, t.id)
+    run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url,
+                          store_path=tmp / "probe.duckdb", replicas=1, conditions=("baseline",),
+                          tasks=list(first.values())))
+    (tmp / "keys.txt").write_text(f"full {KEY}\n")
+    (tmp / "service.yaml").write_text("""version: 1
+default_class: chat
+classes:
+  chat: {verifier: none}
+  agent: {chain: [nano-12b], verifier: none}
+sessions: {tool_errors: 2}
+""")
+    store = tmp / "live.duckdb"
+    shutil.copy(tmp / "probe.duckdb", store)
+    svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--keys", str(tmp / "keys.txt"),
+                   "--config", str(tmp / "service.yaml"), "--ingest-every", "0", "--workers", "2"], store)
+    yield svc
+    assert svc.stop() == 0, "".join(svc.lines)
+
+
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                                                          "required": ["path"]}}}]
+
+
+def _call(i: int, path: str) -> dict:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": f"call_{i}", "type": "function",
+                            "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]}
+
+
+def _result(i: int, text: str) -> dict:
+    return {"role": "tool", "tool_call_id": f"call_{i}", "content": text}
+
+
+def test_six_calls_of_one_session_land_on_one_rung(session_service):
+    client = session_service.client()
+    texts = ["Say hello.", "Extract the name from: Ada Lovelace, 1815.", "Write a haiku about rust.",
+             "What is 2 + 2?", "Extract the JSON field id from {\"id\": 3}.", "Summarise the plot of Hamlet."]
+    rungs, ids = [], []
+    for i, text in enumerate(texts, start=1):
+        _, h = _chat(client, model="auto", messages=[{"role": "user", "content": text}],
+                     extra_headers={"x-advisor-session": "six-calls"})
+        assert h["x-advisor-session"] == "six-calls" and h["x-advisor-session-step"] == str(i)
+        assert "x-advisor-escalation" not in h
+        rungs.append(h["x-advisor-rung"])
+        ids.append(h["x-advisor-decision-id"])
+    assert len(set(rungs)) == 1, rungs
+    rows = [session_service.records(d)[0] for d in ids]
+    assert [r["session_step"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert {r["session_id"] for r in rows} == {"six-calls"} and {r["session_source"] for r in rows} == {"given"}
+    assert rows[1]["policy"] == "session" and rows[0]["policy"] != "session"
+    _, attempts = session_service.records(ids[-1])
+    assert attempts[0]["session_id"] == "six-calls" and attempts[0]["session_step"] == 6
+
+
+def test_repeated_tool_errors_escalate_once_and_latch_above(session_service):
+    client = session_service.client()
+    convo = [{"role": "user", "content": "Read the config and report the port."}]
+    steps = [[], [_call(1, "a.cfg"), _result(1, "ERROR: no such file a.cfg")],
+             [_call(2, "b.cfg"), _result(2, "ERROR: no such file b.cfg")],
+             [_call(3, "c.cfg"), _result(3, "port = 80")], [_call(4, "d.cfg"), _result(4, "ok")]]
+    seen = []
+    for extra in steps:
+        convo = convo + extra
+        _, h = _chat(client, model="auto", messages=convo, tools=TOOLS,
+                     extra_headers={"x-advisor-session": "tool-errors", "x-advisor-class": "agent"})
+        seen.append((h["x-advisor-rung"], h.get("x-advisor-escalation"), h["x-advisor-decision-id"]))
+    assert [s[0] for s in seen] == ["nano-12b", "nano-12b", "nano-30b", "nano-30b", "nano-30b"]
+    assert [s[1] for s in seen] == [None, None, "tool_errors nano-12b->nano-30b", None, None]
+    row, _ = session_service.records(seen[2][2])
+    assert row["escalation"] == "tool_errors nano-12b->nano-30b" and row["session_start_rung"] == "nano-12b"
+    assert row["session_step"] == 3 and row["chosen_rung"] == "nano-30b"
+    later, _ = session_service.records(seen[4][2])
+    assert later["escalation"] is None and later["chosen_rung"] == "nano-30b"
+
+
+def test_stuck_loop_escalates_a_derived_session_once(session_service):
+    client = session_service.client()
+    convo = [{"role": "system", "content": "You are a careful agent."},
+             {"role": "user", "content": "Find the port in the config (stuck-loop test)."}]
+    out = []
+    for i in range(5):
+        if i:
+            convo = convo + [_call(i, "same.cfg"), _result(i, "nothing here")]
+        _, h = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body={"advisor": {"class": "agent"}})
+        out.append((h["x-advisor-rung"], h.get("x-advisor-escalation"), h["x-advisor-session"]))
+    assert len({o[2] for o in out}) == 1 and out[0][2].startswith("drv_")
+    assert [o[0] for o in out] == ["nano-12b", "nano-12b", "nano-12b", "nano-30b", "nano-30b"]
+    assert [o[1] for o in out] == [None, None, None, "stuck nano-12b->nano-30b", None]
+    metrics = client._client.get(session_service.base + "/metrics").text
+    assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="stuck",to_rung="nano-30b"} 1.0' in metrics
+    assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="tool_errors",to_rung="nano-30b"} 1.0' \
+        in metrics

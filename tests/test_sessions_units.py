@@ -1,0 +1,79 @@
+"""Session rules without a server: ids, escalation signals, the rung above, and the latch file shared by workers."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+from advisor.service.config import SessionConfig
+from advisor.service.request import parse_request
+from advisor.service.sessions import LatchStore, SessionState, derived_id, rung_above, session_of, signals
+
+
+def _req(messages, **extra):
+    return parse_request({"model": "auto", "messages": messages, **extra}, {})
+
+
+def _call(i, name="read", args=None):
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args or {})}}]}
+
+
+def _tool(i, text):
+    return {"role": "tool", "tool_call_id": f"c{i}", "content": text}
+
+
+def test_session_id_from_header_body_or_derived():
+    user = [{"role": "user", "content": "task"}]
+    cfg = SessionConfig()
+    assert session_of(parse_request({"model": "auto", "messages": user}, {"x-advisor-session": "s1"}), cfg) == ("s1", "given")
+    assert session_of(_req(user, advisor={"session": "s2"}), cfg) == ("s2", "given")
+    sid, source = session_of(_req(user), cfg)
+    later = _req(user + [_call(1), _tool(1, "ok")])
+    assert source == "derived" and sid == derived_id(later) and sid.startswith("drv_")
+    assert derived_id(_req([{"role": "user", "content": "other task"}])) != sid
+    assert session_of(_req(user), SessionConfig(derive=False)) is None
+    assert session_of(_req(user, advisor={"session": "s2"}), SessionConfig(enabled=False)) is None
+
+
+def test_signals_tool_errors_in_a_row_stuck_and_unparseable():
+    cfg = SessionConfig(tool_errors=2)
+    msgs = lambda raw: _req([{"role": "user", "content": "t"}, *raw]).messages[1:]  # noqa: E731
+    assert signals(msgs([_call(1, "a"), _tool(1, "ERROR: x"), _call(2, "b"), _tool(2, "fine"), _call(3, "c"),
+                         _tool(3, "Error y")]),
+                   cfg) == []
+    assert signals(msgs([_call(1), _tool(1, "ERROR: x"), _call(2, "b"), _tool(2, "Traceback (most recent call last)")]),
+                   cfg) == ["tool_errors"]
+    same = [m for i in range(3) for m in (_call(i, "read", {"p": 1}), _tool(i, "ok"))]
+    assert signals(msgs(same), cfg) == ["stuck"]
+    alternating = [m for i in range(6) for m in (_call(i, "ab"[i % 2]), _tool(i, "ok"))]
+    assert signals(msgs(alternating), cfg) == ["stuck"]
+    assert signals(msgs(same), SessionConfig(stuck=False)) == []
+    assert signals(msgs([_call(1), _tool(1, "ERROR: could not parse your reply: no JSON")]), cfg) == \
+        ["unparseable_tool_call"]
+
+
+def test_rung_above_never_down():
+    names = ["a", "b", "c", "d"]
+    assert rung_above(names, names, "a", 1) == "b"
+    assert rung_above(names, ["a", "c", "d"], "a", 1) == "c"
+    assert rung_above(names, names, "b", 5) == "d"
+    assert rung_above(names, names, "d", 1) is None
+
+
+def _bump(path, n):
+    store = LatchStore(path)
+    for _ in range(n):
+        store.update("s", lambda old: SessionState("a", "a", None, step=(old.step + 1) if old else 1))
+
+
+def test_latch_store_is_shared_and_atomic_across_processes(tmp_path):
+    path = tmp_path / "latch.sqlite"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_bump, args=(path, 50)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert LatchStore(path).get("s").step == 150  # no lost update: each step is one IMMEDIATE transaction
+    assert LatchStore(path, ttl_s=1e-9).get("s") is None  # expired
