@@ -31,12 +31,20 @@ def session_service(tmp_path_factory, triton_server):
                           store_path=tmp / "probe.duckdb", replicas=1, conditions=("baseline",),
                           tasks=list(first.values())))
     (tmp / "keys.txt").write_text(f"full {KEY}\n")
-    (tmp / "service.yaml").write_text("""version: 1
+    from advisor.cli import main
+
+    assert main(["router", "train", "--store", str(tmp / "probe.duckdb"), "--out", str(tmp / "candidate.json"),
+                 "--C", "0.05", "--folds", "2"]) == 0  # the shadow candidate
+    (tmp / "service.yaml").write_text(f"""version: 1
 default_class: chat
 classes:
-  chat: {verifier: none}
-  agent: {chain: [nano-12b], verifier: none}
-sessions: {tool_errors: 2}
+  chat: {{verifier: none}}
+  agent: {{chain: [nano-12b], verifier: none}}
+  checked:
+    match: ['(?i)\\bcheck\\b']
+    verifier: {{checks: [{{type: regex, pattern: '\\w'}}]}}
+sessions: {{tool_errors: 2}}
+shadow: {{artifact: {tmp / "candidate.json"}}}
 """)
     store = tmp / "live.duckdb"
     shutil.copy(tmp / "probe.duckdb", store)
@@ -114,9 +122,33 @@ def test_stuck_loop_escalates_a_derived_session_once(session_service):
         _, h = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body={"advisor": {"class": "agent"}})
         out.append((h["x-advisor-rung"], h.get("x-advisor-escalation"), h["x-advisor-session"]))
     assert len({o[2] for o in out}) == 1 and out[0][2].startswith("drv_")
-    assert [o[0] for o in out] == ["nano-12b", "nano-12b", "nano-12b", "nano-30b", "nano-30b"]
-    assert [o[1] for o in out] == [None, None, None, "stuck nano-12b->nano-30b", None]
+    # the second identical call is stuck by the session rule (stuck_repeats 2), before the agent loop's own 3
+    assert [o[0] for o in out] == ["nano-12b", "nano-12b", "nano-30b", "nano-30b", "nano-30b"]
+    assert [o[1] for o in out] == [None, None, "stuck nano-12b->nano-30b", None, None]
     metrics = client._client.get(session_service.base + "/metrics").text
     assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="stuck",to_rung="nano-30b"} 1.0' in metrics
     assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="tool_errors",to_rung="nano-30b"} 1.0' \
         in metrics
+
+
+def test_shadow_candidate_is_recorded_beside_and_reported(session_service, capsys):
+    from advisor.cli import main
+    from advisor.service.launch import ingest_now
+
+    client = session_service.client()
+    ids = []
+    for i in range(30):
+        _, h = _chat(client, model="auto", messages=[{"role": "user", "content": f"Check item {i}: is it in stock?"}])
+        assert h["x-advisor-class"] == "checked"
+        ids.append(h["x-advisor-decision-id"])
+    row, _ = session_service.records(ids[-1])
+    assert row["shadow_rung"] in ("nano-12b", "nano-30b", "super-120b") and row["shadow_version"]
+    assert row["chosen_rung"] == json.loads(row["chain_json"])[0]
+    ingest_now(session_service.spool, session_service.store)
+    capsys.readouterr()
+    assert main(["router", "shadow-report", "--store", str(session_service.store)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SIMULATED traffic") and f"shadow candidate {row['shadow_version']}" in out
+    assert "direct method" in out
+    assert "cost per request (USD, first attempt): candidate" in out, out
+    assert "usable rate (verifier accept, first attempt)" in out

@@ -7,7 +7,8 @@ import multiprocessing
 
 from advisor.service.config import SessionConfig
 from advisor.service.request import parse_request
-from advisor.service.sessions import LatchStore, SessionState, derived_id, rung_above, session_of, signals
+from advisor.service.sessions import SessionState, derived_id, rung_above, session_of, signals
+from advisor.store.latches import LatchStore
 
 
 def _req(messages, **extra):
@@ -62,7 +63,7 @@ def test_rung_above_never_down():
 
 
 def _bump(path, n):
-    store = LatchStore(path)
+    store = LatchStore(path, SessionState)
     for _ in range(n):
         store.update("s", lambda old: SessionState("a", "a", None, step=(old.step + 1) if old else 1))
 
@@ -75,5 +76,5 @@ def test_latch_store_is_shared_and_atomic_across_processes(tmp_path):
         p.start()
     for p in procs:
         p.join(60)
-    assert LatchStore(path).get("s").step == 150  # no lost update: each step is one IMMEDIATE transaction
-    assert LatchStore(path, ttl_s=1e-9).get("s") is None  # expired
+    assert LatchStore(path, SessionState).get("s").step == 150  # no lost update: each step is one IMMEDIATE transaction
+    assert LatchStore(path, SessionState, ttl_s=1e-9).get("s") is None  # expired

@@ -26,6 +26,7 @@ def register_router(group: typer.Typer) -> None:
     group.command("rollback")(rollback)
     group.command("promotions")(promotions)
     group.command("drift")(drift)
+    group.command("shadow-report")(shadow_report)
 
 
 def _ladder(path: Path | None):
@@ -61,6 +62,12 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
             service_config: ConfigOpt = None, ladder: LadderOpt = None,
             force: Annotated[bool, typer.Option("--force", help="Promote even when the gate refuses "
                                                 "(recorded as forced).")] = False,
+            require_shadow: Annotated[bool, typer.Option("--require-shadow", help="Also require the candidate's "
+                                                         "shadow estimate (`router shadow-report`) not worse on "
+                                                         "usable rate.")] = False,
+            shadow_margin: Annotated[float, typer.Option("--shadow-margin", min=0, max=1, help="Largest usable-rate "
+                                                         "loss still 'not worse' (lower end of the 95% "
+                                                         "interval).")] = 0.02,
             as_json: JsonOpt = False) -> None:
     """Gate CANDIDATE against the serving router on recent live outcomes; promote it when it is not worse."""
     from advisor.router.live import verifier_rates
@@ -71,7 +78,8 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
     pointer = pointer or default_pointer(store)
     with Store.open(store) as s:
         rates = verifier_rates(service_config, _ladder(ladder), s) if service_config else {}
-        out = do_promote(candidate, s, pointer, window, min_decisions, margin, rates, force)
+        out = do_promote(candidate, s, pointer, window, min_decisions, margin, rates, force, require_shadow,
+                         shadow_margin)
     if as_json:
         typer.echo(jsonout.dumps(out, indent=2))
     else:
@@ -83,6 +91,8 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
             for c, m in g["per_class"].items():
                 typer.echo(f"  {c or '(no class)':<20} {m['attempts']:>5} attempts  accept {m['accept_rate']:.2f}  "
                            f"Brier serving {m['brier_serving']:.4f} candidate {m['brier_candidate']:.4f}")
+        if out.get("shadow"):
+            typer.echo(out["shadow"]["reason"])
         verb = {"refused": "REFUSED", "unchanged": "unchanged"}.get(out["action"], "promoted")
         typer.echo(f"{verb}: {out['router_version']}: {out['reason']}")
         if out["promoted"]:
@@ -134,4 +144,22 @@ def drift(store: StoreOpt = Path(DEFAULT_STORE),
         typer.echo(jsonout.dumps(table, indent=2))
         return
     for line in render_lines(table):
+        typer.echo(line)
+
+
+def shadow_report(store: StoreOpt = Path(DEFAULT_STORE),
+                  version: Annotated[Optional[str], typer.Option("--version", help="The shadow candidate's router "
+                                                                 "version (default: the latest shadowed).")] = None,
+                  as_json: JsonOpt = False) -> None:
+    """Estimate a shadow candidate's cost and usable rate on the live traffic it shadowed, with intervals."""
+    from advisor.router.shadow_report import render
+    from advisor.router.shadow_report import shadow_report as build
+    from advisor.store import Store
+
+    with Store.open(store, read_only=True) as s:
+        rep = build(s, version)
+    if as_json:
+        typer.echo(jsonout.dumps(rep.as_dict(), indent=2))
+        return
+    for line in render(rep):
         typer.echo(line)

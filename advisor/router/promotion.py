@@ -191,8 +191,13 @@ def _record(store, action: str, artifact: Path, sha: str, version: str, pointer:
 
 
 def promote(candidate_path: str | Path, store, pointer: str | Path, window: int = 200, min_decisions: int = 30,
-            margin: float = 0.005, rates: dict | None = None, force: bool = False) -> dict[str, Any]:
+            margin: float = 0.005, rates: dict | None = None, force: bool = False, require_shadow: bool = False,
+            shadow_margin: float = 0.02) -> dict[str, Any]:
     """Gate the candidate against the pointer's artifact and, when it passes (or with `force`), promote it.
+
+    With `require_shadow` the candidate must also have run in shadow and pass `shadow_report.shadow_gate`
+    (its estimated usable rate on the shadowed traffic not worse than the serving one's by more than
+    `shadow_margin`).
 
     The first promotion (no pointer yet) has nothing to compare with and is recorded as ``initial``. Returns
     the outcome (``promoted``, ``action``, ``gate`` figures, ``artifact``, ``router_version``); a refusal is
@@ -219,6 +224,16 @@ def promote(candidate_path: str | Path, store, pointer: str | Path, window: int 
         _record(store, "refused", cand_path, sha, candidate.version_tag, pointer, previous, result, evidence)
         return {"promoted": False, "action": "refused", "reason": result.reason, "gate": result.as_dict(),
                 "router_version": candidate.version_tag, "serving_version": previous.get("router_version")}
+    if require_shadow:
+        from advisor.router.shadow_report import shadow_gate
+
+        ok, why, report = shadow_gate(store, candidate.version_tag, shadow_margin)
+        evidence["shadow"] = {"passed": ok, "reason": why, "report": report}
+        if not ok and not force:
+            _record(store, "refused", cand_path, sha, candidate.version_tag, pointer, previous, result, evidence)
+            return {"promoted": False, "action": "refused", "reason": why, "gate": result.as_dict() if result else None,
+                    "shadow": evidence["shadow"], "router_version": candidate.version_tag,
+                    "serving_version": previous.get("router_version") if previous else None}
     pointer.parent.mkdir(parents=True, exist_ok=True)
     kept = pointer.parent / f"{sha[:12]}{cand_path.suffix}"
     if not kept.exists():
@@ -231,7 +246,7 @@ def promote(candidate_path: str | Path, store, pointer: str | Path, window: int 
     return {"promoted": True, "action": action, "promotion_id": pid, "artifact": str(kept),
             "router_version": candidate.version_tag, "gate": result.as_dict() if result else None,
             "reason": result.reason if result else "first promotion: nothing serving to compare with",
-            "serving_version": previous.get("router_version") if previous else None}
+            "serving_version": previous.get("router_version") if previous else None, "shadow": evidence.get("shadow")}
 
 
 def rollback(store, pointer: str | Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from advisor.errors import did_you_mean
 from advisor.service.dispatch import decide, records, run_with_deadline
 from advisor.service.request import RequestError, decode_body, parse_request
 from advisor.service.session_routing import after_step, session_headers
+from advisor.service.shadow import shadow_of
 from advisor.store import now as _now
 
 
@@ -50,6 +51,7 @@ def create_app(settings=None):
         from advisor.service.recording import ROTATE_S
 
         rt = state["rt"] = Runtime(settings)
+        shadow_of(rt)  # a shadow candidate (advisor.service.shadow) is loaded now: a bad artifact stops the start
         import gc
 
         gc.collect()

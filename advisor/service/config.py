@@ -159,8 +159,12 @@ class SessionConfig(_Strict):
                              "escalate (0: off).")
     tool_error_pattern: str = Field(default=r"(?i)^\s*(error|exception|traceback)\b|\bHTTP [45]\d\d\b",
                                     description="Regex on a tool result's text that marks a tool error.")
-    stuck: bool = Field(default=True, description="Repeated or alternating tool calls (the agent loop's rule) "
-                        "escalate.")
+    stuck: bool = Field(default=True, description="Repeated or alternating tool calls (the agent loop's rule, "
+                        "advisor.agent.loop.is_stuck) escalate.")
+    stuck_repeats: int = Field(default=2, ge=2, description="Identical tool calls in a row that count as stuck (the "
+                               "agent loop stops at 3: the session moves up before the client gives up).")
+    stuck_cycles: int = Field(default=2, ge=2, description="Full A-B cycles of two alternating calls that count as "
+                              "stuck.")
     unparseable: int = Field(default=1, ge=0, description="Unparseable tool calls that escalate (0: off).")
     verifier: bool = Field(default=True, description="A verifier rejecting the delivered answer escalates.")
     step_budget: int | None = Field(default=None, ge=1, description="Steps on one rung before escalating "
@@ -176,6 +180,12 @@ class SessionConfig(_Strict):
         except re.error as exc:
             raise ValueError(f"tool_error_pattern {value!r} is not a regex ({exc})") from None
         return value
+
+
+class ShadowConfig(_Strict):
+    """A candidate router that decides every routed request beside the serving one (`advisor.service.shadow`)."""
+
+    artifact: str = Field(description="The candidate router artifact (or a promotion pointer).")
 
 
 class RecordConfig(_Strict):
@@ -194,6 +204,8 @@ class ServiceConfig(_Strict):
     limits: Limits = Field(default_factory=Limits)
     record: RecordConfig = Field(default_factory=RecordConfig)
     sessions: SessionConfig = Field(default_factory=SessionConfig)
+    shadow: ShadowConfig | None = Field(default=None, description="Shadow mode: a candidate router's decisions are "
+                                        "recorded, not applied.")
 
     @model_validator(mode="after")
     def _check(self) -> "ServiceConfig":

@@ -25,6 +25,7 @@ from advisor.scores import Verifier
 from advisor.service.chat import Reply, parse_reply, render_prompt, request_text
 from advisor.service.request import RequestError
 from advisor.service.session_routing import route_session, session_columns
+from advisor.service.shadow import shadow_columns, shadow_decide
 from advisor.store import now, text_hash
 from advisor.triton.client import GenerationTimeout, _deadline
 
@@ -67,6 +68,7 @@ class Plan:
     decision_s: float = 0.0
     end_user: str | None = None  #: the request's OpenAI `user` field, recorded as given
     session: Any = None  #: the agent session's step (`advisor.service.sessions.SessionStep`), if any
+    shadow: dict | None = None  #: the shadow candidate's decision (`advisor.service.shadow`), recorded only
 
 
 @dataclass
@@ -126,8 +128,14 @@ def decide(rt, req, key) -> Plan:
                                f"rung of them, or send model 'auto'", param="advisor.rungs")
         plan.policy, plan.mode, plan.chain = "pinned", "pinned", [req.model]
         plan.p_usable = _p_of(rt, text, task_class, req.model)
-    elif not route_session(rt, req, plan, key, lambda: decide_auto(rt, req, plan, ccfg, key)):
-        decide_auto(rt, req, plan, ccfg, key)
+    else:
+        if not route_session(rt, req, plan, key, lambda: decide_auto(rt, req, plan, ccfg, key)):
+            decide_auto(rt, req, plan, ccfg, key)
+        if rt.config.shadow is not None:  # the candidate decides beside (advisor.service.shadow); not applied
+            try:
+                shadow_decide(rt, plan, *policy_inputs(rt, req, plan, ccfg, key))
+            except RequestError:
+                pass
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
     return plan
@@ -158,6 +166,20 @@ def _p_of(rt, text: str, task_class: str | None, rung: str) -> float | None:
 
 
 def _route(rt, req, plan: Plan, ccfg, key) -> None:
+    config, p = policy_inputs(rt, req, plan, ccfg, key)
+    try:
+        # explain=False: the plan's explanation keeps no candidate list, so none is built
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name, explain=False)
+    except RouterError as exc:
+        raise RequestError(str(exc), param="advisor") from None
+    plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)
+    plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
+    plan.explanation = {"rule": d.rule, "reason": d.reason, "probabilities": d.probabilities,
+                        "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
+
+
+def policy_inputs(rt, req, plan: Plan, ccfg, key) -> tuple[PolicyConfig, Preferences]:
+    """The routing policy's settings and the request's preferences (RequestError when no rung is allowed)."""
     prefs = req.advisor
     routing = rt.config.routing
     config = PolicyConfig(mode="escalate" if plan.verifier else "single", k=ccfg.retries,
@@ -174,17 +196,8 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
             _forbidden(None, key)
         raise RequestError("no rung is allowed by this request's preferences (advisor.rungs, max_cost_usd and the "
                            "API key's rungs)", param="advisor")
-    p = Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),
-                    max_latency_s=prefs.max_latency_s if prefs else None)
-    try:
-        # explain=False: the plan's explanation keeps no candidate list, so none is built
-        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name, explain=False)
-    except RouterError as exc:
-        raise RequestError(str(exc), param="advisor") from None
-    plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)
-    plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
-    plan.explanation = {"rule": d.rule, "reason": d.reason, "probabilities": d.probabilities,
-                        "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
+    return config, Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),
+                               max_latency_s=prefs.max_latency_s if prefs else None)
 
 
 def failover_order(rt, plan: Plan, tried: set[str], failed: str) -> list[str]:
@@ -335,7 +348,7 @@ def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=Non
         "attempts": len(out.attempts), "failovers": sum(a.failover for a in out.attempts),
         "total_cost_usd": out.cost_usd, "latency_s": latency_s, "simulated": sim,
         "api_key": key.name if key is not None else None, "end_user": plan.end_user, "worker": rt.worker,
-        **session_columns(plan)}
+        **session_columns(plan), **shadow_columns(plan)}
     step = {"session_id": plan.session.session_id, "session_step": plan.session.step} if plan.session else {}
     rows = [decision]
     for i, a in enumerate(out.attempts, start=1):

@@ -13,7 +13,8 @@ rung, unless an **escalation signal** fires (`signals`), each looked for only in
 the session's last escalation (evidence is used once):
 
 - ``tool_errors``: `SessionConfig.tool_errors` tool results in a row matching `SessionConfig.tool_error_pattern`;
-- ``stuck``: the assistant's tool calls repeat or alternate by the agent loop's rule (`advisor.agent.loop.is_stuck`);
+- ``stuck``: the assistant's tool calls repeat or alternate by the agent loop's rule (`advisor.agent.loop.is_stuck`,
+  with `stuck_repeats` and `stuck_cycles`: by default 2 and 2, a step before the loop's own 3 would stop the client);
 - ``unparseable_tool_call``: a tool result saying the reply could not be parsed (the agent loop's observation),
   or a reply of the latched rung that held a tool call advisor could not parse (noted after the step);
 - ``step_budget``: more steps on one rung than its budget (`step_budget`, `step_budget_by_rung`);
@@ -36,12 +37,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
-import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from advisor.agent.loop import _signature, is_stuck
 
@@ -123,7 +121,7 @@ def signals(messages, config) -> list[str]:
                 except ValueError:
                     args = {"_raw": call.function.arguments}
                 actions.append(_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
-                stuck = stuck or (config.stuck and is_stuck(actions))
+                stuck = stuck or (config.stuck and is_stuck(actions, config.stuck_repeats, config.stuck_cycles))
     if stuck:
         found.append("stuck")
     if config.tool_errors and errors >= config.tool_errors:
@@ -144,64 +142,29 @@ def rung_above(names: list[str], allowed: list[str], rung: str, by: int) -> str 
     return up[min(by, len(up)) - 1] if up else None
 
 
+def expected_session_cost(costs: list[float], escalate_p: list[float]) -> float:
+    """Expected USD of a session started on the first of `costs` (per-episode USD of each rung from there up),
+    counting expected escalations: ``E = c0 + q0 (c1 + q1 (c2 + ...))`` with ``q`` the share of probe runs of the
+    class on that rung that stopped on an escalation signal (the top rung is never left). An escalated session
+    pays only part of an episode on the rung it leaves, so this is an upper bound in that respect."""
+    total, reach = 0.0, 1.0
+    for c, q in zip(costs, escalate_p):
+        total += reach * c
+        reach *= q
+    return total
+
+
 # ----------------------------------------------------------------------------------------------- latch store
-class LatchStore:
-    """Session states in one SQLite file shared by the service's workers (see the module docstring)."""
-
-    def __init__(self, path: str | Path, ttl_s: float = 86400.0):
-        self.path, self.ttl_s = str(path), ttl_s
-        self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
-                          "updated REAL NOT NULL)")
-        self._lock = threading.Lock()
-        self._writes = 0
-
-    def update(self, sid: str, change: Callable[[SessionState | None], SessionState | None]) -> SessionState | None:
-        """Read a session's state, apply `change`, write the result (None: leave it); atomic across workers."""
-        with self._lock:
-            con = self._con
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                row = con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
-                old = None
-                if row is not None and time.time() - row[1] <= self.ttl_s:
-                    old = SessionState(**json.loads(row[0]))
-                new = change(old)
-                if new is not None:
-                    new.updated = time.time()
-                    con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
-                                [sid, json.dumps(asdict(new)), new.updated])
-                    self._writes += 1
-                    if self._writes % 1000 == 0:
-                        con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            return new
-
-    def get(self, sid: str) -> SessionState | None:
-        """A session's state (None when unknown or expired)."""
-        row = self._con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
-        if row is None or time.time() - row[1] > self.ttl_s:
-            return None
-        return SessionState(**json.loads(row[0]))
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._con.close()
-
-
 def latch_path(spool: str | Path) -> Path:
     """The latch file of a service whose workers write to `spool`."""
     return Path(f"{spool}.sessions.sqlite")
 
 
-def latches(rt) -> LatchStore:
-    """The worker's latch store (opened on first use)."""
+def latches(rt):
+    """The worker's latch store (`advisor.store.latches.LatchStore`, opened on first use)."""
     store = getattr(rt, "_latches", None)
     if store is None:
-        store = rt._latches = LatchStore(latch_path(rt.settings.spool), rt.config.sessions.ttl_s)
+        from advisor.store.latches import LatchStore
+
+        store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, rt.config.sessions.ttl_s)
     return store

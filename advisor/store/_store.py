@@ -20,6 +20,7 @@ from advisor.store._agreement_queries import AgreementQueries
 from advisor.store._live_queries import LiveQueries
 from advisor.store._policy_queries import PolicyQueries
 from advisor.store._queries import Queries
+from advisor.store._session_queries import SessionQueries
 from advisor.store.migrations import MIGRATIONS
 
 DEFAULT_STORE = "advisor.duckdb"
@@ -65,7 +66,7 @@ def _check_store_file(path: str) -> None:
                          "move it away or name another file with --store")
 
 
-class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries):
+class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQueries):
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
     def __init__(self, con, path: str):

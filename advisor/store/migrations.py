@@ -175,6 +175,21 @@ def _m009_sessions(con) -> None:
     )
 
 
+def _m010_shadow_decisions(con) -> None:
+    """Shadow mode: per routing decision the candidate router's decision, recorded beside the serving one and not
+    applied (`advisor.service.shadow`)."""
+    con.execute(
+        """
+        ALTER TABLE routing_decisions ADD COLUMN shadow_version VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN shadow_rung VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN shadow_chain_json VARCHAR;
+        ALTER TABLE routing_decisions ADD COLUMN shadow_p_usable DOUBLE;
+        ALTER TABLE routing_decisions ADD COLUMN shadow_expected_cost DOUBLE;
+        ALTER TABLE routing_decisions ADD COLUMN shadow_error VARCHAR;
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -186,4 +201,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m007_policy_call_verdicts", _m007_policy_call_verdicts),
     ("m008_live_end_user", _m008_live_end_user),
     ("m009_sessions", _m009_sessions),
+    ("m010_shadow_decisions", _m010_shadow_decisions),
 ]

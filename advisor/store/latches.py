@@ -1,0 +1,68 @@
+"""The routing service's session latches: a small SQLite map shared by the workers of one service.
+
+The store (DuckDB) is written only through the spool's segments, long after a request; a session's latch must be
+read and changed by the next step, on whichever worker it lands. So each session's state (`advisor.service.
+sessions.SessionState`, as JSON) lives in one SQLite file beside the spool, changed in an ``IMMEDIATE``
+transaction per step (WAL journal, ``synchronous=NORMAL``: no fsync per commit). Idle sessions expire after
+``ttl_s``; every 1,000th write deletes the expired ones.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+
+class LatchStore:
+    """Session states (dataclasses of `state_type`) in one SQLite file shared by the service's workers."""
+
+    def __init__(self, path: str | Path, state_type: type, ttl_s: float = 86400.0):
+        self.path, self.state_type, self.ttl_s = str(path), state_type, ttl_s
+        self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                          "updated REAL NOT NULL)")
+        self._lock = threading.Lock()
+        self._writes = 0
+
+    def update(self, sid: str, change: Callable[[Any], Any]) -> Any:
+        """Read a session's state, apply `change`, write the result (None: leave it); atomic across workers."""
+        with self._lock:
+            con = self._con
+            con.execute("BEGIN IMMEDIATE")
+            try:
+                row = con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
+                old = None
+                if row is not None and time.time() - row[1] <= self.ttl_s:
+                    old = self.state_type(**json.loads(row[0]))
+                new = change(old)
+                if new is not None:
+                    new.updated = time.time()
+                    con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
+                                [sid, json.dumps(asdict(new)), new.updated])
+                    self._writes += 1
+                    if self._writes % 1000 == 0:
+                        con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            return new
+
+    def get(self, sid: str) -> Any:
+        """A session's state (None when unknown or expired)."""
+        with self._lock:
+            row = self._con.execute("SELECT state, updated FROM sessions WHERE id = ?", [sid]).fetchone()
+        if row is None or time.time() - row[1] > self.ttl_s:
+            return None
+        return self.state_type(**json.loads(row[0]))
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._con.close()
