@@ -169,3 +169,20 @@ async def test_concurrent_episodes_are_isolated(tmp_path):
     assert len({e.workspace for e in envs}) == 6
     for e in envs:
         e.close()
+
+
+async def test_list_files_does_not_follow_links_out(env, tmp_path):
+    """A link to a host file (or folder) outside the workspace is named, never followed: no host size, no host
+    listing; the judge's transcript leaves it out too."""
+    from advisor.checks.judge_transcript import _files
+
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("x" * 651)
+    (env.workspace / "shadow").symlink_to(outside / "secret.txt")
+    (env.workspace / "hostdir").symlink_to(outside)
+    listing = await env.call("list_files", {})
+    assert listing.ok and "651" not in listing.observation and "secret.txt" not in listing.observation
+    assert "shadow  (symbolic link, not followed)" in listing.observation
+    assert "hostdir  (symbolic link, not followed)" in listing.observation
+    assert all(name not in ("shadow", "hostdir") for name, _ in _files(env))

@@ -50,10 +50,10 @@ def _files(episode) -> list[tuple[str, str]]:
     ws = getattr(episode, "workspace", None)
     if ws is None or not ws.is_dir():
         return []
-    out = []
-    for path in sorted(p for p in ws.rglob("*") if p.is_file()):
-        out.append((path.relative_to(ws).as_posix(), path.read_text(encoding="utf-8", errors="replace")))
-    return out
+    from advisor.tools.files import workspace_files
+
+    return [(rel, (ws / rel).read_text(encoding="utf-8", errors="replace"))  # regular files only: links not followed
+            for rel, size in workspace_files(ws) if size is not None]
 
 
 def _fit_files(files: list[tuple[str, str]], budget: int, cuts: list[str]) -> list[str]:

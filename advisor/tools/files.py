@@ -1,13 +1,16 @@
 """Workspace file tools: list_files, read_file, write_file.
 
 Every path is relative to the episode's scratch workspace. A path that escapes it (absolute paths, ``..``,
-symlinks pointing outside) is refused with a `ToolError`, never followed.
+symlinks pointing outside) is refused with a `ToolError`, never followed; list_files names a symbolic link without
+following it, not even for its size (`workspace_files`).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
 
@@ -32,6 +35,27 @@ def resolve_in_workspace(workspace: Path, rel: str) -> Path:
     return target
 
 
+def workspace_files(root: Path, folder: Path | None = None) -> Iterator[tuple[str, int | None]]:
+    """(path relative to `root`, size in bytes) of every regular file under `folder` (default `root`), sorted;
+    a symbolic link is given with size None and never followed, not even to read its target's size; other
+    special files (FIFOs, sockets, devices) are left out."""
+    root = Path(root)
+    found = []
+    for here, dirs, files in os.walk(folder or root, followlinks=False):
+        for name in (*dirs, *files):
+            path = os.path.join(here, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            rel = Path(path).relative_to(root).as_posix()
+            if stat.S_ISLNK(info.st_mode):
+                found.append((rel, None))
+            elif stat.S_ISREG(info.st_mode):
+                found.append((rel, info.st_size))
+    return iter(sorted(found))
+
+
 @register_tool
 class ListFiles:
     """List the files of the workspace (or of a folder inside it)."""
@@ -43,15 +67,12 @@ class ListFiles:
     )
 
     async def run(self, env, arguments: dict[str, Any]) -> str:
-        """Return one relative path per line, with sizes."""
+        """Return one relative path per line, with sizes (symbolic links are named, never followed)."""
         folder = resolve_in_workspace(env.workspace, arguments.get("path", "."))
         if not folder.is_dir():
             raise ToolError(f"no such folder in the workspace: {arguments.get('path')!r}")
-        root = env.workspace.resolve()
-        rows = []
-        for path in sorted(folder.rglob("*")):
-            if path.is_file():
-                rows.append(f"{path.relative_to(root).as_posix()}  ({path.stat().st_size} bytes)")
+        rows = [f"{rel}  ({size} bytes)" if size is not None else f"{rel}  (symbolic link, not followed)"
+                for rel, size in workspace_files(env.workspace.resolve(), folder)]
         if not rows:
             return "(no files)"
         more = len(rows) - MAX_LIST_ENTRIES
