@@ -122,6 +122,12 @@ class WriteFile:
         path = resolve_in_workspace(env.workspace, arguments["path"])
         if path.is_dir():
             raise ToolError(f"{arguments['path']!r} is a folder")
+        limit = env.limits.workspace_mb * 1024 * 1024
+        used = sum(size or 0 for rel, size in workspace_files(env.workspace.resolve()) if rel != path.relative_to(
+            env.workspace.resolve()).as_posix())
+        if used + len(content.encode("utf-8")) > limit:
+            raise ToolError(f"disk space limit reached: the workspace holds at most {env.limits.workspace_mb} MiB "
+                            f"(workspace_mb); {used} bytes are used")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
         return f"wrote {len(content.encode('utf-8'))} bytes to {arguments['path']}"

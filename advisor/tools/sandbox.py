@@ -3,20 +3,22 @@
 The sandbox of one run (see docs/sandbox.md):
 
 - a fresh mount namespace whose only contents are read-only binds of ``/usr`` (and the ``/bin``, ``/lib*``
-  links), the interpreter's own prefix, ``/etc/ld.so.cache``; the episode workspace, bound read-write at
-  ``/workspace`` (the only writable host path); a private, size-bounded tmpfs ``/tmp``; a fresh ``/dev`` and
-  the ``/proc`` of its own PID namespace. The root is remounted read-only. No ``/etc/shadow``, no home, no
+  links), the interpreter's own prefix, ``/etc/ld.so.cache``; ``/workspace``: as root a size-bounded tmpfs
+  holding a copy of the episode workspace (bound at ``/.host/workspace``, out of the code's reach, and copied
+  back when the run ends), otherwise the episode workspace bound read-write; a private, size-bounded tmpfs
+  ``/tmp``; a fresh ``/dev`` and the ``/proc`` of its own PID namespace. The root is remounted read-only. No ``/etc/shadow``, no home, no
   other episode's workspace: they are not there;
 - its own PID, network (no interface but a private loopback), IPC, UTS and cgroup namespaces: no signal,
   socket or shared memory reaches a process outside; ``--die-with-parent`` and the PID namespace end every
   child (``setsid`` ones too) when the run ends; ``--new-session`` detaches it from the terminal;
 - no capabilities, ``no_new_privs``, and resource limits set before any code runs: address space, CPU
   seconds, file size, open files, no core, and a process limit (``RLIMIT_NPROC``);
-- the parent stops it on the wall-time or output limit.
+- a watcher (`sandbox_init.py`, the sandbox's first program) that stops the run when all its processes
+  together hold more than ``total_memory_mb``, at the wall time, or when the parent asks (output limit).
 
 As root (CI containers) the kernel ignores ``RLIMIT_NPROC`` for uid 0, even in a user namespace, so bwrap runs
 without a user namespace and the code drops to a fresh unprivileged uid of its own before it runs (the
-workspace is handed to that uid); as any other user bwrap makes a user namespace (``--unshare-user``,
+watcher stays root, out of its reach); as any other user bwrap makes a user namespace (``--unshare-user``,
 ``--disable-userns`` where supported).
 
 Where bwrap is missing or cannot build the sandbox, running code is refused with `SandboxUnavailable`, unless
@@ -31,6 +33,7 @@ import contextlib
 import contextvars
 import functools
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -49,36 +52,11 @@ _MARK = "[sandbox] "
 _UID_BASE = 1_500_000_000  #: as root, each run gets a fresh uid from here (no account has one this high)
 _uids = itertools.count()
 
-_PREAMBLE = r'''
-import os, sys, resource
-for _name, _value in zip(("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE",
-                          "RLIMIT_NPROC"), map(int, sys.argv[1].split(","))):
-    if _value >= 0:
-        resource.setrlimit(getattr(resource, _name), (_value, _value))
-def _stop(what):
-    os.write(2, ("\n[sandbox] " + what + "\n").encode("utf-8", "replace"))
-    os._exit(113)
-_uid = int(sys.argv[2])
-if _uid >= 0:
-    try:
-        os.setgroups([])
-        os.setresgid(_uid, _uid, _uid)
-        os.setresuid(_uid, _uid, _uid)
-    except OSError as exc:
-        _stop("could not drop to an unprivileged uid: " + str(exc))
-    with open("/proc/self/status") as _f:
-        if any(l.startswith(("CapEff:", "CapPrm:")) and int(l.split()[1], 16) for l in _f):
-            _stop("capabilities left after dropping privileges")
-os.chdir(sys.argv[3])
-_kind, _payload = sys.argv[4], sys.argv[5]
-sys.path.insert(0, os.getcwd())
-sys.argv = [_payload if _kind == "file" else "<run_python>"] + sys.argv[6:]
-if _kind == "file":
-    import runpy
-    runpy.run_path(_payload, run_name="__main__")
-else:
-    exec(compile(_payload, "<run_python>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
-'''
+_INIT = Path(__file__).with_name("sandbox_init.py")  #: the run's first program (its source is passed with -c)
+HOST_WORKSPACE = "/.host/workspace"  #: as root, where the host workspace is bound (in a root-only 0700 folder)
+LIMIT_EXIT = 114  #: sandbox_init's exit code when a limit stopped the run
+POLL_S = 0.02  #: how often the run's memory is added up
+_COPY_BACK_S = 10.0  #: time sandbox_init may take past the limit to stop the run and copy the workspace back
 
 
 class SandboxUnavailable(AdvisorError):
@@ -93,10 +71,13 @@ class SandboxLimits:
 
     timeout_s: float = 10.0  #: wall time, seconds
     memory_mb: int = 512  #: address space of each process, MiB
+    total_memory_mb: int = 1024  #: resident memory of all the run's processes together, MiB
+    cpu_s: int | None = None  #: CPU seconds of each process (None: timeout_s + 2)
     max_output: int = 32_000  #: characters of stdout + stderr kept; more stops the run
     max_file_mb: int = 16  #: largest file the code may write
+    workspace_mb: int = 256  #: size of /workspace (as root: a tmpfs copied back to the host workspace)
     max_processes: int = 32  #: processes (and threads) the run may have at once, its own included
-    tmp_mb: int = 64  #: size of the private /tmp
+    tmp_mb: int = 64  #: size of the private /tmp (and of /dev/shm)
 
 
 @dataclass
@@ -116,6 +97,7 @@ class Bubblewrap:
 
     exe: str
     as_root: bool  #: no user namespace; the code drops to a fresh uid itself (RLIMIT_NPROC binds only then)
+    #: and /workspace is a size-bounded tmpfs copied from and back to the host workspace
     disable_userns: bool  #: bwrap knows --disable-userns (0.8+)
     perms: bool  #: bwrap knows --perms and --size (0.8+)
 
@@ -150,10 +132,9 @@ def sandbox_status() -> tuple[Bubblewrap | None, str | None]:
     with tempfile.TemporaryDirectory(prefix="advisor-sandbox-check-") as tmp:
         argv, uid = _bwrap_argv(bw, Path(tmp), SandboxLimits())
         try:
-            if uid >= 0:
-                _hand_over(Path(tmp), uid)
-            done = subprocess.run(argv + _python_args(SandboxLimits(), uid, WORKSPACE, "code", "print('ok')", []),
-                                  capture_output=True, text=True, timeout=30, start_new_session=True)
+            done = subprocess.run(argv + _python_args(SandboxLimits(), uid, bw.as_root, "code", "print('ok')", []),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+                                  start_new_session=True)
         except (OSError, subprocess.SubprocessError) as exc:
             return None, f"bubblewrap ({exe}) could not start a sandbox: {exc}"
     if done.returncode != 0 or done.stdout.strip() != "ok":
@@ -226,9 +207,11 @@ def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple
     argv = [bw.exe, "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     uid = -1
-    if bw.as_root:  # no user namespace: RLIMIT_NPROC never binds uid 0, so the code drops to a fresh uid
+    if bw.as_root:  # no user namespace: RLIMIT_NPROC never binds uid 0, so the code drops to a fresh uid;
+        # sandbox_init keeps these to copy the workspace in and out and to kill the run (the code gets none)
         uid = _UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE"):
+            argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-user"] + (["--disable-userns"] if bw.disable_userns else [])
     argv += ["--ro-bind", "/usr", "/usr"]
@@ -251,8 +234,12 @@ def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple
         if bw.perms:
             argv += ["--size", str(limits.tmp_mb * 1024 * 1024), "--perms", "1777"]
         argv += ["--tmpfs", tmp]
-    argv += ["--bind", str(workspace), WORKSPACE, "--remount-ro", "/",
-             "--clearenv"]
+    if bw.as_root and bw.perms:
+        argv += ["--perms", "0700", "--dir", os.path.dirname(HOST_WORKSPACE), "--bind", str(workspace), HOST_WORKSPACE,
+                 "--size", str(limits.workspace_mb * 1024 * 1024), "--perms", "0700", "--tmpfs", WORKSPACE]
+    else:
+        argv += ["--bind", str(workspace), WORKSPACE]
+    argv += ["--remount-ro", "/", "--clearenv"]
     for name, value in _child_env(WORKSPACE).items():
         argv += ["--setenv", name, value]
     return argv + ["--", _interpreter()], uid
@@ -262,19 +249,16 @@ def _child_env(home: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONIOENCODING": "utf-8"}
 
 
-def _python_args(limits: SandboxLimits, uid: int, cwd: str, kind: str, payload: str, args: list[str],
-                 nproc: bool = True) -> list[str]:
-    values = (limits.memory_mb * 1024 * 1024, int(limits.timeout_s) + 2, limits.max_file_mb * 1024 * 1024, 256, 0,
-              limits.max_processes if nproc else -1)
-    return ["-I", "-B", "-c", _PREAMBLE, ",".join(str(v) for v in values), str(uid), cwd, kind, payload, *args]
-
-
-def _hand_over(workspace: Path, uid: int) -> None:
-    """Make the dropped uid own the workspace tree (symlinks are changed, never followed)."""
-    os.chown(workspace, uid, uid)
-    for folder, dirs, files in os.walk(workspace):
-        for name in (*dirs, *files):
-            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+def _python_args(limits: SandboxLimits, uid: int, copy: bool, kind: str, payload: str, args: list[str],
+                 supervise: bool = True, workspace: str = WORKSPACE) -> list[str]:
+    """The interpreter's arguments: sandbox_init's source and its settings (see advisor/tools/sandbox_init.py)."""
+    cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.timeout_s) + 2
+    rlimits = (limits.memory_mb * 1024 * 1024, cpu, limits.max_file_mb * 1024 * 1024, 256, 0,
+               limits.max_processes if supervise else -1)
+    cfg = {"rlimits": rlimits, "uid": uid, "supervise": supervise, "host": HOST_WORKSPACE if copy else None,
+           "workspace": workspace, "kind": kind, "payload": payload, "timeout_s": limits.timeout_s,
+           "total_memory_mb": limits.total_memory_mb, "workspace_mb": limits.workspace_mb, "poll_s": POLL_S}
+    return ["-I", "-B", "-c", _INIT.read_text(encoding="utf-8"), json.dumps(cfg), *args]
 
 
 # ------------------------------------------------------------------------------------------- running
@@ -297,14 +281,13 @@ def _command(workspace: Path, kind: str, payload: str, args: list[str], limits: 
     if bw is None:
         if not _ALLOW_UNSANDBOXED.get():
             raise SandboxUnavailable(refusal(problem or "no sandbox"))
-        argv = [sys.executable, *_python_args(limits, -1, str(workspace), kind, payload, args, nproc=False)]
+        argv = [sys.executable, *_python_args(limits, -1, False, kind, payload, args, supervise=False,
+                                              workspace=str(workspace))]
         return argv, "unsandboxed", {**_child_env(str(workspace))}
     if kind == "file":  # the file as the sandbox sees it
         payload = f"{WORKSPACE}/{Path(payload).resolve().relative_to(workspace).as_posix()}"
     argv, uid = _bwrap_argv(bw, workspace, limits)
-    if uid >= 0:
-        _hand_over(workspace, uid)
-    return argv + _python_args(limits, uid, WORKSPACE, kind, payload, args), "bubblewrap", {}
+    return argv + _python_args(limits, uid, bw.as_root and bw.perms, kind, payload, args), "bubblewrap", {}
 
 
 async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str] | None = None,
@@ -318,7 +301,7 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
     workspace = Path(workspace).resolve()
     argv, mode, env = _command(workspace, kind, payload, list(args or []), limits)
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=workspace, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        *argv, cwd=workspace, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True)
     out: list[bytes] = []
     err: list[bytes] = []
@@ -328,15 +311,21 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
                              proc.wait())
     overflow = asyncio.ensure_future(full.wait())
     problem = None
-    try:
-        done, _ = await asyncio.wait({readers, overflow}, timeout=limits.timeout_s,
+    try:  # sandbox_init stops the run at timeout_s itself (and copies the workspace back): wait a little longer
+        done, _ = await asyncio.wait({readers, overflow}, timeout=limits.timeout_s + mode_grace(mode),
                                      return_when=asyncio.FIRST_COMPLETED)
         if overflow in done:
             problem = f"output limit exceeded ({limits.max_output} characters); the process was stopped"
+            if mode == "bubblewrap":  # ask sandbox_init to stop the run and keep the workspace
+                with contextlib.suppress(OSError, RuntimeError):
+                    proc.stdin.write(f"output limit exceeded ({limits.max_output} characters)\n".encode())
+                    await asyncio.wait_for(proc.wait(), timeout=_COPY_BACK_S)
         elif readers not in done:
             problem = f"time limit exceeded ({limits.timeout_s:g} s); the process was stopped"
     finally:
         overflow.cancel()
+        if proc.stdin is not None:
+            proc.stdin.close()
         if proc.returncode is None:
             _kill_group(proc.pid)  # bwrap dies; with it its PID namespace, every child included
         try:
@@ -366,10 +355,17 @@ def _signal_of(returncode: int | None) -> int | None:
     return returncode - 128 if 128 < returncode < 128 + 65 else None
 
 
+def mode_grace(mode: str) -> float:
+    """Seconds past timeout_s the parent waits before killing the run itself (bubblewrap: the copy back)."""
+    return _COPY_BACK_S if mode == "bubblewrap" else 0.0
+
+
 def _diagnose(returncode: int | None, stderr: str, limits: SandboxLimits) -> str | None:
     if returncode == VIOLATION_EXIT and _MARK in stderr:
         what = stderr.rsplit(_MARK, 1)[1].strip()
         return f"sandbox violation: {what}; the process was stopped"
+    if returncode == LIMIT_EXIT and _MARK in stderr:
+        return stderr.rsplit(_MARK, 1)[1].strip()
     if returncode == 0:
         return None
     tail = (stderr.strip().splitlines() or [""])[-1]
@@ -384,6 +380,9 @@ def _diagnose(returncode: int | None, stderr: str, limits: SandboxLimits) -> str
         return "network access refused: the sandbox has no network"
     if "Read-only file system" in tail:
         return f"write outside the workspace refused: only {WORKSPACE} and /tmp are writable"
+    if "No space left on device" in tail:
+        return (f"disk space limit reached: /workspace holds at most {limits.workspace_mb} MiB (workspace_mb) and "
+                f"/tmp {limits.tmp_mb} MiB (tmp_mb)")
     if "BlockingIOError: [Errno 11]" in tail:
         return f"process limit reached ({limits.max_processes} processes)"
     return None

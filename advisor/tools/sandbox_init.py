@@ -1,0 +1,255 @@
+"""The first program of a sandboxed run: it sets the limits, runs the code in a child and watches it.
+
+This file is not imported by the advisor: `advisor.tools.sandbox` passes its source to the interpreter inside
+the sandbox (``python -I -B -c <this file> <settings JSON>``), so it uses the standard library only. Steps:
+
+1. as root (``host`` set): copy the host workspace, bound at ``host`` (inside a root-owned 0700 folder the
+   code cannot enter), into ``/workspace``, a tmpfs of ``workspace_mb``, owned by the run's own uid: whatever the
+   code writes is bounded by that size and reaches the host disk only through step 4;
+2. fork the code's process: it sets the resource limits every process of the run inherits (address space, CPU
+   seconds, file size, open files, no core, processes), drops to the run's unprivileged uid (as root; no
+   capability left) and runs the code;
+3. meanwhile, every ``poll_s``, add up the resident memory of every process of the run (``/proc`` shows only
+   the sandbox's own): over ``total_memory_mb`` every process is killed; so it is at ``timeout_s``, or when the
+   parent writes a line to stdin (the output limit). The code, as another uid, cannot signal or trace this
+   process;
+4. kill what is left (daemons included), copy ``/workspace`` back to the host workspace (links copied as links,
+   never followed; the mount namespace has no other writable host path), and exit with the code's status, or
+   with 114 and a ``[sandbox] ...`` line when a limit stopped the run (113: a violation).
+
+Not as root (a user namespace: the code would share this process's uid) the workspace is bound directly and
+step 1 and the copy back are skipped. Unsandboxed (``supervise`` false: no PID namespace, so no killing
+"every process") the limits are set and the code runs in this process.
+"""
+
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import stat
+import sys
+import time
+
+VIOLATION, LIMIT = 113, 114
+LIMIT_NAMES = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE", "RLIMIT_NPROC")
+
+
+def say(what):
+    os.write(2, ("\n[sandbox] " + what + "\n").encode("utf-8", "replace"))
+
+
+def stop(code, what):
+    say(what)
+    os._exit(code)
+
+
+def drop_privileges(uid):
+    try:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        stop(VIOLATION, "could not drop to an unprivileged uid: " + str(exc))
+    with open("/proc/self/status") as f:
+        if any(line.startswith(("CapEff:", "CapPrm:")) and int(line.split()[1], 16) for line in f):
+            stop(VIOLATION, "capabilities left after dropping privileges")
+
+
+def run_code(kind, payload, args):
+    """Run the code as the main program of this process (what ``python file`` or ``python -c`` would do)."""
+    sys.path.insert(0, os.getcwd())
+    sys.argv = [payload if kind == "file" else "<run_python>"] + args
+    if kind == "file":
+        import runpy
+        runpy.run_path(payload, run_name="__main__")
+    else:
+        exec(compile(payload, "<run_python>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+
+
+def set_limits(cfg):
+    for name, value in zip(LIMIT_NAMES, cfg["rlimits"]):
+        if value >= 0:
+            resource.setrlimit(getattr(resource, name), (value, value))
+    if cfg["uid"] >= 0:
+        drop_privileges(cfg["uid"])
+
+
+def child_main(cfg, args):
+    """In the forked child: limits, uid, then the code; end as the interpreter would (threads joined, atexit)."""
+    code = 0
+    try:
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        set_limits(cfg)
+        os.chdir(cfg["workspace"])
+        run_code(cfg["kind"], cfg["payload"], args)
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    try:
+        import threading
+        threading._shutdown()
+        import atexit
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    os._exit(code & 0xFF)
+
+
+def resident_bytes():
+    """Resident memory of every process in this PID namespace but its init (bwrap), in bytes."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit() and name != "1":
+            try:
+                with open("/proc/" + name + "/statm", "rb") as f:
+                    total += int(f.read().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                pass
+    return total
+
+
+def kill_all(child):
+    """SIGKILL every process this uid may signal in the namespace (this one excepted), then reap the child."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        return os.waitpid(child, 0)[1]
+    except ChildProcessError:
+        return None
+
+
+def watch(child, cfg):
+    """Wait for the child; (wait status or None, the limit that stopped it or None)."""
+    deadline = time.monotonic() + cfg["timeout_s"]
+    budget = cfg["total_memory_mb"] * 1024 * 1024
+    control = [0]
+    while True:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        if pid:
+            return status, None
+        if time.monotonic() > deadline:
+            return kill_all(child), "time limit exceeded ({:g} s)".format(cfg["timeout_s"])
+        used = resident_bytes()
+        if used > budget:
+            return kill_all(child), ("memory limit exceeded: the run's processes together held {} MiB, over the "
+                                     "limit of {} MiB (total_memory_mb)".format(used >> 20, cfg["total_memory_mb"]))
+        ready, _, _ = select.select(control, [], [], cfg["poll_s"])
+        if ready:
+            line = os.read(0, 200).decode("utf-8", "replace").strip()
+            if line:
+                return kill_all(child), line
+            control = []  # stdin closed (or /dev/null): nobody will ask to stop
+            time.sleep(cfg["poll_s"])
+
+
+def _remove(path):
+    info = os.lstat(path)
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def mirror(src, dst, owner=-1):
+    """Make folder `dst` hold what `src` holds: regular files (copied when size or time differ), folders and
+    links (as links); nothing else is created, and no link is ever followed on either side. What is created
+    is given to uid `owner` when it is not -1."""
+    names = set(os.listdir(src))
+    for name in os.listdir(dst):
+        if name not in names:
+            _remove(os.path.join(dst, name))
+    for name in names:
+        s, d = os.path.join(src, name), os.path.join(dst, name)
+        si = os.lstat(s)
+        try:
+            di = os.lstat(d)
+        except FileNotFoundError:
+            di = None
+        if stat.S_ISDIR(si.st_mode):
+            if di is not None and not stat.S_ISDIR(di.st_mode):
+                _remove(d)
+                di = None
+            if di is None:
+                os.mkdir(d, 0o700)
+            mirror(s, d, owner)
+            os.chmod(d, stat.S_IMODE(si.st_mode) | 0o700)
+        elif stat.S_ISLNK(si.st_mode):
+            if di is not None:
+                _remove(d)
+            os.symlink(os.readlink(s), d)
+        elif stat.S_ISREG(si.st_mode) and di is not None and stat.S_ISREG(di.st_mode) and (
+                di.st_size, di.st_mtime_ns) == (si.st_size, si.st_mtime_ns):
+            continue
+        elif stat.S_ISREG(si.st_mode):
+            if di is not None:
+                _remove(d)
+            shutil.copy2(s, d, follow_symlinks=False)
+        elif di is not None:  # a FIFO, socket or device in the workspace: not copied
+            _remove(d)
+            continue
+        else:
+            continue
+        if owner != -1:
+            os.lchown(d, owner, owner)
+
+
+def copy_in(host, workspace, cfg):
+    try:
+        os.chown(workspace, cfg["uid"], cfg["uid"])
+        os.chmod(workspace, 0o700)
+        mirror(host, workspace, cfg["uid"])
+    except OSError as exc:
+        stop(LIMIT, "the workspace does not fit in its {} MiB (workspace_mb): {}".format(cfg["workspace_mb"], exc))
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    args = sys.argv[2:]
+    if not cfg["supervise"]:
+        set_limits(cfg)
+        os.chdir(cfg["workspace"])
+        run_code(cfg["kind"], cfg["payload"], args)
+        return
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a file too large for a limit is an OSError here, not death
+    if cfg["host"]:
+        copy_in(cfg["host"], cfg["workspace"], cfg)
+    child = os.fork()
+    if child == 0:
+        child_main(cfg, args)
+    status, problem = watch(child, cfg)
+    kill_all(child)  # daemons and other leftovers, before the workspace is copied back
+    if cfg["host"]:
+        try:
+            mirror(cfg["workspace"], cfg["host"])
+        except OSError as exc:
+            say("the workspace could not be copied back: {}".format(exc))
+    if problem:
+        stop(LIMIT, problem + "; the process was stopped")
+    if status is None:
+        os._exit(1)
+    if os.WIFSIGNALED(status):
+        os._exit(128 + os.WTERMSIG(status))
+    os._exit(os.WEXITSTATUS(status))
+
+
+if __name__ == "__main__":
+    main()
