@@ -313,8 +313,8 @@ def resolve_suite(store, suite: str | None) -> str:
                         "(run `advisor probe` or `advisor import` first)")
     if suite is None:
         if len(names) > 1:
-            raise DataError(f"{store.path}: the store holds several suites; choose one with --suite. "
-                            f"Available: {', '.join(names)}.")
+            raise DataError(f"{store.path}: the store holds several suites; choose one with --suite FILE or "
+                            f"--suite-name NAME. Available: {', '.join(names)}.")
         suite = names[0]
     if suite not in names:
         raise DataError(f"{store.path}: no runs for suite {suite!r}.{did_you_mean(suite, names)}")

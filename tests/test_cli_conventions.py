@@ -25,3 +25,51 @@ def test_flags_show_no_value_type_in_help():
     text = render_reference()
     assert "<bool>" not in text
     assert "--json" in text and "--full-grid" in text and "--version" in text
+
+
+def test_suite_means_a_file_in_every_command(tmp_path):
+    """--suite takes a suite file everywhere; a stored suite's name goes with --suite-name; the old use
+    (--suite NAME in floors/report/policies/verifier measure) is one line naming --suite-name."""
+    import json
+
+    import typer
+
+    from advisor.cli import build_app
+    from advisor.cli.reference import command_paths
+    from advisor.store import Store
+    from synthetic import make_run
+
+    app = typer.main.get_command(build_app())
+    for path in command_paths():
+        cmd = app
+        for part in path:
+            cmd = cmd.commands[part]
+        for param in cmd.params:
+            if "--suite" in param.opts:
+                assert "Path" in str(param.type_descriptor.annotation), path  # a file, never a name
+    store = tmp_path / "s.duckdb"
+    with Store.open(store) as s:
+        s.add_runs_bulk([make_run("narrow", f"t{i}", "small", overall=90.0) for i in range(4)])
+        name = s.query("SELECT DISTINCT suite_name FROM runs")[0]["suite_name"]
+    for command in (["floors"], ["report", "--out", str(tmp_path / "r")], ["policies"]):
+        done = subprocess.run([ADVISOR, *command, "--store", str(store), "--suite", name], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, (command, done.stderr)
+        assert f"--suite-name {name}" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([ADVISOR, "floors", "--store", str(store), "--suite-name", name, "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["suite"] == name
+    example = Path(__file__).resolve().parent.parent / "suites" / "example" / "suite.yaml"
+    done = subprocess.run([ADVISOR, "floors", "--store", str(store), "--suite", str(example)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "no runs for suite 'example'" in done.stderr  # the file's name was read
+
+
+def test_plan_fits_80_columns():
+    import os
+
+    done = subprocess.run([ADVISOR, "plan"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "80", "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "…" not in done.stdout and max(len(line.rstrip()) for line in done.stdout.splitlines()) <= 80
+    assert "doc_retrieval" in done.stdout and "multi_step" in done.stdout  # class names whole

@@ -164,7 +164,7 @@ def test_cli_floors_json_and_errors(tmp_path, capsys):
     small = next(line for line in text.splitlines() if line.split()[:1] == ["small"])
     # the small rung's runs ended with a final answer: below for poor results, not for failing to converge
     assert "below: converges to poor results" in small and "does not converge" not in small
-    assert main(["floors", "--store", str(path), "--suite", "other"]) != 0
+    assert main(["floors", "--store", str(path), "--suite-name", "other"]) != 0
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "no runs for suite 'other'" in err and len(err.strip().splitlines()) == 1
     assert main(["floors", "--store", str(tmp_path / "missing.duckdb")]) != 0

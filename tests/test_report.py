@@ -194,7 +194,7 @@ def test_bad_inputs_give_one_line_messages(sim_report, tmp_path, capsys):
     store, _ = sim_report
     cases = [
         (["--store", str(tmp_path / "none.duckdb")], "no store here yet"),
-        (["--store", str(store), "--suite", "synht"], "Did you mean 'synth'"),
+        (["--store", str(store), "--suite-name", "synht"], "Did you mean 'synth'"),
         (["--store", str(store), "--class", "lookpu"], "no runs of class 'lookpu'"),
         (["--store", str(store), "--volume", "nosuch=10"], "does not have"),
         (["--store", str(store), "--volume", "lookup"], "expected CLASS=N"),

@@ -243,6 +243,9 @@ def test_readme_curl_example_is_answered_on_the_demo_ladder(workdir, triton_serv
             assert ident in content  # the extraction is done, not just acknowledged
     finally:
         assert svc.stop() == 0, "".join(svc.lines)
+    attempts = r.json()["usage"]["advisor"]["attempts"]
+    assert svc.line_with("stopped; ").startswith(  # what the store holds, whichever ingest moved it in
+        f"stopped; {store} holds 1 decision and {len(attempts)} attempt")
 
 
 def test_streamed_chat_sends_chunks_before_the_end(service):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -389,3 +390,31 @@ def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
     assert rt.metrics.reloads.n == {"failed": 3}, "each distinct failure counted once"
     err = capsys.readouterr().err
     assert err.count("router reload failed (still serving v1)") == 3 and "TypeError" in err
+
+
+def test_stop_line_says_what_the_store_holds_when_the_periodic_ingest_took_everything(tmp_path):
+    """The periodic ingest moved this run's records in before the stop: the last ingest finds nothing, and the
+    stop line still says what the run left in the store (not '0 decisions and 0 attempts ingested')."""
+    from advisor.service.launch import final_ingest, ingest_now, live_counts, stop_line
+    from advisor.service.recording import SegmentWriter
+    from advisor.store import now
+
+    store, spool = tmp_path / "s.duckdb", tmp_path / "spool"
+    assert live_counts(store) == (0, 0)  # no store yet
+
+    def record(decision_id: str) -> None:
+        writer = SegmentWriter(spool, f"w-{decision_id}")
+        writer.write([{"record": "decision", "decision_id": decision_id, "created_at": now(), "request_hash": "h",
+                       "policy": "pinned", "mode": "pinned", "chosen_rung": "r"}])
+        writer.close()
+
+    record("earlier")
+    ingest_now(spool, store)  # a previous run's record
+    before = live_counts(store)
+    record("d1")
+    record("d2")
+    assert ingest_now(spool, store)["decisions"] == 2  # the periodic ingest, while serving
+    counts = final_ingest(spool, SimpleNamespace(store_path=store, spool=None))
+    assert counts["decisions"] == 0
+    assert stop_line(store, before, counts["torn_lines"]) == (
+        f"stopped; {store} holds 2 decisions and 0 attempts recorded while serving (3 and 0 in all)")

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
 from advisor.store import DEFAULT_STORE
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
@@ -38,8 +39,7 @@ def register(app: typer.Typer) -> None:
 
 
 def floors(store: StoreOpt = Path(DEFAULT_STORE),
-           suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
-                                                        "holds several).")] = None,
+           suite_file: SuiteFileOpt = None, suite_name: SuiteNameOpt = None,
            task_class: Annotated[Optional[list[str]], typer.Option("--class", help="Only this task class "
                                                                    "(repeatable).")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
@@ -51,6 +51,7 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     from advisor.store import Store
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
+    suite = stored_suite_name(suite_file, suite_name)
     with Store.open(store, read_only=True) as s:
         result = find_floors(s, suite, settings, classes=task_class)
         live = live_acceptance(s, task_class)

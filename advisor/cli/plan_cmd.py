@@ -25,13 +25,14 @@ def load(ladder: Path | None, suite: Path | None):
 
 def render(p) -> None:
     """Print a `Plan` as tables (stdout)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     sim = any(r.simulated for r in p.rungs)
     table = Table(title=f"plan: suite {p.suite} on ladder {p.ladder}{' (SIMULATED)' if sim else ''}, "
-                        f"{p.replicas} replica(s): {p.runs} runs")
+                        f"{p.replicas} replica(s): {p.runs} runs", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ("rung", "runs", "input tokens", "output tokens", "cost USD"):
         table.add_column(col, justify="left" if col == "rung" else "right")
     for r in p.rungs:
@@ -43,15 +44,21 @@ def render(p) -> None:
              f"tokens, ${p.judge_cost_usd:.4f} (apart from the rungs)" if p.judge else
              f"{p.judge_calls} judge calls needed but the ladder has no judge role")
     console.print(judge)
-    power = Table(title=f"power: can a cell clear target {p.target:g} at {p.confidence:.0%} (Wilson, z={p.z:.3f})?")
-    for col in ("class", "condition", "tasks", "runs/cell", "min runs to clear", "replicas (all usable)",
-                "replicas (rate)", "decidable"):
-        power.add_column(col)
+    rate = {c.assumed_rate for c in p.power}
+    at = f"at {rate.pop():g}" if len(rate) == 1 else "at rate"
+    power = Table(title=f"power: can a cell clear target {p.target:g} at {p.confidence:.0%} (Wilson, z={p.z:.3f})?",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("class", "condition", "tasks", "runs\n/cell", "runs to\nclear", "replicas\nat 1.0",
+                f"replicas\n{at}", "decidable"):
+        power.add_column(col, no_wrap=True, justify="left" if col in ("class", "condition", "decidable") else "right")
     for c in p.power:
         power.add_row(c.task_class, c.condition, str(c.tasks), str(c.runs_per_cell), str(c.min_runs_to_clear),
-                      str(c.replicas_best_case), f"{c.replicas_at_assumed_rate} (at {c.assumed_rate:g})",
-                      "yes" if c.can_clear else "NO: too few runs")
+                      str(c.replicas_best_case),
+                      str(c.replicas_at_assumed_rate) + ("" if len(rate) == 0 else f" (at {c.assumed_rate:g})"),
+                      "yes" if c.can_clear else "NO")
     console.print(power)
+    if not all(c.can_clear for c in p.power):
+        console.print("NO: too few runs to clear the target even if every run is usable (add replicas or tasks)")
     console.print(f"assumptions: {p.assumptions}")
     for problem in p.problems:
         console.print(f"[bold]would be unscored:[/] {problem}")

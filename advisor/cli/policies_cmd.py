@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
 from advisor.cli.floors_cmd import BarOpt, ConfidenceOpt, StoreOpt
 from advisor.money import usd
 from advisor.shares import interval, share
@@ -24,8 +25,7 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
              ladder: Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False,
                                                             help="Ladder the runs used (default: the one "
                                                             "recorded with the store's policy runs).")] = None,
-             suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
-                                                          "holds several).")] = None,
+             suite_file: SuiteFileOpt = None, suite_name: SuiteNameOpt = None,
              as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
              bar: BarOpt = 75.0, confidence: ConfidenceOpt = 0.9,
              all_rungs: Annotated[bool, typer.Option("--all-rungs", help="Show every rung, not only each "
@@ -38,8 +38,9 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     from advisor.orchestrator.compare import advice_rows, compare, recommend, side_by_side
     from advisor.store import Store
 
+    wanted = stored_suite_name(suite_file, suite_name)
     with Store.open(store, read_only=True) as s:
-        name = resolve_suite(s, suite)
+        name = resolve_suite(s, wanted)
         lad = load_ladder(ladder) if ladder else _stored_ladder(s, name)
         settings = FloorSettings(bar=bar, confidence=confidence)
         arms = compare(s, name, lad, settings)

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
 from advisor.cli.floors_cmd import (BarOpt, ConfidenceOpt, FalseAcceptOpt, FalseRejectOpt, KOpt, NearZeroOpt,
                                     TargetOpt, settings_options)
 from advisor.store import DEFAULT_STORE
@@ -20,8 +21,7 @@ def register(app: typer.Typer) -> None:
 
 
 def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path(DEFAULT_STORE),
-           suite: Annotated[Optional[str], typer.Option("--suite", help="Suite name (needed when the store "
-                                                        "holds several).")] = None,
+           suite_file: SuiteFileOpt = None, suite_name: SuiteNameOpt = None,
            out: Annotated[Path, typer.Option("--out", help="Folder that receives the report folder.")
                           ] = Path("reports"),
            name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: suite and "
@@ -43,6 +43,7 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     volumes = parse_volumes(volume)
+    suite = stored_suite_name(suite_file, suite_name)
     with open_store(store) as s:
         files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes,
                              default_volume=default_volume)

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
 from advisor.store import DEFAULT_STORE
 
 
@@ -44,7 +45,7 @@ def measure(
                                                    "ladder; its judge role grades judge verifiers.")] = None,
     url: Annotated[Optional[str], typer.Option("--url", help="gRPC address of the Triton serving the judge "
                                                "(judge verifiers only; default: the ladder's).")] = None,
-    suite: Annotated[Optional[str], typer.Option("--suite", help="Only runs of this suite (by name).")] = None,
+    suite_file: SuiteFileOpt = None, suite_name: SuiteNameOpt = None,
     task_class: Annotated[Optional[list[str]], typer.Option("--class", help="Only this class (repeatable).")] = None,
     bar: Annotated[float, typer.Option("--bar", min=0, max=100, help="A run is usable when overall >= bar.")] = 75.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the stored rows as JSON.")] = False,
@@ -59,6 +60,7 @@ def measure(
     from advisor.service.config import load_config
     from advisor.store import Store
 
+    suite = stored_suite_name(suite_file, suite_name)
     lad = load_ladder(ladder) if ladder else None
     cfg = load_config(config, lad)
     clients: dict[str, object] = {}

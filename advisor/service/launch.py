@@ -128,6 +128,7 @@ def serve(options: ServeOptions) -> None:
             if options.workers > 1:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")
                 os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+            before = live_counts(options.store_path)
             stop = threading.Event()
             threads = [threading.Thread(target=_announce, args=(options.host, port, stop, echo), daemon=True),
                        threading.Thread(target=_ingest_loop, args=(spool, options, stop, echo), daemon=True)]
@@ -141,8 +142,27 @@ def serve(options: ServeOptions) -> None:
                     t.join(timeout=10)
                 os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     counts = final_ingest(spool, options)
-    echo(f"stopped; {counts['decisions']} decisions and {counts['attempts']} attempts ingested into "
-         f"{options.store_path}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+    echo(stop_line(options.store_path, before, counts["torn_lines"]))
+
+
+def live_counts(store_path: Path) -> tuple[int, int]:
+    """(decisions, attempts) the store holds; (0, 0) where there is no store yet."""
+    from advisor.store import Store
+
+    if not Path(store_path).exists():
+        return 0, 0
+    with Store.open(store_path, read_only=True) as store:
+        return store.live_counts()
+
+
+def stop_line(store_path: Path, before: tuple[int, int], torn_lines: int = 0) -> str:
+    """What the store holds once the service has stopped: the records added while it served (by the periodic
+    ingests and the last one together) and the store's totals."""
+    after = live_counts(store_path)
+    added = (after[0] - before[0], after[1] - before[1])
+    return (f"stopped; {store_path} holds {added[0]} decision{'' if added[0] == 1 else 's'} and {added[1]} "
+            f"attempt{'' if added[1] == 1 else 's'} recorded while serving ({after[0]} and {after[1]} in all)"
+            + (f"; {torn_lines} torn lines skipped" if torn_lines else ""))
 
 
 def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:

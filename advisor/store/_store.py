@@ -318,16 +318,20 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         Idempotent: rows already present (same decision id / attempt) are skipped, so a segment ingested twice
         adds nothing. Returns (decisions, attempts) newly added.
         """
-        con = self._con
-        before = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
+        before = self.live_counts()
         with self._transaction():
             for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
                 if not rows:
                     continue
                 columns = list(rows[0])
                 self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
-        after = [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("routing_decisions", "live_outcomes")]
+        after = self.live_counts()
         return after[0] - before[0], after[1] - before[1]
+
+    def live_counts(self) -> tuple[int, int]:
+        """(routing decisions, live attempts) the store holds."""
+        return tuple(self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[return-value]
+                     for t in ("routing_decisions", "live_outcomes"))
 
     def add_promotion(self, row: dict[str, Any]) -> None:
         """Record one promotion, refusal or rollback of a router artifact (`advisor.router.promotion`)."""
