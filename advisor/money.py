@@ -3,6 +3,7 @@
 A cost per request of $0.000212 printed to four decimals reads "$0.0002" on every row, so figures keep
 significant figures (`usd`), and a per-item figure too small to read is shown per 1,000 items instead
 (`per_item`). A table column picks one scale for all its rows (`column_scale`) so the rows stay comparable.
+A cost per usable result is always shown per 1,000 usable results (`per_1k_usable`), wherever it appears.
 """
 
 from __future__ import annotations
@@ -34,6 +35,25 @@ def usd(x: float | None, sig: int = SIG) -> str:
     if digits <= 0:
         return f"{sign}${rounded:,.0f}"
     return f"{sign}${rounded:,.{digits}f}"
+
+
+#: The one unit of every cost per usable result (report tables, plots, the terminal's answer): per 1,000 results.
+PER_1K_USABLE = "per 1k usable results"
+
+
+def per_1k_usable(x: float | None, sig: int = SIG) -> str:
+    """A cost per usable result in dollars per 1,000 usable results ("$0.532"); "-" when missing."""
+    return usd(None if x is None else x * 1000, sig)
+
+
+def compact(x: float | None, sig: int = SIG) -> str:
+    """A large plain figure to `sig` significant figures with k / M: 250641 -> "251k"; "-" when missing."""
+    if x is None:
+        return "-"
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= size:
+            return f"{x / size:.{sig}g}{suffix}"
+    return f"{x:.{sig}g}"
 
 
 def usd_delta(x: float | None, sig: int = SIG) -> str:

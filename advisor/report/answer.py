@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.money import column_scale, per_label, usd
+from advisor.money import PER_1K_USABLE, per_1k_usable
 
 #: The answer's columns, in order (the report adds its monthly columns after them).
 ANSWER_HEADERS = ["class", "plan", "usable", "$", "floor (usable first time)", "next step"]
@@ -39,15 +39,15 @@ def _floor_cell(o) -> str:
 
 
 def answer_rows(dec) -> tuple[list[list[str]], str]:
-    """The answer's rows (formatted, `ANSWER_HEADERS` order) and the unit of its money column."""
-    scale = column_scale([c.chosen.cost_per_usable for c in dec.classes])
+    """The answer's rows (formatted, `ANSWER_HEADERS` order) and the unit of its money column (always per 1k
+    usable results, as everywhere)."""
     rows = []
     for c in dec.classes:
         o = c.chosen
-        cost = usd(None if o.cost_per_usable is None else o.cost_per_usable * scale)
+        cost = per_1k_usable(o.cost_per_usable)
         rows.append([c.task_class, _plan_cell(o), _usable_cell(o), cost, _floor_cell(o),
                      "-" if o.plan is not None and not o.next_step else (o.next_step or "-")])
-    return rows, per_label("usable result", scale)
+    return rows, PER_1K_USABLE
 
 
 def answer_notes(dec, settings) -> list[str]:

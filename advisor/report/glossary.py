@@ -39,10 +39,10 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
         ("usable first time", "The rung to use when every result must be usable on the first attempt (no retries, "
                               "no verifier): the lowest cost per attempt / usable rate. Shown where it differs."),
         ("cost per usable result", "Expected model spend (all attempts and escalations, unscored runs included) "
-                                   "for one usable result. Written \"per 1k\" where one result costs under a cent."),
+                                   "for one usable result. Shown in $ per 1,000 usable results everywhere."),
         ("$ per attempt, $/task", "Mean model cost of one run (one attempt at one task), in US dollars."),
-        ("points/$", "Mean overall score per dollar of one attempt: a secondary efficiency figure; decisions use "
-                     "cost per usable result."),
+        ("points/$", "Mean overall score per dollar of one attempt (k = thousand, M = million): a secondary "
+                     "efficiency figure; decisions use cost per usable result."),
         ("per month", "Cost per usable result x the usable results a class needs per month (the volume). The "
                       "volume is an assumption, stated on the page; change it with --volume CLASS=N/month."),
         (f"always {largest}", f"What the same volume would cost running {largest} for every request (with "

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from advisor.money import usd
+from advisor.money import PER_1K_USABLE, per_1k_usable
 from advisor.shares import share as _share
 
 
@@ -48,8 +48,8 @@ def live_tables(live: dict[str, Any]) -> list:
         per_class.append([
             c["task_class"] or "(no class)", str(c["requests"]), _share(c["predicted_class_share"]),
             str(c["verified_requests"]), _share(c["p_predicted"]), _share(c["p_realised"]),
-            _diff(c["realised_minus_predicted"]), usd(c["cost_per_usable_predicted_usd"]),
-            usd(c["cost_per_usable_live_usd"]),
+            _diff(c["realised_minus_predicted"]), per_1k_usable(c["cost_per_usable_predicted_usd"]),
+            per_1k_usable(c["cost_per_usable_live_usd"]),
             ("DRIFT: " + "; ".join(c["reasons"])) if c["flagged"] else "ok"])
     per_rung = []
     for c in live["classes"]:
@@ -62,7 +62,7 @@ def live_tables(live: dict[str, Any]) -> list:
     return [
         Table("live_classes", "Live: predicted vs realised, per class",
               ["class", "requests", "class predicted", "verified", "predicted P(usable)", "realised (accepted)",
-               "realised - predicted", "$ per usable predicted", "$ per usable live", "drift"], per_class,
+               "realised - predicted", f"$ {PER_1K_USABLE}, predicted", f"$ {PER_1K_USABLE}, live", "drift"], per_class,
               "Routed (not pinned) live requests. Predicted P(usable): the policy's mean for verified requests; "
               "realised: the share whose delivered answer the verifier accepted (a verifier's false accepts "
               "count as accepted). $ per usable: live = total cost / accepted requests; predicted = mean "

@@ -26,7 +26,7 @@ FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per
 def policies_table(data: Any):
     """The side-by-side table (the floor rung and each policy per class and condition)."""
     from advisor.orchestrator.compare import side_by_side
-    from advisor.money import usd
+    from advisor.money import PER_1K_USABLE, per_1k_usable
     from advisor.report.render import Table, fmt_interval, fmt_share
 
     rows = []
@@ -34,10 +34,10 @@ def policies_table(data: Any):
         dist = ", ".join(f"{k} {v}" for k, v in a.expert_calls.items()) or "-"
         verifier = f"{fmt_share(a.false_accept)} / {fmt_share(a.false_reject)}" if a.verified else "-"
         rows.append([a.task_class, a.condition, a.label, f"{fmt_share(a.usable_rate)} {fmt_interval(a.interval)}",
-                     usd(a.cost_per_usable), "-" if a.latency_s is None else f"{a.latency_s:.2f} s", dist, fmt_share(a.strongest_share),
-                     fmt_share(a.own_family_share), verifier])
+                     per_1k_usable(a.cost_per_usable), "-" if a.latency_s is None else f"{a.latency_s:.2f} s", dist,
+                     fmt_share(a.strongest_share), fmt_share(a.own_family_share), verifier])
     return Table("policies", TITLE,
-                 ["class", "condition", "floor rung or policy", "usable (interval)", "$ per usable result",
+                 ["class", "condition", "floor rung or policy", "usable (interval)", f"$ {PER_1K_USABLE}",
                   "latency", "rung calls", "to strongest", "to own family", "verifier false accept / reject"], rows,
                  "Same tasks, same bar. $ per usable result = mean cost per attempt / usable rate (retry until "
                  "usable; the orchestrator's tokens, every rung it called and every escalation included). Floor "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from advisor.money import column_scale, per_label, usd, usd_delta
+from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd, usd_delta
 from advisor.report.decision import LARGE_LIFT
 from advisor.shares import interval, share
 
@@ -168,7 +168,6 @@ def floor_tables(data) -> list[Table]:
     out = []
     for cf in data.floors.classes:
         attempt, a_unit = _scaled([v.stats.cost_per_attempt for v in cf.rungs], "attempt")
-        usable, u_unit = _scaled([v.cost_per_usable for v in cf.rungs], "usable result")
         rows = []
         for v in cf.rungs:
             c = v.stats
@@ -177,17 +176,21 @@ def floor_tables(data) -> list[Table]:
                          fmt_share(c.near_zero_rate), fmt_share(c.nonconvergence_rate), fmt_score(c.mean_if),
                          fmt_score(c.mean_tc), fmt_score(c.mean_overall),
                          f"{fmt_score(c.turns_success)} / {fmt_score(c.turns_failure)}",
-                         attempt(c.cost_per_attempt), usable(v.cost_per_usable),
-                         "-" if v.points_per_dollar is None else f"{v.points_per_dollar:,.0f}",
+                         attempt(c.cost_per_attempt), per_1k_usable(v.cost_per_usable), compact(v.points_per_dollar),
                          f"{v.status}: {v.reason}"])
         cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        out.append(Table(f"floor-{cf.task_class}-{cf.condition}",
-                         f"{cf.task_class} ({cond}): floor {cf.floor or 'none'} ({cf.floor_status}), "
-                         f"recommended {cf.recommended or 'none'}",
+        out.append(Table(f"floor-{cf.task_class}-{cf.condition}", f"{cf.task_class} ({cond}): {_floor_heading(cf)}",
                          ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "does not converge",
-                          "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {u_unit}", "points/$",
-                          "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))
+                          "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {PER_1K_USABLE}",
+                          "points/$", "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))
     return out
+
+
+def _floor_heading(cf) -> str:
+    """ "floor nano-30b (decided), recommended super-120b", or "no rung clears the target" without a floor."""
+    if cf.floor is None:
+        return "no rung clears the target" + (f", recommended {cf.recommended}" if cf.recommended else "")
+    return f"floor {cf.floor} ({cf.floor_status}), recommended {cf.recommended or 'none'}"
 
 
 def gap_table(data, limit: int = 60) -> Table:
@@ -264,8 +267,8 @@ BANNER = ("SIMULATED: {n} of these runs come from stand-in rungs (CPU simulation
 #: Figures in page order: (file stem, title, caption).
 FIGURES = [
     ("frontier", "Cost vs usable rate (the frontier)",
-     "Per class: $ per usable result (retries and escalation included) against the usable rate with its interval, "
-     "rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated. A rung "
+     "Per class: $ per 1k usable results (retries and escalation included) against the usable rate with its "
+     "interval, rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated. A rung "
      "(and every rung above it) without a single usable run has no cost per usable result and is not drawn."),
     ("scores", "Score distributions", "Runs are mostly near-perfect or near-total failures (bimodal)."),
     ("turns", "Turns by outcome", "How long runs that pass and runs that fail take."),
@@ -314,7 +317,10 @@ def _table_md(t: Table) -> str:
     sim = " (SIMULATED)" if t.simulated else ""
     lines = [f"## {t.title}{sim}", "", "| " + " | ".join(cell(h) for h in t.headers) + " |",
              "|" + "---|" * len(t.headers)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows] or ["| none |"]
+    if not t.rows:  # no table without rows: a header with no body reads as a malformed table
+        lines = [f"## {t.title}{sim}", "", "None."]
+    else:
+        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
     if t.caption:
         lines += ["", t.caption]
     return "\n".join(lines) + "\n"
