@@ -286,3 +286,107 @@ def test_frontier_helpers():
     assert len(boxes) == 5
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     plt.close(fig)
+
+
+def _renderer(fig):
+    """A renderer of a figure that _png already closed (as it was saved)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    return fig.canvas.get_renderer()
+
+
+def _figure_texts(monkeypatch, data, plot):
+    """Draw `plot(data)` and return its figure and the rung labels placed on each panel."""
+    from advisor.report import plots
+
+    placed, orig = [], plots.place_labels
+
+    def spy(ax, items):
+        texts = orig(ax, items)
+        placed.append((ax, texts))
+        return texts
+
+    monkeypatch.setattr(plots, "place_labels", spy)
+    plot(data)
+    return placed
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_frontier_labels_do_not_overlap_on_the_saved_figure(monkeypatch, tmp_path, seed):
+    """Labels are placed on the final layout: after tight_layout and the legend room, no two rung labels of a
+    panel overlap (they did when the layout moved the panels after placement)."""
+    import random
+
+    from matplotlib.text import Text
+
+    from advisor.report.data import collect
+    from advisor.report.plots import frontier
+
+    rng = random.Random(seed)  # crowded panels: six points per class, close in cost and rate
+    runs = [make_run(cls, f"{cls}-{t}", rung, cond, rep, overall=rng.choice([0.0, 10.0, 80.0, 95.0]),
+                     cost=0.0001 * (1 + rng.random()))
+            for cls in ("a", "b", "c", "d", "e") for t in range(3) for rung in ("small", "mid", "large")
+            for cond in ("baseline", "skill") for rep in range(2)]
+    with Store.open(tmp_path / "crowd.duckdb") as s:
+        s.add_runs_bulk(runs)
+    with open_store(tmp_path / "crowd.duckdb") as s:
+        data = collect(s)
+    placed = _figure_texts(monkeypatch, data, frontier)
+    assert placed
+    for ax, texts in placed:
+        renderer = _renderer(ax.figure)
+        boxes = [Text.get_window_extent(t, renderer) for t in texts]  # the text alone, without its leader line
+        clashes = [(texts[i].get_text(), texts[j].get_text()) for i in range(len(boxes))
+                   for j in range(i + 1, len(boxes)) if boxes[i].overlaps(boxes[j])]
+        assert not clashes, (ax.get_title(), clashes)
+
+
+def test_score_histograms_have_no_legend_over_the_bars(sim_report):
+    """One legend above the panels (figure level), none inside a panel; run counts in the panel titles."""
+    from advisor.report import plots
+
+    store, _ = sim_report
+    from advisor.report.data import collect
+
+    with open_store(store) as s:
+        data = collect(s)
+    figures = []
+    real_png = plots._png
+    plots._png = lambda fig: (figures.append(fig), real_png(fig))[1]
+    try:
+        plots.score_distributions(data)
+        plots.turns_by_outcome(data)
+    finally:
+        plots._png = real_png
+    hist, turns = figures
+    assert len(hist.legends) == 1 and all(ax.get_legend() is None for ax in hist.axes)
+    assert all("n=" in ax.get_title() for ax in hist.axes)
+    (ax,) = turns.axes
+    renderer = _renderer(turns)
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.y0 >= ax.get_window_extent(renderer).y1 - 1  # above the plotting area
+
+
+def test_report_md_has_one_unit_no_malformed_rows_and_readable_headings(sim_report):
+    """Every cost per usable result is in $ per 1k usable results; a class without a floor is not headed
+    'floor none (none)'; points per dollar to three figures; an empty table is a line, not '| none |'."""
+    from advisor.report.render import Table, _table_md
+
+    _, files = sim_report
+    md = files.markdown.read_text()
+    headers = [line for line in md.splitlines() if line.startswith("| ") and "usable result" in line]
+    assert headers and all("$ per usable result" not in h for h in headers)
+    assert all("$ per 1k usable results" in h for h in headers if "$ per" in h and "usable result" in h)
+    assert "floor none" not in md and "(none), recommended" not in md
+    points = [row[12] for row in _md_table(md, "lookup (without a skill)")]
+    assert points and all(re.fullmatch(r"-|\d{1,3}(\.\d+)?[kM]?", p) for p in points), points
+    empty = _table_md(Table("x", "Unscored runs (0)", ["rung", "runs"], []))
+    assert "| none |" not in empty and "None." in empty and "|" not in empty
+
+
+def test_money_compact_and_per_1k_usable():
+    from advisor.money import compact, per_1k_usable
+
+    assert [compact(x) for x in (250641, 1_234_567, 999, 12.5, None)] == ["251k", "1.23M", "999", "12.5", "-"]
+    assert per_1k_usable(0.000532) == "$0.532" and per_1k_usable(None) == "-"

@@ -82,7 +82,7 @@ def render_text(result, live=()) -> str:
     routing service's live accept rate per class and rung beside the probe's rates (not used for the floor)."""
     s = result.settings
     from advisor.floors import LIVE_NOTE
-    from advisor.money import column_scale, per_label, usd
+    from advisor.money import compact
 
     live_by = {(c.task_class, c.rung): c for c in live}
 
@@ -100,8 +100,7 @@ def render_text(result, live=()) -> str:
         cond = "with a skill" if cf.condition == "skill" else "without a skill"
         lines.append(f"{cf.task_class} [{cond}]  floor: {floor}  recommended: {cf.recommended or 'none'}  "
                      f"usable first time: {cf.first_time or 'none'}")
-        scale = column_scale([v.stats.cost_per_attempt for v in cf.rungs] + [v.cost_per_usable for v in cf.rungs])
-        unit = "$" if scale == 1 else "$/1k"
+        scale, unit = 1000, "$/1k"  # one unit everywhere: per 1,000 attempts and per 1,000 usable results
         lines.append(f"  {'rung':<14}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
                      f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable':>12}{'pts/$':>8}"
                      + (f"{'live acc (n)':>14}" if live_by else "") + "  status")
@@ -113,15 +112,13 @@ def render_text(result, live=()) -> str:
             lines.append(f"  {c.rung:<14}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
                          f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
                          f"{_money(c.cost_per_attempt, scale):>13}{_money(v.cost_per_usable, scale):>12}"
-                         f"{_num(v.points_per_dollar, '{:.0f}'):>8}"
+                         f"{compact(v.points_per_dollar):>8}"
                          + (f"{_live_cell(live_by.get((cf.task_class, c.rung))):>14}" if live_by else "")
                          + f"  {v.status}: {v.reason}")
         others = [c for (cls, rung), c in live_by.items() if cls == cf.task_class and cf.verdict(rung) is None]
         if others:
             lines.append("  live only (no probe runs): " + ", ".join(f"{c.rung} {_live_cell(c)}" for c in others))
         lines.append(f"  note: {cf.note}")
-        if scale != 1:
-            lines.append(f"  ($/1k: dollars {per_label('attempt', scale)} or {per_label('usable result', scale)})")
     probed = {cf.task_class for cf in result.classes}
     elsewhere = [c for c in live if c.task_class not in probed]
     if elsewhere:

@@ -11,7 +11,7 @@ import typer
 from advisor import jsonout
 from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
 from advisor.cli.floors_cmd import BarOpt, ConfidenceOpt, StoreOpt
-from advisor.money import usd
+from advisor.money import per_1k_usable
 from advisor.shares import interval, share
 from advisor.store import DEFAULT_STORE
 
@@ -77,7 +77,7 @@ def _stored_ladder(store, suite: str):
 def render_text(arms, suite: str, ladder: str, simulated: bool, advice: dict | None = None) -> str:
     """The comparison as a plain-text table (one row per class, condition and arm), then the advice lines."""
     head = f"{'SIMULATED ' if simulated else ''}suite {suite} on ladder {ladder}: floor rung vs policies"
-    cols = ["class", "condition", "arm", "runs", "usable (90% CI)", "$/usable", "latency", "rung calls",
+    cols = ["class", "condition", "arm", "runs", "usable (90% CI)", "$/1k usable", "latency", "rung calls",
             "strongest", "own family", "adherence", "verifier FA/FR"]
     rows = []
     for a in arms:
@@ -85,12 +85,13 @@ def render_text(arms, suite: str, ladder: str, simulated: bool, advice: dict | N
         latency = "-" if a.latency_s is None else f"{a.latency_s:.2f} s"
         dist = " ".join(f"{k}:{v}" for k, v in a.expert_calls.items()) or "-"
         verifier = f"{share(a.false_accept)}/{share(a.false_reject)}" if a.verified else "-"
-        rows.append([a.task_class, a.condition, a.label, str(a.runs), usable, usd(a.cost_per_usable), latency, dist,
-                     share(a.strongest_share), share(a.own_family_share), share(a.adherence), verifier])
+        rows.append([a.task_class, a.condition, a.label, str(a.runs), usable, per_1k_usable(a.cost_per_usable), latency,
+                     dist, share(a.strongest_share), share(a.own_family_share), share(a.adherence), verifier])
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
     line = lambda r: " | ".join(v.ljust(w) for v, w in zip(r, widths))  # noqa: E731
     out = [head, line(cols), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)]
-    out.append("$/usable: mean cost per attempt / usable rate (retry until usable), orchestrator, expert and "
+    out.append("$/1k usable: dollars per 1,000 usable results = 1,000 x mean cost per attempt / usable rate (retry "
+               "until usable), orchestrator, expert and "
                "escalation tokens included; rung calls: orchestrator turns handed to each rung, router/cascade "
                "attempts per rung; strongest / own family: shares of those calls; verifier FA/FR: the cascade "
                "verifier's measured false-accept / false-reject rates")

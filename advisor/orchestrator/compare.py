@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.floors import FloorSettings, cell_stats, decide
-from advisor.money import usd
+from advisor.money import per_1k_usable
 from advisor.orchestrator.experts import family
 from advisor.shares import share
 
@@ -173,14 +173,15 @@ def recommend(arms: list[Arm], target: float) -> dict[tuple[str, str], tuple[str
                     key=lambda a: a.cost_per_usable)
         if ok:
             best, rest = ok[0], ok[1:]
-            why = (f"cheapest per usable result ({usd(best.cost_per_usable)}, usable {share(best.usable_rate)}) "
+            why = (f"cheapest per usable result ({per_1k_usable(best.cost_per_usable)} per 1k, usable "
+                   f"{share(best.usable_rate)}) "
                    f"among those reaching the {target:.0%} target")
             if rest:
-                why += f"; next {rest[0].label} at {usd(rest[0].cost_per_usable)}"
+                why += f"; next {rest[0].label} at {per_1k_usable(rest[0].cost_per_usable)} per 1k"
         else:
             best = max(cell, key=lambda a: (a.usable_rate, -(a.cost_per_usable or float("inf"))))
             why = (f"none reaches the {target:.0%} target; highest usable rate ({share(best.usable_rate)}, "
-                   f"{usd(best.cost_per_usable)} per usable result): probe more or add a larger rung")
+                   f"{per_1k_usable(best.cost_per_usable)} per 1k usable results): probe more or add a larger rung")
         if best.policy != "fixed" and len(best.expert_calls) == 1:
             only = next(iter(best.expert_calls))
             why += f"; every call went to {only}: the same as running {only}"

@@ -1,6 +1,6 @@
 """The report's figures, drawn with matplotlib (imported lazily, Agg backend) and returned as PNG bytes.
 
-- score distributions per rung (the bimodality), baseline and with skill;
+- score distributions per rung (the bimodality), baseline and with skill (one legend above the panels);
 - $ per usable result vs usable rate per class (the frontier: rungs sorted by cost, dominated rungs hollow), with
   the Wilson interval as error bars and labels placed so they do not overlap;
 - turns by outcome per rung (usable vs below the bar).
@@ -45,28 +45,37 @@ def _png(fig) -> bytes:
 
 
 def score_distributions(data) -> bytes:
-    """Histogram of overall scores per rung, both conditions, with the bar and near-zero lines."""
+    """Histogram of overall scores per rung, both conditions, with the bar and near-zero lines.
+
+    The run counts go in each panel's title and the conditions in one legend above the panels, so no legend
+    covers a bar."""
     plt = _plt()
     rungs = [r for r in data.rung_order if r in data.scores] or ["(no scored runs)"]
-    fig, axes = plt.subplots(1, len(rungs), figsize=(3.6 * len(rungs), 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(rungs), figsize=(3.6 * len(rungs), 3.2), sharey=True, squeeze=False)
     bins = list(range(0, 101, 10))
     for ax, rung in zip(axes[0], rungs):
+        counts = []
         for cond, values in sorted(data.scores.get(rung, {}).items()):
             weights = [100.0 / len(values)] * len(values)
             ax.hist(values, bins=bins, weights=weights, histtype="stepfilled", alpha=0.45,
-                    color=COLORS.get(cond, "grey"), edgecolor=COLORS.get(cond, "grey"),
-                    label=f"{cond} (n={len(values)})")
+                    color=COLORS.get(cond, "grey"), edgecolor=COLORS.get(cond, "grey"), label=cond)
+            counts.append(f"{cond} n={len(values)}")
         ax.axvline(data.settings.bar, color="green", linestyle="--", linewidth=1)
         ax.axvline(data.settings.near_zero, color="red", linestyle=":", linewidth=1)
-        ax.set_title(rung)
+        ax.set_title(f"{rung}\n{', '.join(counts)}" if counts else rung, fontsize=10)
         ax.set_xlabel("overall score")
         ax.set_xlim(0, 100)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8, loc="upper center")
     axes[0][0].set_ylabel("% of scored runs")
+    fig.tight_layout()
+    height = fig.get_figheight()
+    fig.subplots_adjust(top=1 - 0.95 / height)  # room above the panels for the title and the legend
+    handles = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels())}
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=len(handles), fontsize=9,
+                   bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
     s = data.settings
     fig.suptitle(_title(data, f"Score distributions (bar {s.bar:g} dashed, near-zero {s.near_zero:g} dotted)"),
-                 fontsize=11, y=1.04)
+                 fontsize=11, y=1 - 0.05 / height, va="top")
     _mark_simulated(fig, data)
     return _png(fig)
 
@@ -82,9 +91,13 @@ def pareto(points: list[tuple[float, float]]) -> list[int]:
     return keep
 
 
-#: Label offsets (points) tried in turn until a label overlaps no other label or point.
+#: Label offsets (points) tried in turn until a label overlaps no other label or point: next to the point first,
+#: then further away (those get a thin leader line back to their point).
 _OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (8, -4), (-10, -4), (6, 20), (6, -28), (-8, 22), (-8, -30),
-            (10, 34), (10, -42)]
+            (10, 34), (10, -42), (-10, 36), (-10, -44), (24, 14), (24, -24), (-26, 14), (-26, -24), (28, 30),
+            (-30, 30), (28, -38), (-30, -38), (12, 48), (-12, 48), (40, 0), (-42, 0)]
+#: An offset at least this far (points) from its point draws a leader line.
+_LEADER_FROM = 18
 
 
 def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
@@ -112,8 +125,10 @@ def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
             if score[:2] == (False, 0):
                 break
         dx, dy = _OFFSETS[best[0][2]]
+        leader = {"arrowstyle": "-", "color": color, "alpha": 0.5, "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3}
         texts.append(ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9,
-                                 ha="left" if dx >= 0 else "right", color=color))
+                                 ha="left" if dx >= 0 else "right", color=color,
+                                 arrowprops=leader if max(abs(dx), abs(dy)) >= _LEADER_FROM else None))
         placed.append(best[1])
     return texts
 
@@ -123,7 +138,7 @@ def frontier(data) -> bytes:
     plt = _plt()
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    from advisor.money import column_scale, per_label, usd
+    from advisor.money import PER_1K_USABLE, usd
 
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))
@@ -132,18 +147,16 @@ def frontier(data) -> bytes:
     flat = [ax for row in axes for ax in row]
     for ax in flat[len(classes):]:
         ax.set_visible(False)
-    scale = column_scale([v.cost_per_usable for cf in data.floors.classes for v in cf.rungs])
-    unit = per_label("usable result", scale)
-    fig.canvas.draw()
+    labels_of: dict[Any, list] = {}
     for ax, cls in zip(flat, classes):
-        labels = []
+        labels = labels_of.setdefault(ax, [])
         for cf in [c for c in data.floors.classes if c.task_class == cls]:
             vs = sorted([v for v in cf.rungs if v.cost_per_usable is not None and v.stats.usable_rate is not None],
                         key=lambda v: v.cost_per_usable)
             if not vs:
                 continue
             color = COLORS.get(cf.condition, "grey")
-            pts = [(v.cost_per_usable * scale, v.stats.usable_rate) for v in vs]
+            pts = [(v.cost_per_usable * 1000, v.stats.usable_rate) for v in vs]
             front = pareto(pts)
             err = [[max(0.0, v.stats.usable_rate - v.stats.interval[0]) for v in vs],
                    [max(0.0, v.stats.interval[1] - v.stats.usable_rate) for v in vs]]
@@ -156,24 +169,25 @@ def frontier(data) -> bytes:
             labels += [(x, y, v.stats.rung, color) for (x, y), v in zip(pts, vs)]
         ax.axhline(data.settings.target, color="green", linestyle="--", linewidth=1)
         ax.set_title(cls, fontsize=11)
-        ax.set_xlabel(f"$ {unit}", fontsize=10)
+        ax.set_xlabel(f"$ {PER_1K_USABLE}", fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
         ax.set_ylim(-0.2, 1.12)  # room under the zero line for labels
         ax.tick_params(labelsize=9)
         ax.margins(x=0.22)
-        fig.canvas.draw()
-        place_labels(ax, sorted(labels))
     for row in axes:
         row[0].set_ylabel("usable rate (interval)", fontsize=10)
     fig.tight_layout()
     height = fig.get_figheight()
     fig.subplots_adjust(top=1 - 0.75 / height)  # room above the panels for the title and the legend
+    fig.canvas.draw()  # labels are placed on the final layout: a later resize would move them onto each other
+    for ax, labels in labels_of.items():
+        place_labels(ax, sorted(labels))
     handles = {label: h for ax in flat for h, label in zip(*ax.get_legend_handles_labels())}
     if handles:
         fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=len(handles), fontsize=9,
                    bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
-    fig.suptitle(_title(data, f"$ per usable result vs usable rate (target {data.settings.target:.0%} dashed)"),
+    fig.suptitle(_title(data, f"$ {PER_1K_USABLE} vs usable rate (target {data.settings.target:.0%} dashed)"),
                  fontsize=11, y=1 - 0.05 / height, va="top")
     _mark_simulated(fig, data)
     return _png(fig)
@@ -202,8 +216,8 @@ def turns_by_outcome(data) -> bytes:
     ax.set_xticks(xs)
     ax.set_xticklabels([r["label"] for r in rows], fontsize=9)
     ax.set_ylabel("mean turns")
-    ax.set_title(_title(data, "Turns by outcome"), fontsize=11)
-    ax.legend(fontsize=9)
+    ax.set_title(_title(data, "Turns by outcome"), fontsize=11, pad=24)
+    ax.legend(fontsize=9, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)  # above the bars
     _mark_simulated(fig, data)
     return _png(fig)
 

@@ -187,9 +187,10 @@ def floor_tables(data) -> list[Table]:
 
 
 def _floor_heading(cf) -> str:
-    """ "floor nano-30b (decided), recommended super-120b", or "no rung clears the target" without a floor."""
+    """ "floor nano-30b (decided), recommended super-120b", or "no floor (...)" when no rung clears."""
     if cf.floor is None:
-        return "no rung clears the target" + (f", recommended {cf.recommended}" if cf.recommended else "")
+        return ("no floor (no rung clears the target in one attempt)"
+                + (f", recommended {cf.recommended}" if cf.recommended else ""))
     return f"floor {cf.floor} ({cf.floor_status}), recommended {cf.recommended or 'none'}"
 
 
