@@ -32,7 +32,7 @@ ones (`FloorSettings.false_accept` / ``false_reject``); `VerifierUse` says which
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations, product
 from typing import Any, Sequence
 
@@ -113,6 +113,7 @@ class ClassPlan:
     next_step: str | None = None  #: what would give it a plan (None when it has one)
     next_kind: str | None = None  #: more_runs | verifier | skill | larger_rung
     runs_needed: int | None = None  #: more_runs: scored runs per rung of the plan
+    decide_rungs: list[str] = field(default_factory=list)  #: more_runs: the rungs whose runs would decide it
     target_met: float | None = None  #: the highest target some plan clears (the best plan's lower bound)
 
 
@@ -227,6 +228,7 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
         n, j = min(options, key=lambda o: (o[0], plans[o[1]].cost_per_usable))
         rungs = " and ".join(s.rung for s in plans[j].steps)
         out.next_kind, out.runs_needed = "more_runs", n
+        out.decide_rungs = [s.rung for s in plans[j].steps]
         out.next_step = (f"undecided: {plans[j].describe()} reaches {plans[j].usable:.0%} at the observed rates; "
                          f"about {n} more scored runs on {rungs} would decide it if the rates hold")
         return out

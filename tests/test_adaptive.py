@@ -229,3 +229,21 @@ def test_interim_confidence_is_stricter_before_the_full_budget():
     rows = [dict(r, replica=i // 5, task_id=f"t{i % 5}") for i, r in enumerate(_rows("small", [90] * 12))]
     st = plan.states(rows)[0]
     assert st.statuses["small"] == "undecided"
+
+
+def test_plan_stage_samples_an_undecided_plan():
+    """Step 6: with the classes' verifiers known, a group whose rungs are decided but whose plan is undecided
+    keeps sampling the plan's rungs (within the budget) until the plan is decided; without them it stops."""
+    from advisor.plans import VerifierUse, plan_cells
+
+    p = {("x", cond, r): rate for cond in ("baseline", "skill") for r, rate in zip(RUNGS, (0.0, 0.0, 0.5))}
+    oracle = Oracle(p=p, tasks={"x": 5})
+    plain = simulate(_plan(oracle, 12), _row(oracle))
+    planned = simulate(_plan(oracle, 12, verifiers={"x": True}), _row(oracle))
+    assert planned.runs_spent > plain.runs_spent
+    assert all(not g.for_plan or g.sampling for g in planned.groups)
+    settings = FloorSettings()
+    for cf in planned.floors.classes:
+        cp = plan_cells(cf, VerifierUse(True), settings.target, settings.confidence)
+        open_budget = any(v.stats.runs < 5 * 12 for v in cf.rungs if v.stats.rung in cp.decide_rungs)
+        assert cp.plan is not None or cp.next_kind != "more_runs" or not open_budget

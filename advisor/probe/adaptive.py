@@ -16,6 +16,11 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
    enter the cost-per-usable-result recommendation, not to decide them.
 5. A cell never runs more than the full grid's budget (its tasks x replicas); a rung still undecided at that
    budget stays undecided, and probing moves on to the next rung.
+6. Then the **plan** (`advisor.plans`: rungs, attempts per rung, the class's verifier): a (class, condition)
+   whose rungs are decided but whose plan is undecided (its observed rate reaches the target, its interval
+   does not yet) samples the plan's rungs, one batch per wave, fewest runs first, until the plan clears, stops
+   being undecided, or the rungs' budgets are spent. The plan's interval is the stated confidence's (the
+   plan is re-evaluated after every batch; this stage is not Bonferroni-corrected).
 
 Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
 on the whole class rather than on its first tasks. Looking at a cell after every batch would make early
@@ -59,6 +64,7 @@ class GroupState:
     floor: str | None = None
     sampling: str | None = None  #: the rung sampled next, or None when done
     done_reason: str = ""
+    for_plan: bool = False  #: `sampling` is a rung of an undecided plan (step 6)
 
 
 class AdaptivePlan:
@@ -70,7 +76,8 @@ class AdaptivePlan:
 
     def __init__(self, cells: dict[tuple[str, str], Sequence[str]], rungs: Sequence[str], replicas: int,
                  settings: FloorSettings | None = None, batch: int = DEFAULT_BATCH,
-                 min_runs: int | None = None, cost_runs: int | None = None):
+                 min_runs: int | None = None, cost_runs: int | None = None,
+                 verifiers: dict[str, bool] | None = None):
         if replicas < 1 or batch < 1:
             raise DataError("adaptive probing needs replicas >= 1 and batch >= 1")
         if not cells or not rungs:
@@ -82,6 +89,7 @@ class AdaptivePlan:
         self.batch = batch
         self.min_runs = min_runs  #: None: per cell, max(batch, tasks of the cell)
         self.cost_runs = batch if cost_runs is None else cost_runs
+        self.verifiers = verifiers  #: class -> has a verifier (plans, step 6); None: no plan stage
         self.issued: set[Unit] = set()
         self.waves = 0
 
@@ -153,8 +161,24 @@ class AdaptivePlan:
             st.statuses = status
             st.floor = self.rungs[floor_i] if floor_i is not None else None
             st.sampling, st.done_reason = self._next_rung(key, status, floor_i, top_below)
+            if st.sampling is None and cf is not None and self.verifiers is not None:
+                self._plan_stage(st, key, cf)
             out.append(st)
         return out
+
+    def _plan_stage(self, st: GroupState, key: tuple[str, str], cf) -> None:
+        """Step 6: sample a rung of the group's undecided plan (the one with the fewest runs left to spend)."""
+        from advisor.plans import VerifierUse, plan_cells
+
+        s = self.settings
+        use = VerifierUse(self.verifiers.get(key[0], True), s.false_accept, s.false_reject)
+        cp = plan_cells(cf, use, s.target, s.confidence)
+        if cp.plan is not None or cp.next_kind != "more_runs":
+            return
+        open_rungs = [r for r in cp.decide_rungs if r in self.rungs and self._remaining(key, r)]
+        if open_rungs:
+            st.sampling = min(open_rungs, key=lambda r: len(self.units(key, r)) - len(self._remaining(key, r)))
+            st.for_plan, st.done_reason = True, ""
 
     def _next_rung(self, key, status, floor_i, top_below) -> tuple[str | None, str]:
         if floor_i is None:
@@ -178,7 +202,7 @@ class AdaptivePlan:
             key = (st.task_class, st.condition)
             remaining = self._remaining(key, st.sampling)
             n = self.batch
-            if st.floor is not None:  # above the floor: sample for cost only
+            if st.floor is not None and not st.for_plan:  # above the floor: sample for cost only
                 done = len(self.units(key, st.sampling)) - len(remaining)
                 n = min(n, self.cost_runs - done)
             wave.extend(remaining[:max(1, n)])
@@ -224,6 +248,7 @@ def plan_for_suite(suite, ladder, replicas: int, settings: FloorSettings | None 
     names = [r.name for r in ladder.rungs]
     if rungs:
         names = [n for n in names if n in set(rungs)]
+    kwargs.setdefault("verifiers", {c.name: c.verifier for c in suite.classes})
     return AdaptivePlan(cells, names, replicas, settings, batch, **kwargs)
 
 
