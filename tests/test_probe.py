@@ -212,3 +212,32 @@ def test_probe_on_a_subset_of_the_example_suite(tmp_path, monkeypatch, capsys):
     assert len(big) == 6 and sum(r["overall"] >= 75 for r in big) >= 1
     assert sum(r["overall"] for r in big) / len(big) > sum(r["overall"] for r in small) / len(small)
     assert sum(r["overall"] >= 75 for r in small) == 0
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_default_probe_ends_with_the_plan_answer(tmp_path, monkeypatch, capsys):
+    """`advisor probe` with no arguments (adaptive, default target, embedded Triton): the output ends with one row
+    per class (a plan with usable rate, interval and $ per usable result, or a next step), then the report path;
+    nano-12b is in no plan; floors JSON of the report holds the plans."""
+    import re
+
+    from advisor.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["probe", "--store", str(tmp_path / "d.duckdb")]) == 0
+    out = capsys.readouterr().out
+    answer = out[out.index("The answer, per class [SIMULATED]"):]
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^ (\w+)\s{2,}(?!plan).*$", answer, re.M)
+            if m.group(1) in ("api_calls", "doc_retrieval", "code_change", "extraction", "multi_step")}
+    assert len(rows) == 5, answer
+    for cls, row in rows.items():
+        if "none clears" in row:
+            assert f"next for {cls}:" in answer
+        else:
+            assert re.search(r"x\d .*\d+% \[\d+-\d+\]\s+\$\d", row), row
+        assert "nano-12b x" not in row
+    assert answer.rstrip().splitlines()[-1].startswith("report: reports/")
+    doc = json.loads(next((tmp_path / "reports").glob("*/floors.json")).read_text())
+    assert {p["task_class"] for p in doc["floors"]["plans"]} == set(rows)
