@@ -18,9 +18,11 @@ not applied here). Per candidate plan:
   over P(usable), at the observed rates.
 
 The recommendation is the clearing plan with the lowest $ per usable result (candidates: every increasing run
-of at most `MAX_CHAIN` rungs with 1..`MAX_ATTEMPTS` attempts each, over the rungs with at least one usable run:
-a rung never seen usable adds cost and nothing at the observed rate, and only its posterior's width would
-lift a plan's lower bound). When none clears, the best plan (highest
+of at most `MAX_CHAIN` rungs with 1..`MAX_ATTEMPTS` attempts each, over the rungs with at least one usable run
+that are not below the size floor: a rung never seen usable adds cost and nothing at the observed rate, and
+only its posterior's width would lift a plan's lower bound; a rung whose loop does not converge (the floor
+finder's "below: does not converge") under a larger rung whose loop does is not retried, whatever a rare
+success makes it cost). When none clears, the best plan (highest
 lower bound) is shown with one **next step**: the runs that would decide a plan whose observed rate already
 reaches the target, a verifier where the class has none, the skill where the other condition does better, or
 the target the best plan meets and a larger rung.
@@ -203,13 +205,17 @@ def _runs_to_decide(r: _Rungs, shape, verifier, target: float, confidence: float
 
 def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> ClassPlan:
     """The plan of one `advisor.floors.ClassFloor` (its cells' usable counts and costs)."""
-    cells = [v.stats for v in cf.rungs if v.stats.usable and v.stats.cost_per_attempt is not None]
+    converging = [i for i, v in enumerate(cf.rungs) if v.why_below != "does_not_converge"]
+    top = max(converging, default=-1)  # below the size floor: a larger rung's loop converges
+    cells = [v.stats for i, v in enumerate(cf.rungs) if v.stats.usable and v.stats.cost_per_attempt is not None
+             and not (v.why_below == "does_not_converge" and i < top)]
     out = ClassPlan(cf.task_class, cf.condition, verifier, None, None, cf.floor, cf.first_time)
     if not cells:
         scored = sum(v.stats.scored for v in cf.rungs)
         out.next_kind = "more_runs" if not scored else "larger_rung"
         out.next_step = ("no scored runs yet: probe this class" if not scored else
-                         f"no usable result in {scored} scored runs on any rung: a larger rung, or a skill")
+                         f"no usable result in {scored} scored runs on a rung that converges: a larger rung, "
+                         "or a skill")
         return out
     r = _Rungs([c.rung for c in cells], np.array([c.usable for c in cells], float),
                np.array([c.scored for c in cells], float), np.array([c.cost_per_attempt for c in cells], float))

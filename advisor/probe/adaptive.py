@@ -16,10 +16,11 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
    enter the cost-per-usable-result recommendation, not to decide them.
 5. A cell never runs more than the full grid's budget (its tasks x replicas); a rung still undecided at that
    budget stays undecided, and probing moves on to the next rung.
-6. Then the **plan** (`advisor.plans`: rungs, attempts per rung, the class's verifier): a (class, condition)
-   whose rungs are decided but whose plan is undecided (its observed rate reaches the target, its interval
-   does not yet) samples the plan's rungs, one batch per wave, fewest runs first, until the plan clears, stops
-   being undecided, or the rungs' budgets are spent. The plan's interval is the stated confidence's (the
+6. Then the **plan** (`advisor.plans`: rungs, attempts per rung, the class's verifier): in a (class,
+   condition) without a clearing plan, a rung that was found below on one batch (and converges: retries can
+   help it) first gets one run of every task, smallest rung first, as a clear needs; then a plan that is
+   undecided (its observed rate reaches the target, its interval does not yet) samples its rungs, one batch
+   per wave, fewest runs first, until the plan clears, stops being undecided, or the rungs' budgets are spent. The plan's interval is the stated confidence's (the
    plan is re-evaluated after every batch; this stage is not Bonferroni-corrected).
 
 Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
@@ -173,7 +174,14 @@ class AdaptivePlan:
         s = self.settings
         use = VerifierUse(self.verifiers.get(key[0], True), s.false_accept, s.false_reject)
         cp = plan_cells(cf, use, s.target, s.confidence)
-        if cp.plan is not None or cp.next_kind != "more_runs":
+        if cp.plan is not None:
+            return
+        thin = [v.stats.rung for v in cf.rungs if v.status == "below" and v.why_below != "does_not_converge"
+                and v.stats.scored < self.min_runs_for(key) and self._remaining(key, v.stats.rung)]
+        if use.present and thin:  # below on one batch: one run of every task before plans rule it out
+            st.sampling, st.for_plan, st.done_reason = thin[0], True, ""
+            return
+        if cp.next_kind != "more_runs":
             return
         open_rungs = [r for r in cp.decide_rungs if r in self.rungs and self._remaining(key, r)]
         if open_rungs:
