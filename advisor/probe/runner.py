@@ -172,10 +172,11 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
         except asyncio.TimeoutError:
             pass
         outcome.stopped = "server_down"
-        left = sum(r is None for r in results) - 1
+        # no count here: the runs left are counted once, when the probe ends ("N not run (server_down)")
         outcome.stop_note = (f"Triton at {getattr(client, 'url', '?')} is not ready after {streaks[model.name]} "
-                             f"backend errors in a row on {model.name}: stopped starting runs (about {left} not "
-                             "run; runs in flight are stored unscored); restart it and rerun to retry them")
+                             f"backend errors in a row on {model.name}: stopped starting runs (the runs not started "
+                             "are counted as 'not run (server_down)'; runs in flight are stored unscored); restart "
+                             "it and rerun to retry them")
 
     async def one(i: int) -> None:
         spec, key = specs[i], keys[i]
