@@ -103,6 +103,9 @@ CASES: list[Case] = [
          ["r.csv", "rows 2 and 3", "'p1'", "two different prompts"]),
     Case("id-two-classes", import_case("r.csv", HEAD + "p1,q,math,small,1\np1,q,code,large,1\n"),
          ["r.csv", "rows 2 and 3", "'p1'", "two different classes", "'math'", "'code'"]),
+    Case("jsonl-deep", import_case("r.jsonl", '{"prompt": "q", "task": "m", "model": "small", "score": 1}\n'
+                                   '{"prompt": "q", "x": ' + "[" * 120 + "]" * 120 + "}\n"),
+         ["r.jsonl: line 2", "nested more than 100 levels", "ADVISOR_MAX_NESTING"]),
     Case("jsonl-object-prompt", import_case("r.jsonl", JSONL_OBJECT), ["r.jsonl", "row 1", "'prompt'", "JSON object"]),
     Case("replicas-intended", import_case("r.csv", HEAD + "p1,q,math,small,1\np1,q,math,small,0\n", "--replicas"),
          ok=True),

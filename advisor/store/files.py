@@ -77,9 +77,16 @@ def _read_csv(con, path: Path) -> list[dict[str, Any]]:
 
 
 def _read_jsonl(con, path: Path) -> list[dict[str, Any]]:
-    with path.open("rb") as fh:
-        if not any(line.strip() for line in fh):
-            raise DataError(f"{path}: empty file (no JSON lines)")
+    from advisor.nesting import json_depth, max_nesting, too_deep
+
+    limit, empty = max_nesting(), True
+    with path.open(encoding="utf-8-sig") as fh:
+        for n, line in enumerate(fh, start=1):
+            empty = empty and not line.strip()
+            if json_depth(line) > limit:
+                raise DataError(too_deep(f"{path}: line {n}", "JSON", limit))
+    if empty:
+        raise DataError(f"{path}: empty file (no JSON lines)")
     result = con.execute("SELECT * FROM read_json(?, format = 'newline_delimited', records = true, "
                          "sample_size = -1)", [str(path)])
     return _fetch_dicts(result, decode_json=True)
