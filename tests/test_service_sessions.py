@@ -153,3 +153,29 @@ def test_shadow_candidate_is_recorded_beside_and_reported(session_service, capsy
     assert "direct method" in out
     assert "cost per request (USD, first attempt): candidate" in out, out
     assert "usable rate (verifier accept, first attempt)" in out
+
+
+def test_floors_and_report_show_live_sessions_apart_from_the_floor(session_service, capsys):
+    from advisor.cli import main
+    from advisor.report.live import live_section, live_tables
+    from advisor.service.launch import ingest_now
+    from advisor.store import Store
+
+    convo = [{"role": "user", "content": "Read the settings (floors view)."}]
+    for i in range(3):
+        if i:
+            convo = convo + [_call(i, f"s{i}.cfg"), _result(i, f"ERROR: no such file s{i}.cfg")]
+        _chat(session_service.client(), model="auto", messages=convo, tools=TOOLS,
+              extra_headers={"x-advisor-session": "floors-view", "x-advisor-class": "agent"})
+    session_service.records(_chat(session_service.client(), model="auto", messages=convo, tools=TOOLS, extra_headers={
+        "x-advisor-session": "floors-view", "x-advisor-class": "agent"})[1]["x-advisor-decision-id"])
+    capsys.readouterr()
+    assert main(["floors", "--store", str(session_service.store)]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("agent "))
+    assert "escalated" in line and "nano-12b->nano-30b" in line and "tool_errors 1" in line, line
+    assert "Live sessions (routing service)" in out and "apart from the floor" in out
+    with Store.open(session_service.store, read_only=True) as s:
+        tables = live_tables(live_section(s))
+    sessions = next(t for t in tables if t.key == "live_sessions")
+    assert sessions.simulated and any(r[0] == "agent" for r in sessions.rows)

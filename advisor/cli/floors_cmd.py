@@ -48,6 +48,7 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
            false_reject: FalseRejectOpt = 0.0) -> None:
     """Per class and condition: usable rate with its interval per rung, the floor, and the recommended rung."""
     from advisor.floors import LIVE_NOTE, find_floors, live_acceptance
+    from advisor.report.live_sessions import session_lines, session_summary
     from advisor.store import Store
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
@@ -55,12 +56,15 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     with Store.open(store, read_only=True) as s:
         result = find_floors(s, suite, settings, classes=task_class)
         live = live_acceptance(s, task_class)
+        sessions = session_summary(s, task_class)
     if as_json:
         typer.echo(jsonout.dumps({"simulated": result.simulated_runs > 0, **result.to_dict(),
-                                  "live": {"note": LIVE_NOTE, "cells": [c.to_dict() for c in live]}}, indent=2,
-                                 default=str))
+                                  "live": {"note": LIVE_NOTE, "cells": [c.to_dict() for c in live],
+                                           "sessions": sessions}}, indent=2, default=str))
         return
     typer.echo(render_text(result, live))
+    for line in session_lines(sessions):
+        typer.echo(line)
     from advisor.report.answer import print_answer
 
     typer.echo("")

@@ -29,6 +29,9 @@ def live_section(store, classes: Sequence[str] | None = None) -> dict[str, Any] 
         table["classes"] = [c for c in table["classes"] if c["task_class"] in classes]
     if not table["classes"]:
         return None
+    from advisor.report.live_sessions import session_summary
+
+    table["sessions"] = session_summary(store, classes)
     table["drifting"] = [c["task_class"] or "(no class)" for c in table["classes"] if c["flagged"]]
     table["simulated"] = any(c["simulated"] for c in table["classes"])
     return table
@@ -39,7 +42,7 @@ def _diff(x: float | None) -> str:
 
 
 def live_tables(live: dict[str, Any]) -> list:
-    """The two Live tables (per class, per class and rung) as report `Table`s."""
+    """The Live tables (agent sessions when there are any, per class, per class and rung) as report `Table`s."""
     from advisor.report.render import Table
 
     sim = bool(live.get("simulated"))
@@ -59,7 +62,10 @@ def live_tables(live: dict[str, Any]) -> list:
                 "-" if r["probe_usable_rate"] is None else f"{_share(r['probe_usable_rate'])} of {r['probe_runs']}",
                 _diff(r["difference"]), "DRIFT" if r["drifts"] else "ok"])
     rule = (f"DRIFT: a difference above {100 * live['threshold']:.0f} points on {live['min_n']}+ observations.")
-    return [
+    from advisor.report.live_sessions import session_table
+
+    sessions = session_table(live.get("sessions") or [])
+    return [*([sessions] if sessions else []),
         Table("live_classes", "Live: predicted vs realised, per class",
               ["class", "requests", "class predicted", "verified", "predicted P(usable)", "realised (accepted)",
                "realised - predicted", f"$ {PER_1K_USABLE}, predicted", f"$ {PER_1K_USABLE}, live", "drift"], per_class,
