@@ -363,9 +363,13 @@ async def test_run_python_is_refused_without_bwrap(no_bwrap, tmp_path):
 
 
 def test_probe_is_refused_before_any_server_without_bwrap(no_bwrap, tmp_path, capsys):
+    """A suite given with --suite that runs code is refused up front (the default suite runs without its code
+    tasks instead: tests/test_first_run.py)."""
     from advisor.cli import main
 
-    code = main(["probe", "--store", str(tmp_path / "s.duckdb"), "--max-runs", "1", "--no-report"])
+    suite = Path(__file__).resolve().parent.parent / "suites" / "example" / "suite.yaml"
+    code = main(["probe", "--suite", str(suite), "--store", str(tmp_path / "s.duckdb"), "--max-runs", "1",
+                 "--no-report"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0, err
     assert err.startswith("error: run_python refused: bubblewrap (bwrap) is not installed")
