@@ -3,6 +3,7 @@
 `triton_server` is a real tritonserver (the embedded PyTriton server) hosting the stand-ins of
 `ladders/demo.yaml` on free ports, started once per test session and stopped at its end. Its stand-ins know
 the bundled example suite and the probe tests' small suite, so they act as agents on those tasks.
+`postgres_server` is a real PostgreSQL started the same way (once per session, in a temporary folder).
 """
 
 from __future__ import annotations
@@ -40,3 +41,23 @@ def triton_server():
         yield RunningTriton(server.grpc_url, server.http_url, server.metrics_url, ladder, server)
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL (Debian's package: initdb + pg_ctl in a temporary folder, a free port) for the session;
+    yields the `LocalPostgres` (its `url`; `stop()`/`restart()` for outage tests). Skipped where PostgreSQL is
+    not installed, except under CI (`.ci/run` installs it)."""
+    import os
+
+    from advisor.store.local_postgres import LocalPostgres, postgres_bin
+
+    if postgres_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed (CI installs Debian's postgresql package: .ci/run)")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    server = LocalPostgres().start()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -8,11 +8,15 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.floors_cmd import LiveStoreOpt
 from advisor.store import DEFAULT_STORE
 
-StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store (live outcomes, promotion records).")]
+StoreOpt = Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_URL",
+                                       help="DuckDB store (live outcomes, promotion records), or a PostgreSQL "
+                                       "store (postgresql://...: its live records, pointer and artifacts).")]
 PointerOpt = Annotated[Optional[Path], typer.Option("--pointer", help="Promoted pointer the service reads "
-                                                    "(default: <store>.router/promoted.json).")]
+                                                    "(default: <store>.router/promoted.json; a PostgreSQL "
+                                                    "store's own).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
                                                    help="Service config: the verifiers' stated error rates.")]
@@ -27,6 +31,15 @@ def register_router(group: typer.Typer) -> None:
     group.command("promotions")(promotions)
     group.command("drift")(drift)
     group.command("shadow-report")(shadow_report)
+
+
+def _default_pointer(store: str):
+    """A PostgreSQL store's own pointer (its URL), else the pointer file beside the DuckDB store."""
+    from advisor.router.promotion import default_pointer
+    from advisor.store import is_database_url
+    from advisor.store.protocols import duckdb_path
+
+    return store if is_database_url(store) else default_pointer(duckdb_path(store))
 
 
 def _ladder(path: Path | None):
@@ -52,7 +65,7 @@ def add_live(store, data, weight: float, holdout: int, service_config: Path | No
 
 
 def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Candidate artifact.")],
-            store: StoreOpt = Path(DEFAULT_STORE), pointer: PointerOpt = None,
+            store: StoreOpt = DEFAULT_STORE, pointer: PointerOpt = None,
             window: Annotated[int, typer.Option("--window", min=1, help="Held-out live decisions (most recent, "
                                                 "after the candidate's training data).")] = 200,
             min_decisions: Annotated[int, typer.Option("--min-decisions", min=1, help="Refuse with fewer "
@@ -71,13 +84,15 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
             as_json: JsonOpt = False) -> None:
     """Gate CANDIDATE against the serving router on recent live outcomes; promote it when it is not worse."""
     from advisor.router.live import verifier_rates
-    from advisor.router.promotion import default_pointer
     from advisor.router.promotion import promote as do_promote
-    from advisor.store import Store
+    from advisor.store import open_store
 
-    pointer = pointer or default_pointer(store)
-    with Store.open(store) as s:
-        rates = verifier_rates(service_config, _ladder(ladder), s) if service_config else {}
+    pointer = pointer or _default_pointer(store)
+    from advisor.store import RunStore
+
+    with open_store(store) as s:  # measured verifier rates are probe-run data: a DuckDB store's, else the config's
+        rates = (verifier_rates(service_config, _ladder(ladder), s if isinstance(s, RunStore) else None)
+                 if service_config else {})
         out = do_promote(candidate, s, pointer, window, min_decisions, margin, rates, force, require_shadow,
                          shadow_margin)
     if as_json:
@@ -96,19 +111,21 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
         verb = {"refused": "REFUSED", "unchanged": "unchanged"}.get(out["action"], "promoted")
         typer.echo(f"{verb}: {out['router_version']}: {out['reason']}")
         if out["promoted"]:
-            typer.echo(f"pointer {pointer} -> {out['artifact']} (a serving `advisor serve` reloads it within 1 s)")
+            from advisor.store.postgres import redact
+
+            typer.echo(f"pointer {redact(str(pointer))} -> {out['artifact']} (a serving `advisor serve` reloads it "
+                       "within 1 s)")
     if out["action"] == "refused":
         raise typer.Exit(3)
 
 
-def rollback(store: StoreOpt = Path(DEFAULT_STORE), pointer: PointerOpt = None, as_json: JsonOpt = False) -> None:
+def rollback(store: StoreOpt = DEFAULT_STORE, pointer: PointerOpt = None, as_json: JsonOpt = False) -> None:
     """Point the service back to the router that served before the current one (recorded)."""
-    from advisor.router.promotion import default_pointer
     from advisor.router.promotion import rollback as do_rollback
-    from advisor.store import Store
+    from advisor.store import open_store
 
-    pointer = pointer or default_pointer(store)
-    with Store.open(store) as s:
+    pointer = pointer or _default_pointer(store)
+    with open_store(store) as s:
         out = do_rollback(s, pointer)
     if as_json:
         typer.echo(jsonout.dumps(out, indent=2))
@@ -116,11 +133,11 @@ def rollback(store: StoreOpt = Path(DEFAULT_STORE), pointer: PointerOpt = None, 
     typer.echo(f"rolled back: {out['from_version']} -> {out['router_version']} ({out['artifact']})")
 
 
-def promotions(store: StoreOpt = Path(DEFAULT_STORE), as_json: JsonOpt = False) -> None:
+def promotions(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Every recorded promotion, refusal and rollback, newest first."""
-    from advisor.store import Store
+    from advisor.store import open_store
 
-    with Store.open(store, read_only=True) as s:
+    with open_store(store, read_only=True) as s:
         rows = s.promotions()
     if as_json:
         typer.echo(jsonout.dumps(rows, indent=2))
@@ -130,15 +147,16 @@ def promotions(store: StoreOpt = Path(DEFAULT_STORE), as_json: JsonOpt = False) 
                    f"(was {r['previous_version'] or '-'})  window {r['window_decisions'] or '-'}")
 
 
-def drift(store: StoreOpt = Path(DEFAULT_STORE),
+def drift(store: Annotated[Path, typer.Option("--store", help="DuckDB store (probe runs; live outcomes unless "
+                                              "--live-store).")] = Path(DEFAULT_STORE),
           threshold: Annotated[float, typer.Option("--threshold", min=0, max=1, help="Flag a class whose live "
                                                    "rate differs from the expected one by more than this.")] = 0.15,
-          as_json: JsonOpt = False) -> None:
+          live_store: LiveStoreOpt = None, as_json: JsonOpt = False) -> None:
     """Per class: live accept rate vs probe usable rate, predicted vs realised P(usable), cost per usable result."""
     from advisor.router.drift import drift_table, render_lines
-    from advisor.store import Store
+    from advisor.store import Store, with_live
 
-    with Store.open(store, read_only=True) as s:
+    with with_live(Store.open(store, read_only=True), live_store) as s:
         table = drift_table(s, threshold)
     if as_json:
         typer.echo(jsonout.dumps(table, indent=2))

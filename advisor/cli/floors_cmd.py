@@ -12,6 +12,10 @@ from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_n
 from advisor.store import DEFAULT_STORE
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
+#: floors, report, router train --live and router drift: live records from PostgreSQL instead of the store file
+LiveStoreOpt = Annotated[Optional[str], typer.Option("--live-store", envvar="ADVISOR_STORE_URL",
+                                                     help="PostgreSQL store of the service's live records "
+                                                     "(postgresql://...); default: the --store file's.")]
 
 
 def settings_options(bar: float, near_zero: float, target: float, confidence: float, k: int,
@@ -45,15 +49,15 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
            as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
            bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
            confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
-           false_reject: FalseRejectOpt = 0.0) -> None:
+           false_reject: FalseRejectOpt = 0.0, live_store: LiveStoreOpt = None) -> None:
     """Per class and condition: usable rate with its interval per rung, the floor, and the recommended rung."""
     from advisor.floors import LIVE_NOTE, find_floors, live_acceptance
     from advisor.report.live_sessions import session_lines, session_summary
-    from advisor.store import Store
+    from advisor.store import Store, with_live
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     suite = stored_suite_name(suite_file, suite_name)
-    with Store.open(store, read_only=True) as s:
+    with with_live(Store.open(store, read_only=True), live_store) as s:
         result = find_floors(s, suite, settings, classes=task_class)
         live = live_acceptance(s, task_class)
         sessions = session_summary(s, task_class)

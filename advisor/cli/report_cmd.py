@@ -10,8 +10,8 @@ import typer
 
 from advisor import jsonout
 from advisor.cli.suite_options import SuiteFileOpt, SuiteNameOpt, stored_suite_name
-from advisor.cli.floors_cmd import (BarOpt, ConfidenceOpt, FalseAcceptOpt, FalseRejectOpt, KOpt, NearZeroOpt,
-                                    TargetOpt, settings_options)
+from advisor.cli.floors_cmd import (BarOpt, ConfidenceOpt, FalseAcceptOpt, FalseRejectOpt, KOpt, LiveStoreOpt,
+                                    NearZeroOpt, TargetOpt, settings_options)
 from advisor.store import DEFAULT_STORE
 
 
@@ -37,14 +37,15 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
            as_json: Annotated[bool, typer.Option("--json", help="Print the written paths as JSON.")] = False,
            bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
            confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
-           false_reject: FalseRejectOpt = 0.0) -> None:
+           false_reject: FalseRejectOpt = 0.0, live_store: LiveStoreOpt = None) -> None:
     """Write reports/<name>/ with a self-contained index.html, report.md and floors.json; print the answer."""
     from advisor.report import open_store, parse_volumes, write_report
+    from advisor.store import with_live
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     volumes = parse_volumes(volume)
     suite = stored_suite_name(suite_file, suite_name)
-    with open_store(store) as s:
+    with with_live(open_store(store), live_store) as s:
         files = write_report(s, out, name, suite, settings, classes=task_class, volumes=volumes,
                              default_volume=default_volume)
     if as_json:

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor import jsonout
+from advisor.cli.floors_cmd import LiveStoreOpt
 from advisor.errors import DataError
 from advisor.store import DEFAULT_STORE
 
@@ -75,7 +76,7 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
           service_config: Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
                                                                  help="The service config whose verifier error "
                                                                  "rates label live attempts.")] = None,
-          as_json: JsonOpt = False) -> None:
+          live_store: LiveStoreOpt = None, as_json: JsonOpt = False) -> None:
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
     import warnings
 
@@ -85,7 +86,9 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
 
     if out.suffix not in SUFFIXES:
         raise DataError(f"--out {out}: router artifacts end in .json or .npz")
-    with Store.open(store, read_only=True) as s:
+    from advisor.store import with_live
+
+    with with_live(Store.open(store, read_only=True), live_store if live else None) as s:
         data = training_data_from_store(s, suite_name=suite_name, ladder_name=ladder_name)
         if live:
             from advisor.cli.feedback_cmd import add_live

@@ -27,10 +27,13 @@ def serve(
     keys: Annotated[Optional[Path], typer.Option("--keys", exists=True, dir_okay=False,
                                                  help="API key file (NAME KEY-or-sha256:HEX [RUNGS]); also "
                                                  "ADVISOR_API_KEYS.")] = None,
-    store: Annotated[Path, typer.Option("--store", help="DuckDB store: router training data and where live "
-                                        "records are ingested.")] = Path(DEFAULT_STORE),
+    store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_URL",
+                                       help="DuckDB store file (router training data; live records ingested) "
+                                       "or postgresql://USER@HOST/DB (several replicas: records batched there, "
+                                       "promoted router read from there).")] = DEFAULT_STORE,
     spool: Annotated[Optional[Path], typer.Option("--spool", help="Folder of per-worker record segments "
-                                                  "(default: <store>.live).")] = None,
+                                                  "(default: <store>.live; with PostgreSQL: advisor-spool, "
+                                                  "records wait there while the database is down).")] = None,
     suite: Annotated[Optional[Path], typer.Option("--suite", exists=True, dir_okay=False,
                                                   help="Suite the embedded stand-ins know.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address to bind.")] = "127.0.0.1",
@@ -45,22 +48,28 @@ def serve(
     """Serve live requests: OpenAI-compatible /v1/chat/completions routed, verified and recorded."""
     from advisor.errors import ConfigError
     from advisor.service.launch import ServeOptions, serve as run
+    from advisor.store import is_database_url
+    from advisor.store.protocols import duckdb_path
 
     if protocol not in ("grpc", "http"):
         raise ConfigError(f"--protocol {protocol!r}: use grpc or http")
+    database = is_database_url(store)
     run(ServeOptions(ladder_path=ladder, suite_path=suite, url=url, router_path=router, config_path=config,
-                     keys_path=keys, store_path=store, spool=spool, host=host, port=port, workers=workers,
+                     keys_path=keys, store_path=Path(DEFAULT_STORE if database else duckdb_path(store)),
+                     store_url=store if database else None, spool=spool, host=host, port=port, workers=workers,
                      no_auth=no_auth, ingest_every_s=ingest_every, protocol=protocol,
                      echo=lambda line: typer.echo(line)))
 
 
-def ingest(store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path(DEFAULT_STORE),
+def ingest(store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_URL",
+                                              help="DuckDB store file or postgresql:// URL.")] = DEFAULT_STORE,
            spool: Annotated[Optional[Path], typer.Option("--spool", help="Segment folder (default: "
-                                                         "<store>.live).")] = None) -> None:
+                                                         "<store>.live; with PostgreSQL: advisor-spool).")] = None
+           ) -> None:
     """Merge the routing service's record segments into the store (idempotent)."""
-    from advisor.service.launch import ingest_now
-    from advisor.service.recording import spool_for
+    from advisor.service.launch import default_spool, ingest_now
+    from advisor.store.postgres import redact
 
-    counts = ingest_now(spool or spool_for(store), store)
+    counts = ingest_now(spool or default_spool(store), store)
     typer.echo(f"{counts['segments']} segments: {counts['decisions']} decisions, {counts['attempts']} attempts "
-               f"ingested into {store}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+               f"ingested into {redact(store)}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))

@@ -4,7 +4,9 @@
 path, sha256 and router version. Promotion copies the candidate into the same folder under its hash
 (``<sha12>.json``/``.npz``, never overwritten), so a later edit of the candidate file cannot change what is
 served, and then replaces the pointer atomically (write + rename). ``advisor serve`` reads the pointer and
-watches it (`advisor.service.reload`).
+watches it (`advisor.service.reload`). With a PostgreSQL store (``--store postgresql://...``) the pointer is a row
+of that database and the artifacts are kept there by hash (`advisor.router.pointers`), so every replica of the
+service serves the same promoted router.
 
 **The gate.** The candidate is compared with the serving artifact on a held-out window of *recent* live
 outcomes: the verified attempts (see `advisor.router.live`) of the last ``window`` decisions, all of them
@@ -24,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +173,7 @@ def gate(candidate, serving, store, window: int = 200, min_decisions: int = 30, 
     return res
 
 
-def _record(store, action: str, artifact: Path, sha: str, version: str, pointer: Path, previous: dict | None,
+def _record(store, action: str, artifact, sha: str, version: str, pointer, previous: dict | None,
             result: GateResult | None, evidence: dict) -> str:
     from advisor.store import now
 
@@ -180,7 +181,7 @@ def _record(store, action: str, artifact: Path, sha: str, version: str, pointer:
     store.add_promotion({
         "promotion_id": pid, "created_at": now(), "action": action, "artifact_path": str(artifact),
         "artifact_sha256": sha, "router_version": version,
-        "previous_path": previous["artifact"] if previous else None,
+        "previous_path": _kept_name(previous, pointer) if previous else None,
         "previous_sha256": previous.get("sha256") if previous else None,
         "previous_version": previous.get("router_version") if previous else None, "pointer": str(pointer),
         "criterion": CRITERION if result else None, "passed": result.passed if result else None,
@@ -190,26 +191,35 @@ def _record(store, action: str, artifact: Path, sha: str, version: str, pointer:
     return pid
 
 
-def promote(candidate_path: str | Path, store, pointer: str | Path, window: int = 200, min_decisions: int = 30,
+def _kept_name(previous: dict, pointer) -> str:
+    """What a promotion record names as the previous artifact: its file, or its registry key."""
+    from advisor.router.pointers import DatabasePointer
+
+    return f"sha256:{previous['sha256']}" if isinstance(pointer, DatabasePointer) else previous["artifact"]
+
+
+def promote(candidate_path: str | Path, store, pointer, window: int = 200, min_decisions: int = 30,
             margin: float = 0.005, rates: dict | None = None, force: bool = False, require_shadow: bool = False,
             shadow_margin: float = 0.02) -> dict[str, Any]:
     """Gate the candidate against the pointer's artifact and, when it passes (or with `force`), promote it.
 
-    With `require_shadow` the candidate must also have run in shadow and pass `shadow_report.shadow_gate`
-    (its estimated usable rate on the shadowed traffic not worse than the serving one's by more than
-    `shadow_margin`).
+    `pointer` is a pointer file's path, a PostgreSQL store URL (its registry's pointer), or a pointer object
+    (`advisor.router.pointers`). With `require_shadow` the candidate must also have run in shadow and pass
+    `shadow_report.shadow_gate` (its estimated usable rate on the shadowed traffic not worse than the serving
+    one's by more than `shadow_margin`).
 
     The first promotion (no pointer yet) has nothing to compare with and is recorded as ``initial``. Returns
     the outcome (``promoted``, ``action``, ``gate`` figures, ``artifact``, ``router_version``); a refusal is
     recorded too and returned with ``promoted: False``.
     """
     from advisor.router.artifact import load_router
+    from advisor.router.pointers import pointer_for
 
-    pointer = Path(pointer)
+    pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
     cand_path = Path(candidate_path)
     candidate = load_router(cand_path)
     sha = sha256_of(cand_path)
-    previous = read_pointer(pointer) if pointer.exists() else None
+    previous = pointer.read() if pointer.exists() else None
     if previous is not None and previous.get("sha256") == sha:
         return {"promoted": False, "action": "unchanged", "reason": "the candidate is already serving",
                 "router_version": candidate.version_tag, "artifact": previous["artifact"]}
@@ -234,40 +244,33 @@ def promote(candidate_path: str | Path, store, pointer: str | Path, window: int 
             return {"promoted": False, "action": "refused", "reason": why, "gate": result.as_dict() if result else None,
                     "shadow": evidence["shadow"], "router_version": candidate.version_tag,
                     "serving_version": previous.get("router_version") if previous else None}
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    kept = pointer.parent / f"{sha[:12]}{cand_path.suffix}"
-    if not kept.exists():
-        tmp = kept.with_name(f".{kept.name}.tmp")
-        shutil.copyfile(cand_path, tmp)
-        os.replace(tmp, kept)
+    kept = pointer.keep(cand_path, sha, candidate.version_tag)
     action = "initial" if previous is None else ("forced" if result is not None and not result.passed else "promote")
     pid = _record(store, action, kept, sha, candidate.version_tag, pointer, previous, result, evidence)
-    _write_pointer(pointer, kept, sha, candidate.version_tag, pid)
-    return {"promoted": True, "action": action, "promotion_id": pid, "artifact": str(kept),
+    pointer.write(kept, sha, candidate.version_tag, pid)
+    return {"promoted": True, "action": action, "promotion_id": pid, "artifact": kept,
             "router_version": candidate.version_tag, "gate": result.as_dict() if result else None,
             "reason": result.reason if result else "first promotion: nothing serving to compare with",
             "serving_version": previous.get("router_version") if previous else None, "shadow": evidence.get("shadow")}
 
 
-def rollback(store, pointer: str | Path) -> dict[str, Any]:
+def rollback(store, pointer) -> dict[str, Any]:
     """Point back to the artifact that served before the current one (recorded as a ``rollback`` row)."""
     from advisor.router.artifact import load_router
+    from advisor.router.pointers import pointer_for
 
-    pointer = Path(pointer)
-    current = read_pointer(pointer)
+    pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
+    current = pointer.read()
     installed = [r for r in store.promotions() if r["artifact_sha256"] == current.get("sha256")
                  and r["action"] in ("promote", "forced", "initial") and str(r["pointer"]) == str(pointer)]
     if not installed or not installed[0]["previous_sha256"]:
         raise RouterError(f"{pointer}: nothing to roll back to (the serving router {current.get('router_version')} "
                           "was the first promoted)")
     row = installed[0]
-    prev = Path(row["previous_path"])
-    if not prev.is_file() or sha256_of(prev) != row["previous_sha256"]:
-        raise RouterError(f"{prev}: the previous artifact is missing or changed (sha256 differs); promote a "
-                          "router explicitly with `advisor router promote FILE --force`")
+    prev = pointer.fetch(row["previous_sha256"], row["previous_path"])
     model = load_router(prev)
-    pid = _record(store, "rollback", prev, row["previous_sha256"], model.version_tag, pointer, current, None,
-                  {"rolled_back": current, "restores_promotion": row["promotion_id"]})
-    _write_pointer(pointer, prev, row["previous_sha256"], model.version_tag, pid)
+    pid = _record(store, "rollback", row["previous_path"], row["previous_sha256"], model.version_tag, pointer,
+                  current, None, {"rolled_back": current, "restores_promotion": row["promotion_id"]})
+    pointer.write(row["previous_path"], row["previous_sha256"], model.version_tag, pid)
     return {"action": "rollback", "promotion_id": pid, "artifact": str(prev), "router_version": model.version_tag,
             "from_version": current.get("router_version")}

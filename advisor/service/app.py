@@ -115,9 +115,12 @@ def create_app(settings=None):
     async def healthz(request):
         return _json({"status": "ok"})
 
-    async def readyz(request):
-        ok, why = await state["rt"].readiness()
-        return _json({"status": "ready" if ok else "not ready", "detail": why, **state["rt"].serving.describe()},
+    async def readyz(request):  # records not reaching PostgreSQL: still ready (they wait in the spool), "degraded"
+        rt = state["rt"]
+        ok, why = await rt.readiness()
+        records = rt.writer.health() if hasattr(rt.writer, "health") else {}
+        status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
+        return _json({"status": status, "detail": why, **rt.serving.describe(), **records},
                      status=200 if ok else 503)
 
     async def metrics(request):
@@ -296,7 +299,11 @@ def finish(rt, req, out, key, started: float, started_at):
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 
-    later = BackgroundTask(write, record_later(rt, out, key, started, started_at))
+    write_rows = record_later(rt, out, key, started, started_at)
+    later = BackgroundTask(write, write_rows)
+    if getattr(rt.writer, "before_reply", False):  # on disk before the answer: a killed process loses none
+        write_rows()
+        later = None
     headers = headers_of(rt, out)
     if out.status != 200:
         kind = "timeout_error" if out.status == 504 else "service_unavailable"

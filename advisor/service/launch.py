@@ -33,6 +33,7 @@ class ServeOptions:
     config_path: Path | None = None
     keys_path: Path | None = None
     store_path: Path = Path("advisor.duckdb")
+    store_url: str | None = None  #: a PostgreSQL store: records, promoted pointer and artifacts live there
     spool: Path | None = None
     host: str = "127.0.0.1"
     port: int = 8000  #: 0 = a free port
@@ -43,10 +44,18 @@ class ServeOptions:
     echo: Callable[[str], None] = field(default=print)
 
 
-def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path:
+def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path | str:
     """The router artifact to serve: --router, else trained now from the store (RouterError when impossible)."""
+    from advisor.router.pointers import DatabasePointer
     from advisor.router.promotion import default_pointer
 
+    if options.router_path is None and options.store_url:
+        shared = DatabasePointer(options.store_url)
+        try:
+            if shared.exists():
+                options.router_path = options.store_url  # the database's promoted router, polled by every worker
+        finally:
+            shared.close()
     pointer = default_pointer(options.store_path)
     if options.router_path is None and pointer.is_file():
         options.router_path = pointer  # the store's promoted router, watched for promotions
@@ -56,7 +65,9 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path:
         serving = load_serving(options.router_path, ladder)  # fail here, not in every worker
         if serving.pointer:
             echo(f"serving the promoted router {serving.version} ({serving.path}); watching {serving.pointer}")
-        return Path(options.router_path)
+            if hasattr(serving.pointer, "close"):
+                serving.pointer.close()
+        return options.router_path
     model = train_from_store(options.store_path, ladder)
     path = model.save(workdir / "router.json")
     echo(f"router trained from {options.store_path}: {model.provenance['runs']} runs, "
@@ -89,7 +100,6 @@ def serve(options: ServeOptions) -> None:
     from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file, serving
     from advisor.service.auth import load_keys, new_key
     from advisor.service.config import load_config
-    from advisor.service.recording import spool_for
     from advisor.service.runtime import SETTINGS_ENV, ServeSettings
     from advisor.triton.server import free_port
 
@@ -110,7 +120,7 @@ def serve(options: ServeOptions) -> None:
         secret = new_key()
         keys = KeyRing([ApiKey("generated", key_hash(secret))])
         echo(f"no API key configured (--keys FILE or ADVISOR_API_KEYS): generated one for this run: {secret}")
-    spool = Path(options.spool) if options.spool else spool_for(options.store_path)
+    spool = Path(options.spool) if options.spool else default_spool(options.store_url or options.store_path)
     port = options.port or free_port(options.host)
     with tempfile.TemporaryDirectory(prefix="advisor-serve-") as tmp:
         router_path = resolve_router(options, ladder, Path(tmp), echo)
@@ -123,7 +133,7 @@ def serve(options: ServeOptions) -> None:
                 ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,
                 served_by=served_by, config_path=str(options.config_path) if options.config_path else None,
                 keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth,
-                verifier_rates={name: r.as_pair() for name, r in rates.items()})
+                verifier_rates={name: r.as_pair() for name, r in rates.items()}, store_url=options.store_url)
             os.environ[SETTINGS_ENV] = settings.to_json()
             if options.workers > 1:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")
@@ -142,6 +152,13 @@ def serve(options: ServeOptions) -> None:
                     t.join(timeout=10)
                 os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     counts = final_ingest(spool, options)
+    if options.store_url:
+        from advisor.store.postgres import redact
+
+        echo(f"stopped; {counts['decisions']} spooled decisions and {counts['attempts']} attempts drained into "
+             f"{redact(options.store_url)} (the rest were shipped as they came)"
+             + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+        return
     echo(stop_line(options.store_path, before, counts["torn_lines"]))
 
 
@@ -169,9 +186,12 @@ def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:
     """The ingest once the workers have stopped; when the store cannot take the records (another process holds
     it), a StoreError that says where they wait and how to move them in: nothing is lost."""
     try:
-        return ingest_now(spool, options.store_path)
+        return ingest_now(spool, options.store_url or options.store_path)
     except StoreError as exc:
-        command = f"advisor store ingest --store {options.store_path}" + (f" --spool {spool}" if options.spool else "")
+        from advisor.store.postgres import redact
+
+        where = redact(options.store_url) if options.store_url else options.store_path
+        command = f"advisor store ingest --store {where}" + (f" --spool {spool}" if options.spool else "")
         raise StoreError(f"stopped, but the records could not be moved into the store: {exc}. Nothing is lost: "
                          f"they wait in {spool}, and `{command}` moves them in (so does the next `advisor serve` "
                          f"on this store)") from None
@@ -216,20 +236,37 @@ def _announce(host: str, port: int, stop: threading.Event, echo) -> None:
         stop.wait(0.1)
 
 
-def ingest_now(spool: Path, store_path: Path) -> dict[str, int]:
-    """Ingest the spool into the store once (StoreError when the store is locked by another process)."""
+def default_spool(store: str | Path) -> Path:
+    """The spool folder of a store: ``<store>.live`` beside a DuckDB file, ``advisor-spool`` for PostgreSQL."""
+    from advisor.service.recording import spool_for
+    from advisor.store import is_database_url
+    from advisor.store.protocols import duckdb_path
+
+    return Path("advisor-spool") if is_database_url(store) else spool_for(duckdb_path(store))
+
+
+#: With PostgreSQL, the drain leaves closed segments younger than this to the worker shipping them
+DRAIN_AFTER_S = 5.0
+
+
+def ingest_now(spool: Path, store: str | Path, min_age_s: float = 0.0) -> dict[str, int]:
+    """Ingest the spool into the store (a DuckDB file or a postgresql:// URL) once (StoreError when the store
+    is locked by another process or the database cannot be reached)."""
     from advisor.service.recording import ingest
-    from advisor.store import Store
+    from advisor.store import open_store
 
     if not Path(spool).is_dir() or not any(Path(spool).glob("*.*")):
         return {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
-    with Store.open(store_path) as store:
-        return ingest(spool, store)
+    with open_store(store) as target:
+        return ingest(spool, target, min_age_s)
 
 
 def _ingest_loop(spool: Path, options: ServeOptions, stop: threading.Event, echo) -> None:
     if options.ingest_every_s <= 0:
         return
     while not stop.wait(options.ingest_every_s):
-        with contextlib.suppress(StoreError):  # the store is busy (another process has it): next round
-            ingest_now(spool, options.store_path)
+        with contextlib.suppress(StoreError):  # the store is busy (another process has it) or down: next round
+            if options.store_url:  # what the workers could not ship, and the segments of killed processes
+                ingest_now(spool, options.store_url, DRAIN_AFTER_S)
+            else:
+                ingest_now(spool, options.store_path)

@@ -33,8 +33,9 @@ def spool_for(store_path: str | Path) -> Path:
 class SegmentWriter:
     """Appends one worker's records to its own segment files (thread-safe, flushed per `write`)."""
 
-    def __init__(self, spool: str | Path, worker: str):
+    def __init__(self, spool: str | Path, worker: str, on_close=None):
         self.spool = Path(spool)
+        self.on_close = on_close  #: called with a segment's closed path (`advisor.service.shipping`)
         self.spool.mkdir(parents=True, exist_ok=True)
         self.worker = worker
         self._lock = threading.Lock()
@@ -46,8 +47,8 @@ class SegmentWriter:
     def _path(self, suffix: str) -> Path:
         return self.spool / f"{self.worker}-{os.getpid()}-{self._n:06d}{suffix}"
 
-    def write(self, records: list[dict[str, Any]]) -> None:
-        """Append records (decision and attempts of one request) and flush them to the OS."""
+    def write(self, records: list[dict[str, Any]]) -> str:
+        """Append records (decision and attempts of one request) and flush them to the OS; the segment's name."""
         data = "".join(json.dumps(r, default=str, separators=(",", ":")) + "\n" for r in records)
         with self._lock:
             if self._file is not None and (self._lines >= ROTATE_LINES or time.monotonic() - self._opened > ROTATE_S):
@@ -59,6 +60,7 @@ class SegmentWriter:
             self._file.write(data)
             self._file.flush()
             self._lines += len(records)
+            return Path(self._file.name).stem
 
     def rotate_if_old(self) -> None:
         """Close the current segment when it is older than ROTATE_S (called periodically by the app)."""
@@ -70,7 +72,10 @@ class SegmentWriter:
         f, self._file = self._file, None
         if f is not None:
             f.close()
-            os.replace(f.name, f.name[: -len(".open")] + ".jsonl")
+            closed = f.name[: -len(".open")] + ".jsonl"
+            os.replace(f.name, closed)
+            if self.on_close is not None:
+                self.on_close(Path(closed))
 
     def close(self) -> None:
         """Close the current segment (it becomes ingestible)."""
@@ -88,8 +93,10 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _ingestible(spool: Path) -> list[Path]:
+def _ingestible(spool: Path, min_age_s: float = 0.0) -> list[Path]:
     out = sorted(spool.glob("*.jsonl"))
+    if min_age_s > 0:
+        out = [p for p in out if _age(p) >= min_age_s]
     for path in sorted(spool.glob("*.open")):
         try:
             pid = int(path.stem.rsplit("-", 2)[-2])
@@ -100,34 +107,56 @@ def _ingestible(spool: Path) -> list[Path]:
     return out
 
 
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def split_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(decision rows, attempt rows) of spooled records, without their ``record`` tag, timestamps as datetimes,
+    each list with one column set (the union of its keys, in order)."""
+    decisions, attempts = [], []
+    for rec in records:
+        rec = dict(rec)
+        kind = rec.pop("record", None)
+        (decisions if kind == "decision" else attempts).append(_timestamps(rec))
+    for rows in (decisions, attempts):
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        rows[:] = [{k: r.get(k) for k in keys} for r in rows]
+    return decisions, attempts
+
+
 def _timestamps(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(row.get("created_at"), str):
         row["created_at"] = datetime.fromisoformat(row["created_at"])
     return row
 
 
-def ingest(spool: str | Path, store) -> dict[str, int]:
-    """Move every ingestible segment of `spool` into `store`; return counts (segments, decisions, attempts, torn)."""
+def ingest(spool: str | Path, store, min_age_s: float = 0.0) -> dict[str, int]:
+    """Move every ingestible segment of `spool` into `store` (a `advisor.store.LiveRecords`: DuckDB or
+    PostgreSQL); return counts (segments, decisions, attempts, torn). With `min_age_s`, closed segments younger
+    than that are left to the worker shipping them (`advisor.service.shipping`). A segment another process
+    removed meanwhile (it shipped it) is skipped."""
     spool = Path(spool)
     counts = {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
     if not spool.is_dir():
         return counts
-    for path in _ingestible(spool):
-        decisions, attempts = [], []
-        for line in path.read_text(encoding="utf-8").splitlines():
+    for path in _ingestible(spool, min_age_s):
+        records = []
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            continue
+        for line in text.splitlines():
             try:
-                rec = json.loads(line)
+                records.append(json.loads(line))
             except ValueError:
                 counts["torn_lines"] += 1
-                continue
-            kind = rec.pop("record", None)
-            (decisions if kind == "decision" else attempts).append(_timestamps(rec))
-        for rows in (decisions, attempts):  # one column set per table: the union of the keys, in order
-            keys = list(dict.fromkeys(k for r in rows for k in r))
-            rows[:] = [{k: r.get(k) for k in keys} for r in rows]
-        added = store.add_live(decisions, attempts)
+        added = store.add_live(*split_records(records))
         counts["segments"] += 1
         counts["decisions"] += added[0]
         counts["attempts"] += added[1]
-        path.unlink()
+        path.unlink(missing_ok=True)
     return counts

@@ -1,7 +1,9 @@
 """Hot reload of the router: the service picks up a promoted artifact without a restart.
 
-The service serves either an artifact file or a **promoted pointer** (`advisor.router.promotion`). With a
-pointer, every worker checks it every second (its size and modification time) and on SIGHUP; when it names
+The service serves either an artifact file or a **promoted pointer** (`advisor.router.promotion`): a pointer
+file, or the pointer row of a PostgreSQL store (`advisor.router.pointers.DatabasePointer`, read by every replica).
+With a pointer, every worker checks it every second (a file: its size and modification time; a database: the
+sha256 it names, one small query in a thread) and on SIGHUP; when it names
 another artifact (by sha256), the worker loads and validates it in a thread (the event loop keeps serving),
 checks its rungs are on the ladder, warms it up, and swaps one reference. A request takes the router it will
 use once, when it starts (`pin`), through a context variable, so the decision, the recorded
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError, ConfigError
+from advisor.store.protocols import is_database_url
 
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("advisor_router", default=None)
 CHECK_EVERY_S = 1.0
@@ -28,7 +31,7 @@ CHECK_EVERY_S = 1.0
 class Serving:
     """The router a worker serves now, with where it came from (version, sha256, pointer)."""
 
-    def __init__(self, model, path: str, sha256: str | None, pointer: str | None):
+    def __init__(self, model, path: str, sha256: str | None, pointer):
         self.model, self.path, self.sha256, self.pointer = model, path, sha256, pointer
 
     @property
@@ -39,21 +42,24 @@ class Serving:
     def describe(self) -> dict[str, Any]:
         """What /readyz reports."""
         return {"router_version": self.version, "router_sha256": self.sha256, "router_artifact": self.path,
-                "router_pointer": self.pointer}
+                "router_pointer": None if self.pointer is None else str(self.pointer)}
 
 
-def load_serving(path: str | Path, ladder) -> Serving:
-    """Load an artifact, or the artifact a promoted pointer names, checked against the ladder's rungs."""
+def load_serving(path, ladder) -> Serving:
+    """Load an artifact, or the artifact a promoted pointer (a file, a PostgreSQL store URL or a pointer object)
+    names, checked against the ladder's rungs."""
     from advisor.router.artifact import load_router
-    from advisor.router.promotion import is_pointer, read_pointer, sha256_of
+    from advisor.router.pointers import DatabasePointer, FilePointer, pointer_for
+    from advisor.router.promotion import is_pointer, sha256_of
 
-    path = Path(path)
     pointer = None
     sha = None
-    if is_pointer(path):
-        info = read_pointer(path)
-        pointer, artifact, sha = str(path), Path(info["artifact"]), info.get("sha256")
+    if isinstance(path, (DatabasePointer, FilePointer)) or is_database_url(path) or is_pointer(path):
+        pointer = path if isinstance(path, (DatabasePointer, FilePointer)) else pointer_for(path)
+        info = pointer.read()
+        artifact, sha = Path(info["artifact"]), info.get("sha256")
     else:
+        path = Path(path)
         artifact = path
     model = load_router(artifact)
     sha = sha or sha256_of(artifact)
@@ -86,14 +92,17 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 async def check(rt) -> bool:
     """Reload when the pointer names another artifact; True when the router was swapped."""
-    from advisor.router.promotion import read_pointer
+    from advisor.router.pointers import DatabasePointer
 
     pointer = rt.serving.pointer
     if pointer is None:
         return False
     try:
-        info = read_pointer(pointer)
-        if info.get("sha256") == rt.serving.sha256:
+        if isinstance(pointer, DatabasePointer):  # the database's sha, read off the loop
+            sha = await asyncio.to_thread(pointer.current_sha)
+        else:
+            sha = pointer.read().get("sha256")
+        if sha == rt.serving.sha256:
             return False
         new = await asyncio.to_thread(load_serving, pointer, rt.ladder)
     except Exception as exc:  # noqa: BLE001 - whatever the pointer holds, the watcher must live on
@@ -113,10 +122,13 @@ async def check(rt) -> bool:
 
 async def watch(rt, hup: asyncio.Event) -> None:
     """Check the pointer every CHECK_EVERY_S seconds (when it changed on disk) and whenever SIGHUP arrives."""
+    from advisor.router.pointers import DatabasePointer
+
     pointer = rt.serving.pointer
     if pointer is None:
         return
-    seen = _stamp(pointer)
+    polled = isinstance(pointer, DatabasePointer)  # no modification time to watch: ask every round
+    seen = None if polled else _stamp(str(pointer))
     while True:
         try:
             await asyncio.wait_for(hup.wait(), CHECK_EVERY_S)
@@ -124,8 +136,8 @@ async def watch(rt, hup: asyncio.Event) -> None:
             pass
         forced = hup.is_set()
         hup.clear()
-        stamp = _stamp(pointer)
-        if forced or stamp != seen:
+        stamp = None if polled else _stamp(str(pointer))
+        if forced or polled or stamp != seen:
             seen = stamp
             await check(rt)
 

@@ -2,7 +2,8 @@
 
 `ServeSettings` is plain data (JSON), so ``advisor serve --workers N`` hands the same settings to every worker
 process through one environment variable; each worker builds its own `Runtime` from them when it starts.
-The service keeps no other state: the router artifact is read-only, records go to the spool (then the store).
+The service keeps no other state: the router artifact is read-only, records go to the spool (then the store, or
+with a PostgreSQL store straight on to the database).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class ServeSettings:
     #: per class [false_accept, false_reject] the policy uses: measured on probe runs (`advisor verifier measure`)
     #: or the config's, resolved once by the serving process (`advisor.service.calibration.policy_rates`)
     verifier_rates: dict[str, list[float]] = field(default_factory=dict)
+    #: a PostgreSQL store's URL: records are shipped there from the spool (`advisor.service.shipping`)
+    store_url: str | None = None
 
     def to_json(self) -> str:
         """The settings as JSON."""
@@ -66,7 +69,12 @@ class Runtime:
         self.keys = KeyRing.from_state(settings.keys)
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"
-        self.writer = SegmentWriter(settings.spool, self.worker)
+        if settings.store_url:
+            from advisor.service.shipping import DatabaseRecorder
+
+            self.writer = DatabaseRecorder(settings.spool, self.worker, settings.store_url)
+        else:
+            self.writer = SegmentWriter(settings.spool, self.worker)
         self.policy_name = self.config.routing.policy
         self._clients: dict[str, Any] = {}
         self._verifiers: dict[str, Any] = {}

@@ -21,6 +21,7 @@ from advisor.store._live_queries import LiveQueries
 from advisor.store._policy_queries import PolicyQueries
 from advisor.store._queries import Queries
 from advisor.store._session_queries import SessionQueries
+from advisor.store._registry_queries import RegistryQueries
 from advisor.store.migrations import MIGRATIONS
 
 DEFAULT_STORE = "advisor.duckdb"
@@ -66,7 +67,7 @@ def _check_store_file(path: str) -> None:
                          "move it away or name another file with --store")
 
 
-class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQueries):
+class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQueries, RegistryQueries):
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
     def __init__(self, con, path: str):
@@ -332,16 +333,6 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         """(routing decisions, live attempts) the store holds."""
         return tuple(self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[return-value]
                      for t in ("routing_decisions", "live_outcomes"))
-
-    def add_promotion(self, row: dict[str, Any]) -> None:
-        """Record one promotion, refusal or rollback of a router artifact (`advisor.router.promotion`)."""
-        row = {**row, "evidence_json": json.dumps(row.get("evidence_json") or {}, default=str)}
-        marks = ", ".join("?" for _ in row)
-        self._con.execute(f"INSERT INTO router_promotions ({', '.join(row)}) VALUES ({marks})", list(row.values()))
-
-    def promotions(self) -> list[dict[str, Any]]:
-        """Every recorded promotion, refusal and rollback, newest first."""
-        return self.query("SELECT * FROM router_promotions ORDER BY created_at DESC, promotion_id DESC")
 
     # ----------------------------------------------------------------- export
     def export_parquet(self, folder: str | Path) -> list[Path]:

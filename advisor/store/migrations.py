@@ -1,6 +1,9 @@
 """The store's schema as ordered forward migrations, recorded in a ``_migrations`` table and run on open.
 
 Append a new ``m00N_...`` function to `MIGRATIONS` for every schema change; never edit one that has shipped.
+The same list migrates both backends: a migration calls ``con.execute(sql)`` with DuckDB's SQL, and the
+PostgreSQL store's connection translates the few type names that differ (DOUBLE, BLOB; see
+`advisor.store.postgres`), so write plain portable DDL.
 """
 
 from __future__ import annotations
@@ -190,6 +193,21 @@ def _m010_shadow_decisions(con) -> None:
     )
 
 
+def _m011_router_registry(con) -> None:
+    """The promoted pointer and the artifacts it can name, inside the store: on PostgreSQL every replica of the
+    service reads the same pointer and loads the same bytes (`advisor.router.pointers`)."""
+    con.execute(
+        """
+        CREATE TABLE router_artifacts (
+            sha256 VARCHAR PRIMARY KEY, suffix VARCHAR NOT NULL, router_version VARCHAR NOT NULL,
+            body BLOB NOT NULL, stored_at TIMESTAMP NOT NULL);
+        CREATE TABLE router_pointers (
+            name VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, router_version VARCHAR NOT NULL,
+            promotion_id VARCHAR, promoted_at TIMESTAMP NOT NULL);
+        """
+    )
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -202,4 +220,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m008_live_end_user", _m008_live_end_user),
     ("m009_sessions", _m009_sessions),
     ("m010_shadow_decisions", _m010_shadow_decisions),
+    ("m011_router_registry", _m011_router_registry),
 ]
