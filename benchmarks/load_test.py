@@ -9,6 +9,11 @@ store is asked how many decisions and attempts it holds. Prints errors, requests
 decisions recorded vs requests sent.
 
     .venv/bin/python benchmarks/load_test.py [--requests 10000] [--concurrency 64] [--workers 2]
+
+With ``--postgres N`` the same requests are then sent, in the same run, to N `advisor serve --store
+postgresql://...` processes (each with ``--workers``) on one throwaway PostgreSQL (`LocalPostgres`: Debian's
+binaries in a temporary folder), round robin from the one client, the router promoted into the database first;
+it prints that throughput beside the DuckDB one and the decisions stored in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -110,17 +115,21 @@ async def pool(call, n: int, concurrency: int) -> tuple[list[float], list[str]]:
     return latencies, errors
 
 
-async def drive(base: str, bodies, concurrency: int, timeout_s: float = 30.0) -> tuple[list[float], list[str]]:
-    """Send every body (a list of dicts) with `concurrency` tasks; (latencies of successes, error strings)."""
+async def drive(base: str | list[str], bodies, concurrency: int,
+                timeout_s: float = 30.0) -> tuple[list[float], list[str]]:
+    """Send every body (a list of dicts) with `concurrency` tasks, round robin over the base URLs; (latencies of
+    successes, error strings)."""
     import httpx
 
+    bases = [base] if isinstance(base, str) else list(base)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     queue = list(reversed(bodies))
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=timeout_s,
+    async with httpx.AsyncClient(limits=limits, timeout=timeout_s,
                                  headers={"Authorization": f"Bearer {KEY}"}) as client:
         async def call():
             try:
-                resp = await client.post("/v1/chat/completions", json=queue.pop())
+                target = bases[len(queue) % len(bases)]
+                resp = await client.post(target + "/v1/chat/completions", json=queue.pop())
             except httpx.HTTPError as exc:
                 return f"{type(exc).__name__}: {exc}"
             return None if resp.status_code == 200 else f"HTTP {resp.status_code}: {resp.text[:120]}"
@@ -139,6 +148,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--postgres", type=int, default=0, metavar="N",
+                        help="then N `advisor serve --store postgresql://...` processes on one PostgreSQL")
     args = parser.parse_args()
     from advisor.store import Store
 
@@ -160,6 +171,7 @@ def main() -> None:
             with Store.open(store, read_only=True) as s:
                 decisions = s.query("SELECT count(*) AS n FROM routing_decisions")[0]["n"]
                 attempts = s.query("SELECT count(*) AS n FROM live_outcomes")[0]["n"]
+            pg = postgres_round(url, store, Path(tmp), args, bodies) if args.postgres else None
     finally:
         stop(triton)
     print(f"load test: {args.requests} requests, {args.concurrency} concurrent clients, {args.workers} workers, "
@@ -169,8 +181,43 @@ def main() -> None:
           f"p99 {pct(latencies, .99) * 1e3:.1f} ms, mean {statistics.mean(latencies) * 1e3:.1f} ms")
     print(f"  decisions recorded {decisions} (requests sent {args.requests}), attempts {attempts}; "
           f"service exit code {code}")
-    if errors or decisions != args.requests or code != 0:
+    failed = bool(errors or decisions != args.requests or code != 0)
+    if pg is not None:
+        print(f"  PostgreSQL: {args.postgres} processes x {args.workers} workers, same requests: errors "
+              f"{len(pg['errors'])}; {pg['rps']:.0f} requests/s ({pg['rps'] / (len(latencies) / wall):.2f} x the "
+              f"DuckDB replica); latency p50 {pg['p50'] * 1e3:.1f} ms, p99 {pg['p99'] * 1e3:.1f} ms; decisions "
+              f"stored {pg['decisions']} ({pg['distinct']} distinct), attempts {pg['attempts']}; exit codes "
+              f"{pg['codes']}")
+        failed = failed or bool(pg["errors"]) or pg["decisions"] != args.requests or any(pg["codes"])
+    if failed:
         sys.exit(1)
+
+
+def postgres_round(url: str, store: Path, tmp: Path, args, bodies) -> dict:
+    """The same requests against `args.postgres` services on one throwaway PostgreSQL (see the docstring)."""
+    from advisor.ladder import load_ladder
+    from advisor.router.promotion import promote
+    from advisor.service.launch import train_from_store
+    from advisor.store import open_store
+    from advisor.store.local_postgres import LocalPostgres
+
+    with LocalPostgres() as pg:
+        router = train_from_store(store, load_ladder(DEMO)).save(tmp / "router.json")
+        with open_store(pg.url) as db:
+            promote(router, db, pg.url)
+        services = [start_service(url, pg.url, args.workers, ["--spool", str(tmp / f"spool{i}")])
+                    for i in range(args.postgres)]
+        try:
+            started = time.perf_counter()
+            latencies, errors = asyncio.run(drive([b for _, b in services], bodies, args.concurrency))
+            wall = time.perf_counter() - started
+        finally:
+            codes = [stop(proc) for proc, _ in services]
+        with open_store(pg.url) as db:
+            counts = db.query("SELECT count(*) AS n, count(DISTINCT decision_id) AS d FROM routing_decisions")[0]
+            attempts = db.query("SELECT count(*) AS n FROM live_outcomes")[0]["n"]
+    return {"errors": errors, "rps": len(latencies) / wall, "p50": pct(latencies, .5), "p99": pct(latencies, .99),
+            "decisions": counts["n"], "distinct": counts["d"], "attempts": attempts, "codes": codes}
 
 
 if __name__ == "__main__":

@@ -92,12 +92,14 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 async def check(rt) -> bool:
     """Reload when the pointer names another artifact; True when the router was swapped."""
-    from advisor.router.pointers import DatabasePointer
+    from advisor.router.pointers import DatabasePointer, pointer_for
 
     pointer = rt.serving.pointer
     if pointer is None:
         return False
     try:
+        if isinstance(pointer, (str, Path)):
+            pointer = pointer_for(pointer)
         if isinstance(pointer, DatabasePointer):  # the database's sha, read off the loop
             sha = await asyncio.to_thread(pointer.current_sha)
         else:
