@@ -138,7 +138,7 @@ def serve(options: ServeOptions) -> None:
             if options.workers > 1:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")
                 os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"])
-            before = live_counts(options.store_path)
+            before = (0, 0) if options.store_url else live_counts(options.store_path)
             stop = threading.Event()
             threads = [threading.Thread(target=_announce, args=(options.host, port, stop, echo), daemon=True),
                        threading.Thread(target=_ingest_loop, args=(spool, options, stop, echo), daemon=True)]
