@@ -185,12 +185,13 @@ def stop_line(store_path: Path, before: tuple[int, int], torn_lines: int = 0) ->
 def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:
     """The ingest once the workers have stopped; when the store cannot take the records (another process holds
     it), a StoreError that says where they wait and how to move them in: nothing is lost."""
+    url = getattr(options, "store_url", None)
     try:
-        return ingest_now(spool, options.store_url or options.store_path)
+        return ingest_now(spool, url or options.store_path)
     except StoreError as exc:
         from advisor.store.postgres import redact
 
-        where = redact(options.store_url) if options.store_url else options.store_path
+        where = redact(url) if url else options.store_path
         command = f"advisor store ingest --store {where}" + (f" --spool {spool}" if options.spool else "")
         raise StoreError(f"stopped, but the records could not be moved into the store: {exc}. Nothing is lost: "
                          f"they wait in {spool}, and `{command}` moves them in (so does the next `advisor serve` "
