@@ -9,7 +9,7 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
     SIMULATED is defined only when the page has stand-in runs (a report of real runs never says the word)."""
     s = settings
     terms = [
-        ("rung", "One model of the ladder, smallest first. The recommendation is a rung."),
+        ("rung", "One model of the ladder, smallest first. The recommendation is a plan over rungs."),
         ("class", "A task class: tasks of one kind (for example api_calls) that are sized together."),
         ("skill", "A task-class document (instructions, worked examples) put in the prompt. \"with a skill\" "
                   "runs have it, \"without a skill\" (baseline) runs do not."),
@@ -34,8 +34,13 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
         ("does not converge", "The rung fails mostly because its runs stop without a final answer (turn, token or "
                               "time budget exhausted, stuck, invalid output)."),
         ("converges to poor results", "The rung's runs finish, but their answers score under the bar."),
-        ("recommended", f"The rung at or above the floor with the lowest cost per usable result, with up to {s.k} "
-                        "attempts per rung and escalation to larger rungs when a verifier rejects an answer."),
+        ("plan", "The recommendation: rungs in order with a number of attempts on each, retried while the "
+                 "class's verifier rejects and escalated after the last attempt (one attempt on one rung where the "
+                 "class has no verifier); the cheapest per usable result whose usable rate, sampled from each "
+                 f"rung's posterior, clears the target with {s.confidence:.0%} confidence."),
+        ("recommended", f"In the floor tables: the rung at or above the floor with the lowest cost per usable "
+                        f"result, with up to {s.k} attempts per rung and escalation to larger rungs when a verifier "
+                        "rejects an answer."),
         ("usable first time", "The rung to use when every result must be usable on the first attempt (no retries, "
                               "no verifier): the lowest cost per attempt / usable rate. Shown where it differs."),
         ("cost per usable result", "Expected model spend (all attempts and escalations, unscored runs included) "
