@@ -125,7 +125,7 @@ def _measure(html: Path, tmp_path: Path) -> dict:
 
 
 def test_first_screen_gives_the_answer(tmp_path):
-    """At 1280x900 the first screen holds each class's rung and interval and the total; glossary; SIMULATED."""
+    """At 1280x900 the first screen holds each class's plan and its interval and the total; glossary; SIMULATED."""
     import json
 
     store = tmp_path / "s.duckdb"
@@ -137,10 +137,10 @@ def test_first_screen_gives_the_answer(tmp_path):
     got = _measure(files.html, tmp_path)
     for c in doc["decision"]["classes"]:
         o = c["chosen"]
-        lo, hi = o["interval"]
+        lo, hi = o["plan_interval"]
         assert c["task_class"] in got["answerText"]
-        assert f"{o['rung']} with" in got["answerText"]
-        assert f"interval {100 * lo:.0f}-{100 * hi:.0f}%" in got["answerText"]
+        assert f"{o['plan'] or o['best_plan']} (" in got["answerText"]
+        assert f"{100 * o['plan_usable']:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]" in got["answerText"]
     assert got["totalText"].startswith("Total: $") and "always running large" in got["totalText"]
     assert got["totalBottom"] <= 900 and got["nextBottom"] <= 900  # the answer and what to do next: first screen
     for term in ("skill", "IF", "TC", "overall", "usable", "near-zero", "floor", "decided", "points/$",
