@@ -31,12 +31,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from advisor.errors import DataError, did_you_mean
 from advisor.plans import chain_point
 from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Verifier, points_per_dollar
+
+if TYPE_CHECKING:
+    from advisor.store.protocols import LiveRecords
 
 #: Columns the floor finder needs from the runs table.
 RUN_FIELDS = FLOOR_COLUMNS
@@ -384,7 +387,7 @@ class LiveAcceptance:
         return {**asdict(self), "accept_rate": self.accept_rate}
 
 
-def live_acceptance(store, classes: Sequence[str] | None = None) -> list[LiveAcceptance]:
+def live_acceptance(store: LiveRecords, classes: Sequence[str] | None = None) -> list[LiveAcceptance]:
     """Per class and rung, the routing service's verified live attempts and how many were accepted."""
     return [LiveAcceptance(r["task_class"], r["rung"], r["attempts"], r["accepted"], r["decisions"], r["simulated"])
             for r in store.live_accept_counts(classes)]

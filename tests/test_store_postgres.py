@@ -27,7 +27,8 @@ def pg_url(postgres_server):
 def _decision(i: int, **kw) -> dict:
     return {"decision_id": f"dec_{i}", "created_at": datetime(2026, 1, 1, 0, 0, i % 60), "request_hash": f"h{i}",
             "policy": "learned", "mode": "escalate", "chosen_rung": "small", "explanation_json": "{}",
-            "task_class": "triage", "prompt_text": f"prompt {i}", "status": "ok", "simulated": True, **kw}
+            "task_class": "triage", "prompt_text": f"prompt {i}", "status": "ok", "simulated": True, "p_usable": 0.8,
+            "expected_cost": 0.001, "total_cost_usd": 0.001, **kw}
 
 
 def _attempt(i: int, n: int = 1, accepted: bool = True) -> dict:
@@ -146,3 +147,22 @@ def _wait(cond, timeout: float = 20.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("condition not met in time")
         time.sleep(0.05)
+
+
+def test_drift_and_promotions_read_postgres_from_the_cli(pg_url, tmp_path):
+    from typer.testing import CliRunner
+
+    from advisor.cli import build_app
+
+    with open_store(pg_url) as pg:
+        pg.add_live([_decision(i) for i in range(4)], [_attempt(i, accepted=i < 3) for i in range(4)])
+    Store.open(tmp_path / "s.duckdb").close()  # probe runs would be here; no live records
+    runner = CliRunner()
+    plain = runner.invoke(build_app(), ["router", "drift", "--store", str(tmp_path / "s.duckdb"), "--json"])
+    live = runner.invoke(build_app(), ["router", "drift", "--store", str(tmp_path / "s.duckdb"), "--live-store",
+                                       pg_url, "--json"])
+    assert plain.exit_code == 0 and live.exit_code == 0, live.output
+    assert "triage" not in plain.output and "triage" in live.output  # the live rows came from PostgreSQL
+    assert '"requests": 4' in live.output
+    listed = runner.invoke(build_app(), ["router", "promotions", "--store", pg_url, "--json"])
+    assert listed.exit_code == 0 and listed.output.strip() == "[]"

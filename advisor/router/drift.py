@@ -19,7 +19,10 @@ The routing service exports the raw counters (`advisor_verifier_verdicts_total`,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from advisor.store.protocols import LiveRecords
 
 DEFAULT_THRESHOLD = 0.15
 MIN_N = 20
@@ -30,7 +33,7 @@ def drifts(difference: float | None, n: int, threshold: float = DEFAULT_THRESHOL
     return difference is not None and abs(difference) > threshold and n >= MIN_N
 
 
-def drift_table(store, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+def drift_table(store: LiveRecords, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
     """Per class the drift figures and flag (see the module docstring); empty classes when no live traffic."""
     probe = {(r["task_class"], r["rung"]): r for r in store.probe_usable_rates()}
     rungs: dict[str, list[dict]] = {}

@@ -36,18 +36,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from advisor.scores import Verifier
+
+if TYPE_CHECKING:
+    from advisor.store.protocols import LiveRecords
 
 LABEL_METHOD = ("posterior P(usable | verdict) under the verifier's false-accept/false-reject rates; prior = "
                 "Beta(1, 1) updated with the rung's probe counts in the class and its de-noised live verdicts "
                 "(a soft label)")
 
 
-def live_attempts(store) -> tuple[list[dict[str, Any]], int]:
+def live_attempts(store: LiveRecords) -> tuple[list[dict[str, Any]], int]:
     """(verified attempts of requests whose prompt was stored, in time order; decisions skipped for lacking one)."""
     rows = store.live_attempt_rows()
     kept = [r for r in rows if r["prompt_text"]]

@@ -29,12 +29,15 @@ import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from advisor.errors import RouterError
 from advisor.nesting import load_json
+
+if TYPE_CHECKING:
+    from advisor.store.protocols import LiveRecords, RouterRegistry
 
 POINTER_FORMAT = "advisor-router-pointer"
 CRITERION = "brier(P(accept) of the tried rung) candidate - serving, 95% paired bootstrap over decisions"
@@ -126,7 +129,7 @@ def _accept_prob(model, rows, rates) -> np.ndarray:
     return p * (1 - fr) + (1 - p) * fa
 
 
-def gate(candidate, serving, store, window: int = 200, min_decisions: int = 30, margin: float = 0.005,
+def gate(candidate, serving, store: LiveRecords, window: int = 200, min_decisions: int = 30, margin: float = 0.005,
          rates: dict | None = None, seed: int = 0) -> GateResult:
     """Evaluate `candidate` against `serving` on the held-out window (see the module docstring)."""
     from advisor.router.live import live_attempts
@@ -173,7 +176,7 @@ def gate(candidate, serving, store, window: int = 200, min_decisions: int = 30, 
     return res
 
 
-def _record(store, action: str, artifact, sha: str, version: str, pointer, previous: dict | None,
+def _record(store: RouterRegistry, action: str, artifact, sha: str, version: str, pointer, previous: dict | None,
             result: GateResult | None, evidence: dict) -> str:
     from advisor.store import now
 
@@ -198,7 +201,7 @@ def _kept_name(previous: dict, pointer) -> str:
     return f"sha256:{previous['sha256']}" if isinstance(pointer, DatabasePointer) else previous["artifact"]
 
 
-def promote(candidate_path: str | Path, store, pointer, window: int = 200, min_decisions: int = 30,
+def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: int = 200, min_decisions: int = 30,
             margin: float = 0.005, rates: dict | None = None, force: bool = False, require_shadow: bool = False,
             shadow_margin: float = 0.02) -> dict[str, Any]:
     """Gate the candidate against the pointer's artifact and, when it passes (or with `force`), promote it.
@@ -254,7 +257,7 @@ def promote(candidate_path: str | Path, store, pointer, window: int = 200, min_d
             "serving_version": previous.get("router_version") if previous else None, "shadow": evidence.get("shadow")}
 
 
-def rollback(store, pointer) -> dict[str, Any]:
+def rollback(store: RouterRegistry, pointer) -> dict[str, Any]:
     """Point back to the artifact that served before the current one (recorded as a ``rollback`` row)."""
     from advisor.router.artifact import load_router
     from advisor.router.pointers import pointer_for

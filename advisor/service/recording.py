@@ -19,7 +19,10 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from advisor.store.protocols import LiveRecords
 
 ROTATE_S = 1.0
 ROTATE_LINES = 5000
@@ -134,7 +137,7 @@ def _timestamps(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def ingest(spool: str | Path, store, min_age_s: float = 0.0) -> dict[str, int]:
+def ingest(spool: str | Path, store: LiveRecords, min_age_s: float = 0.0) -> dict[str, int]:
     """Move every ingestible segment of `spool` into `store` (a `advisor.store.LiveRecords`: DuckDB or
     PostgreSQL); return counts (segments, decisions, attempts, torn). With `min_age_s`, closed segments younger
     than that are left to the worker shipping them (`advisor.service.shipping`). A segment another process
