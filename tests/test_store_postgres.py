@@ -8,6 +8,7 @@ import itertools
 import json
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
@@ -166,3 +167,15 @@ def test_drift_and_promotions_read_postgres_from_the_cli(pg_url, tmp_path):
     assert '"requests": 4' in live.output
     listed = runner.invoke(build_app(), ["router", "promotions", "--store", pg_url, "--json"])
     assert listed.exit_code == 0 and listed.output.strip() == "[]"
+
+
+def test_serve_without_a_router_names_the_promote_command(pg_url, tmp_path):
+    from advisor.errors import RouterError
+    from advisor.ladder import load_ladder
+    from advisor.service.launch import ServeOptions, resolve_router
+
+    ladder = load_ladder(Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml")
+    options = ServeOptions(store_path=tmp_path / "none.duckdb", store_url=pg_url.replace("postgres@", "postgres:pw@"))
+    with pytest.raises(RouterError, match=r"postgres:\*\*\*@.* has no promoted router yet; promote one with "
+                                          r"`advisor router promote FILE --store URL`"):
+        resolve_router(options, ladder, tmp_path, print)

@@ -68,6 +68,11 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path |
             if hasattr(serving.pointer, "close"):
                 serving.pointer.close()
         return options.router_path
+    if options.store_url and not Path(options.store_path).exists():
+        from advisor.store.postgres import redact
+
+        raise RouterError(f"no router to serve: {redact(options.store_url)} has no promoted router yet; promote one "
+                          "with `advisor router promote FILE --store URL`, or pass --router FILE")
     model = train_from_store(options.store_path, ladder)
     path = model.save(workdir / "router.json")
     echo(f"router trained from {options.store_path}: {model.provenance['runs']} runs, "
