@@ -116,6 +116,7 @@ class ClassPlan:
     next_kind: str | None = None  #: more_runs | verifier | skill | larger_rung
     runs_needed: int | None = None  #: more_runs: scored runs per rung of the plan
     decide_rungs: list[str] = field(default_factory=list)  #: more_runs: the rungs whose runs would decide it
+    cheaper: Plan | None = None  #: a plan cheaper per usable result than `plan` whose interval does not clear yet
     target_met: float | None = None  #: the highest target some plan clears (the best plan's lower bound)
 
 
@@ -224,6 +225,8 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
     plans = evaluate(r, shapes, v, target, confidence)
     out.plan = _cheapest([p for p in plans if p.clears])
     if out.plan is not None:
+        out.cheaper = _cheapest([p for p in plans if not p.clears and p.usable >= target
+                                 and p.cost_per_usable is not None and p.cost_per_usable < out.plan.cost_per_usable])
         return out
     best = max(plans, key=lambda p: (p.interval[0], -(p.cost_per_usable or float("inf"))))
     out.best, out.target_met = best, best.interval[0]

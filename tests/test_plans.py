@@ -119,3 +119,13 @@ def test_floors_json_contains_plans_and_measured_rates_are_used(tmp_path, capsys
 
 def plan_desc(plan: dict) -> str:
     return ", then ".join(f"{s['rung']} x{s['attempts']}" for s in plan["plan"]["steps"])
+
+
+def test_a_cheaper_undecided_plan_is_named_beside_the_clearing_one():
+    # small at 2/4 ($1): "small x5" reaches 97% at the observed rate, $2 per usable result, but 4 runs leave
+    # its interval wide; large at 95/100 ($10) clears on its own at about $10.5 per usable result
+    rep = _report(_rows("c", "small", 0, 2, 2, 1.0) + _rows("c", "large", 1, 95, 5, 10.0))
+    cp = plan_cells(rep.classes[0], VerifierUse(True), 0.8, 0.9)
+    assert cp.plan is not None and cp.cheaper is not None
+    assert not cp.cheaper.clears and cp.cheaper.usable >= 0.8
+    assert cp.cheaper.cost_per_usable < cp.plan.cost_per_usable

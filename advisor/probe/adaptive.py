@@ -20,7 +20,9 @@ The full grid runs every task x rung x condition x replica. The adaptive prober 
    condition) without a clearing plan, a rung that was found below on one batch (and converges: retries can
    help it) first gets one run of every task, smallest rung first, as a clear needs; then a plan that is
    undecided (its observed rate reaches the target, its interval does not yet) samples its rungs, one batch
-   per wave, fewest runs first, until the plan clears, stops being undecided, or the rungs' budgets are spent. The plan's interval is the stated confidence's (the
+   per wave, fewest runs first, until the plan clears, stops being undecided, or the rungs' budgets are spent.
+   Where a plan clears but a plan cheaper per usable result is undecided, the cheaper one's rungs are sampled
+   the same way (the recommendation may move to it). The plan's interval is the stated confidence's (the
    plan is re-evaluated after every batch; this stage is not Bonferroni-corrected).
 
 Batches walk the tasks round-robin (every task at replica 0, then replica 1, ...), so early decisions rest
@@ -174,16 +176,21 @@ class AdaptivePlan:
         s = self.settings
         use = VerifierUse(self.verifiers.get(key[0], True), s.false_accept, s.false_reject)
         cp = plan_cells(cf, use, s.target, s.confidence)
-        if cp.plan is not None:
+        if cp.plan is not None:  # a cheaper plan that may clear with more runs: sample its rungs
+            rungs = [p.rung for p in cp.cheaper.steps] if cp.cheaper is not None else []
+            self._sample_one_of(st, key, rungs)
             return
         thin = [v.stats.rung for v in cf.rungs if v.status == "below" and v.why_below != "does_not_converge"
                 and v.stats.scored < self.min_runs_for(key) and self._remaining(key, v.stats.rung)]
         if use.present and thin:  # below on one batch: one run of every task before plans rule it out
             st.sampling, st.for_plan, st.done_reason = thin[0], True, ""
             return
-        if cp.next_kind != "more_runs":
-            return
-        open_rungs = [r for r in cp.decide_rungs if r in self.rungs and self._remaining(key, r)]
+        if cp.next_kind == "more_runs":
+            self._sample_one_of(st, key, cp.decide_rungs)
+
+    def _sample_one_of(self, st: GroupState, key: tuple[str, str], rungs: list[str]) -> None:
+        """Sample the rung of `rungs` with the fewest runs that still has budget (none: leave `st` done)."""
+        open_rungs = [r for r in rungs if r in self.rungs and self._remaining(key, r)]
         if open_rungs:
             st.sampling = min(open_rungs, key=lambda r: len(self.units(key, r)) - len(self._remaining(key, r)))
             st.for_plan, st.done_reason = True, ""
