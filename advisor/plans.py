@@ -5,7 +5,7 @@ A **plan** is a sequence of rungs (smallest first) with a number of attempts on 
 once, and delivers the last answer. Without a verifier (the suite's class says ``verifier: false``) nothing can
 be retried: a plan is one attempt on one rung.
 
-The maths is the router's (`advisor.router.policy.chain_outcome_batch`, design "Scores and money"): expected
+The maths is the router's (`advisor.router.routing.rule.chain_outcome_batch`, design "Scores and money"): expected
 cost ``E[C_r]`` with retries and escalation, P(usable) over the attempts, the verifier's false-accept and
 false-reject rates. Attempts are independent draws of the rung's usable rate (the router's dependence rho is
 not applied here). Per candidate plan:
@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from advisor.router.policy import chain_outcome_batch
+from advisor.router.routing.rule import chain_outcome_batch
 from advisor.scores import Verifier
 
 MAX_ATTEMPTS = 5  #: attempts per rung a plan may use

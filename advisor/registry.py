@@ -4,7 +4,7 @@ Pluggable parts (checks, tools, tool-call formats, routing policies, importers) 
 YAML or the command line. Each kind has one `Registry`; a module that defines a part registers it where it is
 defined::
 
-    POLICIES = Registry("routing policy", builtins=("advisor.router.policies",))
+    POLICIES = Registry("routing policy", builtins=("advisor.router.routing.policies",))
 
     @POLICIES.register("cascade")
     class Cascade: ...

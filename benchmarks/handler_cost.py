@@ -201,9 +201,10 @@ def step_calls(router: Path, spool: Path) -> dict[str, object]:
     """The steps of one service request of `BODY` (see the module docstring), each a no-argument call on the
     service's runtime, in request order."""
     from advisor.service import runtime
-    from advisor.service.app import headers_of, usage_of
+    from advisor.service.response import headers_of, usage_of
     from advisor.service.chat import parse_reply, render_prompt
-    from advisor.service.dispatch import Attempt, Outcome, decide, fill_attempt, records
+    from advisor.service.attempts import Attempt, Outcome, fill_attempt
+    from advisor.service.dispatch import decide, records
     from advisor.service.reload import pin
     from advisor.service.request import parse_request
 

@@ -196,7 +196,7 @@ def main() -> None:
 def postgres_round(url: str, store: Path, tmp: Path, args, bodies) -> dict:
     """The same requests against `args.postgres` services on one throwaway PostgreSQL (see the docstring)."""
     from advisor.ladder import load_ladder
-    from advisor.router.promotion import promote
+    from advisor.router.feedback.promotion import promote
     from advisor.service.launch import train_from_store
     from advisor.store import open_store
     from advisor.store.local_postgres import LocalPostgres

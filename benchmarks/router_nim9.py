@@ -87,7 +87,7 @@ def run(argv: list[str] | None = None) -> dict:
                     help="use this many prompts drawn at random (seeded), for quick exploration only")
     ap.add_argument("--window", default=None, type=_window, metavar="HEAD,TAIL|none",
                     help="characters of a long prompt the features read (default: the router's, "
-                         "advisor.router.features.WINDOW; 'none': the whole text)")
+                         "advisor.router.model.features.WINDOW; 'none': the whole text)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -95,8 +95,8 @@ def run(argv: list[str] | None = None) -> dict:
     from advisor.cli.router_cmd import _configs
     from advisor.importers.recorded import ImportOptions, import_recorded, token_assumption
     from advisor.ladder import load_ladder
-    from advisor.router import evaluate as ev
-    from advisor.router.train import training_data_from_store
+    from advisor.router.evaluation import evaluate as ev
+    from advisor.router.training.fit import training_data_from_store
     from advisor.store import Store
 
     path = require(Path(args.path))
@@ -153,15 +153,15 @@ def run(argv: list[str] | None = None) -> dict:
 
 def print_models(cv: dict) -> None:
     """Per rung, mean over the outer folds of the router's inner-CV AUC and cost error (MdAPE)."""
-    from advisor.router.report import model_lines
+    from advisor.router.evaluation.tables import model_lines
 
     for line in model_lines(cv["fold_metrics"], cv["rungs"]):
         print(line)
 
 
 def print_mode(summary: dict, mode: str) -> None:
-    """Print one mode's table (see advisor.router.report.mode_table)."""
-    from advisor.router.report import mode_table
+    """Print one mode's table (see advisor.router.evaluation.tables.mode_table)."""
+    from advisor.router.evaluation.tables import mode_table
 
     print()
     print(mode_table(summary, mode))

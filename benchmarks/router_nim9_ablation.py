@@ -2,7 +2,7 @@
 
 Every variant gives per-rung P(usable) out of fold (the same grouped 5-fold split as `router_nim9.py`), routed
 single-shot by the value rule argmax_r V x P_r - cost_r with V swept over the evaluation's grid; AIQ over the
-single rungs' cost range (as in `advisor.router.metrics`), minus a reference's (the baseline unless a row
+single rungs' cost range (as in `advisor.router.evaluation.metrics`), minus a reference's (the baseline unless a row
 says otherwise), with a paired bootstrap interval (requests resampled). Also the AUC **within** each class (0.5: the text adds nothing to the class).
 
 Variants: the tf-idf logistic baseline (mean cost per rung, as in the evaluation); the router as trained by
@@ -36,8 +36,8 @@ def load(path: Path):
     """Prompt-level training data of the wide table (complete rows only), as `router_nim9.py` reads it."""
     from advisor.importers.recorded import ImportOptions, import_recorded
     from advisor.ladder import load_ladder
-    from advisor.router.evaluate import _complete
-    from advisor.router.train import training_data_from_store
+    from advisor.router.evaluation.evaluate import _complete
+    from advisor.router.training.fit import training_data_from_store
     from advisor.store import Store
 
     with Store.open(":memory:") as store:
@@ -50,7 +50,7 @@ class Judge:
     """Value-rule sweep, AIQ and paired bootstrap against a reference, on fixed outcomes Y and costs C."""
 
     def __init__(self, Y: np.ndarray, C: np.ndarray, B: int, seed: int = 0) -> None:
-        from advisor.router.tuning import value_grid
+        from advisor.router.training.tuning import value_grid
 
         self.Y, self.C = Y, C
         self.values = value_grid(C.mean(axis=0))
@@ -62,7 +62,7 @@ class Judge:
 
     def aiqs(self, P: np.ndarray, costs: np.ndarray) -> np.ndarray:
         """AIQ of the value-rule sweep for the full sample (index 0) and every bootstrap replicate."""
-        from advisor.router.metrics import aiq
+        from advisor.router.evaluation.metrics import aiq
 
         rows = np.arange(len(P))[:, None]
         pick = np.stack([np.argmax(v * P - costs, axis=1) for v in self.values], axis=1)
@@ -71,7 +71,7 @@ class Judge:
 
     def line(self, name: str, P: np.ndarray, costs: np.ndarray, classes, reference: bool = False) -> str:
         """One table row: AIQ, difference to the reference with its 95% interval, mean within-class AUC."""
-        from advisor.router.train import within_class_auc
+        from advisor.router.training.fit import within_class_auc
 
         a = self.aiqs(P, costs)
         if reference:
@@ -128,8 +128,8 @@ def run(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
 
-    from advisor.router.baseline import TfidfLogistic
-    from advisor.router.train import fit_router, grouped_folds
+    from advisor.router.training.baseline import TfidfLogistic
+    from advisor.router.training.fit import fit_router, grouped_folds
 
     t0 = time.perf_counter()
     data = load(require(Path(args.path)))
@@ -187,7 +187,7 @@ def add_embedding_variants(data, folds, P: dict) -> None:
     usable rate of the 100 nearest training neighbours of the same class (shrunk to the class rate)."""
     from sklearn.linear_model import LogisticRegression
 
-    from advisor.router.features import embed
+    from advisor.router.model.features import embed
 
     E = embed(data.texts)
     names = sorted({c or "" for c in data.classes})

@@ -41,7 +41,7 @@ def train(path: Path, ladder: Path, embeddings: bool, rows: int | None = None):
     depend on the training size)."""
     from advisor.importers.recorded import ImportOptions, import_recorded
     from advisor.ladder import load_ladder
-    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.store import Store
 
     with Store.open(":memory:") as store:
@@ -53,7 +53,7 @@ def train(path: Path, ladder: Path, embeddings: bool, rows: int | None = None):
 
 def _cold() -> None:
     """Forget cached sentence embeddings, so that every timed request is embedded afresh."""
-    from advisor.router import features
+    from advisor.router.model import features
 
     features._EMB_CACHE.clear()
 
@@ -80,7 +80,7 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
     """p50 / p99 / max milliseconds of `route_one` over n requests (after 50 warm-up calls, and after
     `warm_other` calls on the table's last prompts, which are not timed: a service that has seen traffic);
     `evict()`, when given, runs before each timed decision (not timed)."""
-    from advisor.router.routing import route_one
+    from advisor.router.routing.route import route_one
 
     warm = list(range(50)) + list(range(len(texts) - min(warm_other, max(0, len(texts) - n)), len(texts)))
     for i in warm:
@@ -102,8 +102,8 @@ def one_decision_latency(model, texts, classes, config, n: int, warm_other: int 
 def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float, float]]:
     """(p50, p99) CPU milliseconds per stage over n requests seen once: the character and word n-gram hashing
     of a prompt whose words are new to the caches, the cues, then the whole decision with those words cached."""
-    from advisor.router import features, hashing
-    from advisor.router.routing import route_one
+    from advisor.router.model import features, hashing
+    from advisor.router.routing.route import route_one
 
     f = model.featurizer
     h = hashing.hasher(f.n_hash)
@@ -129,7 +129,7 @@ def stage_times(model, texts, classes, config, n: int) -> dict[str, tuple[float,
 
 def batch_rate(model, texts, classes, config) -> float:
     """Decisions per second of `route_batch` over all texts."""
-    from advisor.router.routing import route_batch
+    from advisor.router.routing.route import route_batch
 
     _cold()
     t0 = time.perf_counter()
@@ -158,9 +158,9 @@ def run(argv: list[str] | None = None) -> dict:
     warnings.filterwarnings("ignore")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from advisor.router.artifact import load_router
-    from advisor.router.features import embeddings_available
-    from advisor.router.policy import PolicyConfig
+    from advisor.router.model.artifact import load_router
+    from advisor.router.model.features import embeddings_available
+    from advisor.router.routing.rule import PolicyConfig
 
     path = require(Path(args.path))
     model, data = (load_router(args.router), None) if args.router else train(path, Path(args.ladder), False,
@@ -198,7 +198,7 @@ def run(argv: list[str] | None = None) -> dict:
                   f"(max {lat['max_ms']:.2f}; CPU time p50 {lat['cpu_p50_ms']:.3f}, p99 {lat['cpu_p99_ms']:.3f}; "
                   f"n={lat['n']}); batch {rate:,.0f} decisions/s")
     if args.stages:
-        from advisor.router import hashing
+        from advisor.router.model import hashing
 
         hashing.hasher.cache_clear()  # the stages start from empty n-gram caches
         for name, (p50, p99) in stage_times(model, texts, classes, configs["single-shot"], args.n).items():

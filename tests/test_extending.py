@@ -34,7 +34,7 @@ def blocks() -> dict[str, str]:
 @pytest.fixture
 def registries(monkeypatch):
     """Every registry restored after the test, so the toy parts do not leak into other tests."""
-    from advisor.router.policies import POLICIES
+    from advisor.router.routing.policies import POLICIES
 
     regs = [CHECKS, TOOLS, FORMATS, IMPORTERS, POLICIES]
     for reg in regs:
@@ -152,9 +152,9 @@ def test_the_fake_model_drives_the_loop_with_the_new_check_tool_and_format(regis
 
 
 def test_a_routing_policy_is_one_module_plus_a_registration(registries):
-    import advisor.router.policies as policies
+    import advisor.router.routing.policies as policies
     from advisor.registry import UnknownNameError
-    from advisor.router.policy import PolicyConfig
+    from advisor.router.routing.rule import PolicyConfig
 
     run_example("policy")
     rungs = [SimpleNamespace(name=n, self_hosted=True, latency_s=1.0) for n in ("small", "mid", "big")]

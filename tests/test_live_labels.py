@@ -10,10 +10,10 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from advisor.router.artifact import RungModel
-from advisor.router.live import class_priors, label_prior, live_attempts, merge_live, posterior, split_by_time
-from advisor.router.promotion import gate
-from advisor.router.train import TrainingData, fit_router
+from advisor.router.model.artifact import RungModel
+from advisor.router.feedback.live import class_priors, label_prior, live_attempts, merge_live, posterior, split_by_time
+from advisor.router.feedback.promotion import gate
+from advisor.router.training.fit import TrainingData, fit_router
 from advisor.scores import Verifier
 from advisor.store import Store
 

@@ -15,7 +15,7 @@ from advisor.ladder import load_ladder
 from advisor.orchestrator.experts import TABLE_HEADER, expert_tool, experts_for
 from advisor.orchestrator.loop import OrchestratorConfig, run_orchestrated
 from advisor.orchestrator.prompt import offered, render_preferences
-from advisor.router.policy import Preferences
+from advisor.router.routing.rule import Preferences
 from advisor.suite import Limits, Task
 from advisor.tools import Environment
 

@@ -10,7 +10,7 @@ import pytest
 from advisor.cli import main
 from advisor.floors import wilson_interval
 from advisor.ladder import load_ladder
-from advisor.plan import (OBSERVATION_TOKENS, REPLY_TOKENS, SYSTEM_TOKENS, cpu_path_problems, make_plan,
+from advisor.probe.budget import (OBSERVATION_TOKENS, REPLY_TOKENS, SYSTEM_TOKENS, cpu_path_problems, make_plan,
                           min_runs_to_clear, replicas_needed)
 from advisor.suite import load_suite
 

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.triton]
 @pytest.fixture(scope="module")
 def routers(triton_server, tmp_path_factory):
     """Two router artifacts (different seeds: different sha256) trained on a small probe of the demo ladder."""
-    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.store import Store
 
     folder = tmp_path_factory.mktemp("replicas")
@@ -39,7 +39,7 @@ def routers(triton_server, tmp_path_factory):
 
 
 def _promote(url: str, artifact: Path) -> None:
-    from advisor.router.promotion import promote
+    from advisor.router.feedback.promotion import promote
     from advisor.store import open_store
 
     with open_store(url) as store:
@@ -149,7 +149,7 @@ def test_two_replicas_lose_nothing_through_a_kill_and_a_database_restart(postgre
 
 def test_a_promotion_is_served_by_every_replica_within_its_reload_interval(postgres_server, triton_server, routers,
                                                                           tmp_path):
-    from advisor.router.promotion import sha256_of
+    from advisor.router.feedback.pointers import sha256_of
     from advisor.service.reload import CHECK_EVERY_S
 
     url = postgres_server.new_database("replicas_promote")

@@ -12,7 +12,7 @@ from advisor.cli import main
 from advisor.errors import AdvisorError, DataError, StoreError
 from advisor.floors import FloorSettings
 from advisor.report import open_store, parse_volumes, write_report
-from advisor.report.render import fmt_score, fmt_share, fmt_usd
+from advisor.report.tables import fmt_score, fmt_share, fmt_usd
 from advisor.store import Store
 from synthetic import demo_oracle, make_run
 
@@ -371,7 +371,7 @@ def test_score_histograms_have_no_legend_over_the_bars(sim_report):
 def test_report_md_has_one_unit_no_malformed_rows_and_readable_headings(sim_report):
     """Every cost per usable result is in $ per 1k usable results; a class without a floor is not headed
     'floor none (none)'; points per dollar to three figures; an empty table is a line, not '| none |'."""
-    from advisor.report.render import Table, _table_md
+    from advisor.report.tables import Table, table_md
 
     _, files = sim_report
     md = files.markdown.read_text()
@@ -381,7 +381,7 @@ def test_report_md_has_one_unit_no_malformed_rows_and_readable_headings(sim_repo
     assert "floor none" not in md and "(none), recommended" not in md
     points = [row[12] for row in _md_table(md, "lookup (without a skill)")]
     assert points and all(re.fullmatch(r"-|\d{1,3}(\.\d+)?[kM]?", p) for p in points), points
-    empty = _table_md(Table("x", "Unscored runs (0)", ["rung", "runs"], []))
+    empty = table_md(Table("x", "Unscored runs (0)", ["rung", "runs"], []))
     assert "| none |" not in empty and "None." in empty and "|" not in empty
 
 

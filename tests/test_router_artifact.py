@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from advisor.errors import RouterError
-from advisor.router.artifact import load_router
+from advisor.router.model.artifact import load_router
 from test_router_train import trained  # noqa: F401  (fixture)
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from advisor.errors import RouterError
-from advisor.router.artifact import RungModel, load_router
-from advisor.router.features import CUE_NAMES, Featurizer
-from advisor.router.train import TrainingData, fit_router, within_class_auc
+from advisor.router.model.artifact import RungModel, load_router
+from advisor.router.model.features import CUE_NAMES, Featurizer
+from advisor.router.training.fit import TrainingData, fit_router, within_class_auc
 
 TOPICS = {"maths": "solve the equation integral derivative sum of numbers",
           "code": "write a python function that returns the list loop",

@@ -8,8 +8,8 @@ import pytest
 
 from advisor.importers.recorded import ImportOptions, import_recorded
 from advisor.ladder import load_ladder
-from advisor.router.costmodel import fit_cost_model, mdape
-from advisor.router.train import fit_router, training_data_from_store
+from advisor.router.model.costmodel import fit_cost_model, mdape
+from advisor.router.training.fit import fit_router, training_data_from_store
 from advisor.store import Store
 
 #: recorded USD per attempt: rung -> (chat, code)

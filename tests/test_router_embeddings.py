@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from advisor.router.artifact import RungModel, load_router
-from advisor.router.features import EMBEDDING_DIM, embeddings_available
-from advisor.router.train import TrainingData, fit_router
+from advisor.router.model.artifact import RungModel, load_router
+from advisor.router.model.features import EMBEDDING_DIM, embeddings_available
+from advisor.router.training.fit import TrainingData, fit_router
 
 pytestmark = pytest.mark.skipif(not embeddings_available(), reason="embeddings extra not installed")
 

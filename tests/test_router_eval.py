@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from advisor.cli import main
-from advisor.router.metrics import aiq, summarise
+from advisor.router.evaluation.metrics import aiq, summarise
 
 N = 400
 

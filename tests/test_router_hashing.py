@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from advisor.router.features import CUE_CAP, Featurizer, cues
-from advisor.router.hashing import hasher, ngram_counts, vectorizers
+from advisor.router.model.features import CUE_CAP, Featurizer, cues
+from advisor.router.model.hashing import hasher, ngram_counts, vectorizers
 
 ADVERSARIAL = [
     "",
@@ -54,7 +54,7 @@ def test_ngram_counts_equal_hashing_vectorizer(n_hash):
 
 
 def test_hasher_caches_are_bounded(monkeypatch):
-    import advisor.router.hashing as hashing
+    import advisor.router.model.hashing as hashing
 
     monkeypatch.setattr(hashing, "CACHE_MAX", 50)
     h = hasher(2 ** 10)
@@ -95,7 +95,7 @@ def test_transform_one_equals_transform_on_long_and_unicode_texts():
 def test_cue_patterns_match_like_the_plain_alternations():
     import re
 
-    from advisor.router.features import _CODE, _MATH
+    from advisor.router.model.features import _CODE, _MATH
 
     plain = {_CODE: re.compile(r"```|\bdef |\breturn\b|\bimport |[{};]|\bclass |\bfunction\b|==|\bprint\("),
              _MATH: re.compile(r"\$|\\frac|\\sqrt|\^|\bsolve\b|\bequation\b|[+\-*/=]\s*\d|\d\s*[+\-*/=]")}
@@ -110,7 +110,7 @@ def test_cue_patterns_match_like_the_plain_alternations():
 
 
 def test_text_window_reads_head_and_tail_of_long_texts_only():
-    from advisor.router.features import text_window
+    from advisor.router.model.features import text_window
 
     assert text_window("short text", (6, 4)) == "short text"  # fits in head + tail: unchanged
     assert text_window("0123456789abcdef", (6, 4)) == "012345\ncdef"
@@ -139,7 +139,7 @@ def test_featurizer_window_is_recorded_and_older_states_read_the_whole_text():
 
 
 def test_wb_grams_equal_the_char_wb_analyzer_per_word():
-    from advisor.router.hashing import _wb_grams
+    from advisor.router.model.hashing import _wb_grams
 
     analyzer = vectorizers(2 ** 10)[0].build_analyzer()
     words = {w for text in ADVERSARIAL + _random_texts(100, seed=9) for w in text.lower().split()}
@@ -150,7 +150,7 @@ def test_wb_grams_equal_the_char_wb_analyzer_per_word():
 def test_numpy_gram_hashing_equals_murmurhash_per_gram(monkeypatch):
     from itertools import accumulate, chain
 
-    import advisor.router.hashing as hashing
+    import advisor.router.model.hashing as hashing
 
     rng = random.Random(4)
     ascii_texts = ["".join(rng.choice("abcXYZ 019 \t\n.,;:?!()[]{}=+-*/$^_\x7f\x01") for _ in range(rng.randint(0, 400)))

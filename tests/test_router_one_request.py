@@ -5,9 +5,9 @@ the candidate layout laid out once per settings."""
 import numpy as np
 import pytest
 
-from advisor.router.artifact import RungModel, _interp_one
-from advisor.router.policy import PolicyConfig, Preferences, RungFacts, candidate_table
-from advisor.router.train import TrainingData, fit_router
+from advisor.router.model.artifact import RungModel, _interp_one
+from advisor.router.routing.rule import PolicyConfig, Preferences, RungFacts, candidate_table
+from advisor.router.training.fit import TrainingData, fit_router
 
 WORDS = "apple river stone cloud music paper window garden silver candle ocean forest".split()
 
@@ -50,7 +50,7 @@ def test_score_one_equals_the_batch_probabilities_and_costs(router, cls):
 def test_score_one_follows_a_replaced_class_model_and_cost_model(router):
     from dataclasses import replace
 
-    from advisor.router.derived import cache_of
+    from advisor.router.model.cache import cache_of
 
     router.score_one(TEXTS[0], None)
     assert cache_of(router)  # the original has derived objects...
@@ -70,7 +70,7 @@ def test_score_one_follows_a_replaced_class_model_and_cost_model(router):
 
 
 def replace_featurizer(f):
-    from advisor.router.features import Featurizer
+    from advisor.router.model.features import Featurizer
 
     return Featurizer.from_state(f.state())
 
@@ -86,8 +86,8 @@ def test_interp_one_equals_np_interp():
 
 
 def test_route_one_reuses_a_policy_per_settings_and_decides_as_a_fresh_one(router):
-    from advisor.router.policies import Requests, make_policy, to_decisions
-    from advisor.router.routing import built_policy, context, policy_name, route_one
+    from advisor.router.routing.policies import Requests, make_policy, to_decisions
+    from advisor.router.routing.route import built_policy, context, policy_name, route_one
 
     single, escalate = PolicyConfig(mode="single", target=0.7), PolicyConfig(mode="escalate", k=2, target=0.9)
     prefs = Preferences(allowed=["small", "large"])

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from advisor.registry import UnknownNameError
-from advisor.router.baseline import TfidfLogistic
-from advisor.router.policies import POLICIES, Requests, make_policy, to_decisions
-from advisor.router.policy import PolicyConfig
-from advisor.router.routing import context, route_batch, route_one
+from advisor.router.training.baseline import TfidfLogistic
+from advisor.router.routing.policies import POLICIES, Requests, make_policy, to_decisions
+from advisor.router.routing.rule import PolicyConfig
+from advisor.router.routing.route import context, route_batch, route_one
 from test_router_train import trained  # noqa: F401  (fixture)
 from test_router_train import synth
 
@@ -35,7 +35,7 @@ def test_unknown_policy_on_the_command_line(tmp_path, trained, capsys):  # noqa:
 @pytest.fixture(scope="module")
 def baseline(trained):  # noqa: F811
     texts, hard, rng = synth(300, 7)
-    from advisor.router.train import TrainingData
+    from advisor.router.training.fit import TrainingData
 
     usable = np.stack([~hard, np.ones(len(texts), bool)], axis=1).astype(float)
     data = TrainingData(texts, ["a"] * len(texts), [str(i) for i in range(len(texts))], trained.rungs, usable,
@@ -79,7 +79,7 @@ def test_cascade_is_cheapest_first_over_all_rungs(trained):  # noqa: F811
 
 
 def test_dependence_lowers_chain_p_usable():
-    from advisor.router.policy import chain_outcome_batch
+    from advisor.router.routing.rule import chain_outcome_batch
     from advisor.scores import PERFECT
 
     p, c = np.array([[0.5, 0.9]]), np.array([[1.0, 4.0]])

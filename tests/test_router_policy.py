@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from advisor.errors import RouterError
-from advisor.router.policy import (PolicyConfig, Preferences, RungFacts, candidate_table, chain_outcome_batch,
-                                   chosen_chains, decide, select)
+from advisor.router.routing.policies import decide_one as decide
+from advisor.router.routing.rule import (PolicyConfig, Preferences, RungFacts, candidate_table, chain_outcome_batch,
+                                         chosen_chains, select)
 from advisor.scores import Step, Verifier, chain_outcome
 
 RUNGS = [RungFacts("small", self_hosted=True, latency_s=0.5), RungFacts("large", self_hosted=False, latency_s=3.0)]

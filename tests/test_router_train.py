@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from advisor.errors import RouterError
-from advisor.router.artifact import FORMAT_VERSION, RungModel, load_router
-from advisor.router.train import TrainingData, fit_router, grouped_folds, training_data_from_store
+from advisor.router.model.artifact import FORMAT_VERSION, RungModel, load_router
+from advisor.router.training.fit import TrainingData, fit_router, grouped_folds, training_data_from_store
 
 #: True P(usable): rung -> (easy, hard)
 TRUTH = {"small": (0.85, 0.15), "large": (0.95, 0.6)}
@@ -114,8 +114,8 @@ def test_training_data_from_store_aggregates_and_skips_unscored(tmp_path):
 
 @pytest.mark.parametrize("mode,value", [("single", None), ("escalate", None), ("single", 0.01)])
 def test_vectorised_batch_routing_matches_explained_decisions(trained, mode, value):
-    from advisor.router.policy import PolicyConfig, Preferences
-    from advisor.router.routing import route_batch, route_one
+    from advisor.router.routing.rule import PolicyConfig, Preferences
+    from advisor.router.routing.route import route_batch, route_one
 
     texts, _, _ = synth(30, 5)
     cfg = PolicyConfig(mode=mode, target=0.8 if value is None else 0.0, value_usd=value)
@@ -146,7 +146,7 @@ def test_stacked_second_stage_round_trips_and_matches_the_fast_path(tmp_path):
 
 
 def test_one_request_features_equal_batch_features_for_any_hash_width():
-    from advisor.router.features import Featurizer
+    from advisor.router.model.features import Featurizer
 
     texts = ["prove the theorem about cloud music step by step", "tell me the colour of the ocean"]
     for n_hash in (2 ** 10, 2 ** 12, 2 ** 10):  # the n-gram bucket cache is per width

@@ -195,7 +195,7 @@ def test_plain_chat_is_routed_answered_costed_and_recorded(service):
     extra = usage.model_extra["advisor"]
     assert extra["cost_usd"] > 0 and extra["attempts"][0]["rung"] == reply.model
     decision, attempts = service.records(headers["x-advisor-decision-id"])
-    from advisor.router.policies import POLICIES
+    from advisor.router.routing.policies import POLICIES
 
     assert decision["policy"].split(":")[0] in POLICIES and decision["final_rung"] == reply.model
     assert headers["x-advisor-policy"] == decision["policy"] and json.loads(decision["explanation_json"])["rule"]
@@ -492,7 +492,7 @@ def test_embedded_default_fails_over_when_a_rung_is_killed(workdir, tmp_path):
 
 @pytest.mark.slow
 def test_triton_unreachable_gives_503_and_red_readiness(workdir, tmp_path):
-    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.triton.server import free_port
 
     import warnings

@@ -368,7 +368,7 @@ def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
     import asyncio
     from types import SimpleNamespace
 
-    from advisor.router.promotion import POINTER_FORMAT
+    from advisor.router.feedback.pointers import POINTER_FORMAT
     from advisor.service.reload import check
 
     class Count:

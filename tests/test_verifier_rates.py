@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from advisor.service.calibration import policy_rates, service_rates, verifier_hash
+from advisor.verifier.calibration import policy_rates, service_rates, verifier_hash
 from advisor.service.config import load_config
 from advisor.store import Store
 
@@ -124,7 +124,7 @@ def test_the_service_uses_measured_rates_and_the_config_as_fallback(probed, caps
     assert ("verifier rates of class 'unprobed': config: false accept 0.11 / false reject 0.12 (not measured for "
             "this verifier)") in lines
     # `router train --live` labels live attempts with the same rates
-    from advisor.router.live import verifier_rates
+    from advisor.router.feedback.live import verifier_rates
 
     with Store.open(store, read_only=True) as s:
         labels = verifier_rates(probed / "service.yaml", None, s)

@@ -35,7 +35,7 @@ def register_router(group: typer.Typer) -> None:
 
 def _default_pointer(store: str):
     """A PostgreSQL store's own pointer (its URL), else the pointer file beside the DuckDB store."""
-    from advisor.router.promotion import default_pointer
+    from advisor.router.feedback.pointers import default_pointer
     from advisor.store import is_database_url
     from advisor.store.protocols import duckdb_path
 
@@ -51,7 +51,7 @@ def _ladder(path: Path | None):
 
 def add_live(store, data, weight: float, holdout: int, service_config: Path | None, ladder_path: Path | None = None):
     """`router train --live`: the probe data plus the verified live attempts older than the held-out window."""
-    from advisor.router.live import live_attempts, merge_live, split_by_time, verifier_rates
+    from advisor.router.feedback.live import live_attempts, merge_live, split_by_time, verifier_rates
 
     rows, skipped = live_attempts(store)
     train_rows, held = split_by_time(rows, holdout)
@@ -83,8 +83,8 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
                                                          "interval).")] = 0.02,
             as_json: JsonOpt = False) -> None:
     """Gate CANDIDATE against the serving router on recent live outcomes; promote it when it is not worse."""
-    from advisor.router.live import verifier_rates
-    from advisor.router.promotion import promote as do_promote
+    from advisor.router.feedback.live import verifier_rates
+    from advisor.router.feedback.promotion import promote as do_promote
     from advisor.store import open_store
 
     pointer = pointer or _default_pointer(store)
@@ -121,7 +121,7 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
 
 def rollback(store: StoreOpt = DEFAULT_STORE, pointer: PointerOpt = None, as_json: JsonOpt = False) -> None:
     """Point the service back to the router that served before the current one (recorded)."""
-    from advisor.router.promotion import rollback as do_rollback
+    from advisor.router.feedback.promotion import rollback as do_rollback
     from advisor.store import open_store
 
     pointer = pointer or _default_pointer(store)
@@ -153,7 +153,7 @@ def drift(store: Annotated[Path, typer.Option("--store", help="DuckDB store (pro
                                                    "rate differs from the expected one by more than this.")] = 0.15,
           live_store: LiveStoreOpt = None, as_json: JsonOpt = False) -> None:
     """Per class: live accept rate vs probe usable rate, predicted vs realised P(usable), cost per usable result."""
-    from advisor.router.drift import drift_table, render_lines
+    from advisor.router.feedback.drift import drift_table, render_lines
     from advisor.store import Store, with_live
 
     with with_live(Store.open(store, read_only=True), live_store) as s:
@@ -170,8 +170,8 @@ def shadow_report(store: StoreOpt = Path(DEFAULT_STORE),
                                                                  "version (default: the latest shadowed).")] = None,
                   as_json: JsonOpt = False) -> None:
     """Estimate a shadow candidate's cost and usable rate on the live traffic it shadowed, with intervals."""
-    from advisor.router.shadow_report import render
-    from advisor.router.shadow_report import shadow_report as build
+    from advisor.router.feedback.shadow_report import render
+    from advisor.router.feedback.shadow_report import shadow_report as build
     from advisor.store import Store
 
     with Store.open(store, read_only=True) as s:

@@ -80,7 +80,7 @@ def plan(
 ) -> None:
     """Plan a probe without running it: runs, expected tokens and cost per rung (judge apart), power per class."""
     from advisor.floors import FloorSettings
-    from advisor.plan import make_plan
+    from advisor.probe.budget import make_plan
 
     FloorSettings(target=target, confidence=confidence)  # one line on a bad target or confidence
     lad, loaded = load(ladder, suite)

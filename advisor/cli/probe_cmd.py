@@ -155,7 +155,7 @@ def probe(
 def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
     """With --dry-run print the plan; else refuse (one message, nothing run) when runs would be unscored."""
     from advisor.errors import ConfigError
-    from advisor.plan import cpu_path_problems, make_plan
+    from advisor.probe.budget import cpu_path_problems, make_plan
     from advisor.probe.session import load_inputs
 
     ladder, suite, _, suite_path = load_inputs(config)

@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
 def _configs(k: int, false_accept: float, false_reject: float, max_chain: int, target: float = 0.0,
              order: str = "ladder", value: float | None = None):
-    from advisor.router.policy import PolicyConfig
+    from advisor.router.routing.rule import PolicyConfig
     from advisor.scores import Verifier
 
     verifier = Verifier(false_accept=false_accept, false_reject=false_reject)
@@ -80,8 +80,8 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
     import warnings
 
-    from advisor.router.artifact import SUFFIXES
-    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.model.artifact import SUFFIXES
+    from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.store import Store
 
     if out.suffix not in SUFFIXES:
@@ -99,7 +99,7 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
         model = fit_router(data, C=c, folds=folds, seed=seed, use_embeddings=embeddings)
     model.save(out)
     if as_json:
-        from advisor.router.metrics import strict
+        from advisor.router.evaluation.metrics import strict
 
         typer.echo(jsonout.dumps(strict({"artifact": str(out), "simulated": model.simulated,
                                          "provenance": model.provenance, "metrics": model.metrics,
@@ -156,10 +156,10 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
     floor and the oracle; single-shot and verifier-gated escalation."""
     import warnings
 
-    from advisor.router import evaluate as ev
-    from advisor.router.metrics import strict
-    from advisor.router.report import mode_table
-    from advisor.router.train import training_data_from_store
+    from advisor.router.evaluation import evaluate as ev
+    from advisor.router.evaluation.metrics import strict
+    from advisor.router.evaluation.tables import mode_table
+    from advisor.router.training.fit import training_data_from_store
     from advisor.store import Store
 
     single, escalate = _configs(k, false_accept, false_reject, max_chain)
@@ -168,8 +168,8 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
         from advisor.cli.import_cmd import parse_map
         from advisor.importers.recorded import ImportOptions
         from advisor.ladder import load_ladder
-        from advisor.router.artifact import load_router
-        from advisor.router.heldout import load_heldout
+        from advisor.router.model.artifact import load_router
+        from advisor.router.evaluation.heldout import load_heldout
 
         if artifact is None or test_file is None:
             raise DataError("--artifact and --test-file go together: the router to judge and its held-out file")
@@ -235,10 +235,10 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
           rung: Annotated[Optional[str], typer.Option("--rung", help="The rung of --policy always.")] = None,
           as_json: JsonOpt = False) -> None:
     """Choose the rung for one prompt or a batch file (one JSON decision per row)."""
-    from advisor.router.artifact import load_router
-    from advisor.router.policies import POLICIES
-    from advisor.router.policy import Preferences
-    from advisor.router.routing import decision_row, read_requests, route_batch, route_one
+    from advisor.router.model.artifact import load_router
+    from advisor.router.routing.policies import POLICIES
+    from advisor.router.routing.rule import Preferences
+    from advisor.router.routing.route import decision_row, read_requests, route_batch, route_one
 
     if (prompt is None) == (batch is None):
         raise DataError("give exactly one of --prompt TEXT or --batch FILE")

@@ -59,7 +59,7 @@ def validate(
     info = suite_summary(loaded)
     typer.echo(f"{suite}: ok: suite {loaded.name!r}, {info['tasks']} tasks in {len(loaded.classes)} classes, "
                f"{info['with_skill']} with a skill, hash {info['hash']}")
-    from advisor.plan import suite_warnings
+    from advisor.probe.budget import suite_warnings
 
     for warning in suite_warnings(loaded):
         typer.echo(f"warning: {warning}")

@@ -9,7 +9,7 @@ expert, whose reply **replaces** the orchestrator's turn (`advisor.orchestrator.
 - `experts`: the expert aliases, capability prose, price table and the ``call_expert`` tool spec;
 - `prompt`: the system prompt and the user's `Preferences` rendered into it (`PREFS_MODES`);
 - `loop`: one orchestrated episode, with per-call (per-rung) token and cost accounting;
-- `policy`: the ``orchestrator`` routing policy (registered in `advisor.router.policies.POLICIES`) and the
+- `policy`: the ``orchestrator`` routing policy (registered in `advisor.router.routing.policies.POLICIES`) and the
   episode function the probe runs for ``advisor probe --policy orchestrator``;
 - `compare`: fixed rungs vs policies per class and condition (``advisor policies``).
 """

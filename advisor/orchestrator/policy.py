@@ -2,7 +2,7 @@
 
 Unlike the router's policies, which pick a rung chain for a batch of requests up front (``decide``), the
 orchestrator routes **inside** an episode, turn by turn. It is registered in
-`advisor.router.policies.POLICIES` under ``orchestrator`` so that every part finds policies by one name; its
+`advisor.router.routing.policies.POLICIES` under ``orchestrator`` so that every part finds policies by one name; its
 ``episodic`` flag tells callers to run `episode(...)` instead of ``decide``. The probe runs it for
 ``advisor probe --policy orchestrator`` (`advisor.probe.runner.run_one` takes the episode function).
 """
@@ -14,7 +14,7 @@ from typing import Any, Callable
 from advisor.errors import ConfigError, RouterError
 from advisor.orchestrator.experts import experts_for, probe_facts
 from advisor.orchestrator.loop import OrchestratorConfig, run_orchestrated
-from advisor.router.policies import POLICIES, Policy
+from advisor.router.routing.policies import POLICIES, Policy
 
 
 @POLICIES.register("orchestrator")

@@ -1,7 +1,7 @@
 """The orchestrator's system prompt, with the user's preferences rendered into it.
 
 ToolOrchestra trained with a per-example preference vector but its released evaluation prompts carry none;
-here the user's `advisor.router.policy.Preferences` become a ``# User preferences`` section of the system
+here the user's `advisor.router.routing.rule.Preferences` become a ``# User preferences`` section of the system
 prompt, one sentence per preference, naming experts by alias:
 
 - ``allowed`` -> "Call only these experts: ..."

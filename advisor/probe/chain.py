@@ -2,7 +2,7 @@
 
 ``advisor probe --policy router|cascade`` stores one run per (task, condition, replica) under the policy's
 name (``runs.policy`` and ``runs.rung`` = ``router`` / ``cascade``, ``rung_position`` -1). Which rungs the run
-calls comes from the routing policies registry (`advisor.router.policies.POLICIES`), decided once for every
+calls comes from the routing policies registry (`advisor.router.routing.policies.POLICIES`), decided once for every
 task of the suite in one vectorised batch (``decide``), by a router artifact: ``--router FILE``, or one trained
 at the start of the policy runs from the store's fixed-rung runs of the same suite and ladder. Trained here,
 ``router`` decides each task out-of-sample (cross-fitted without the task's runs, `plan_chains`); the
@@ -72,7 +72,7 @@ def _fit(data: Any) -> Any:
     """A router fitted on `data` (inner folds scaled to its size; sklearn's convergence chatter silenced)."""
     import warnings
 
-    from advisor.router.train import fit_router
+    from advisor.router.training.fit import fit_router
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -89,7 +89,7 @@ def _check_rungs(model: Any, ladder: Any, source: str) -> Any:
 
 def training_data(store: Any, suite: Any, ladder: Any) -> Any:
     """The store's fixed-rung runs of this suite and ladder as router training data (ConfigError when none)."""
-    from advisor.router.train import training_data_from_store
+    from advisor.router.training.fit import training_data_from_store
 
     try:
         return training_data_from_store(store, suite_name=suite.name, ladder_name=ladder.name)
@@ -108,8 +108,8 @@ def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: s
     the comparison is out-of-sample; tasks without runs, and ``cascade`` (which only takes the rung order
     by mean cost from the router), use the router trained on everything.
     """
-    from advisor.router.artifact import load_router
-    from advisor.router.train import grouped_folds
+    from advisor.router.model.artifact import load_router
+    from advisor.router.training.fit import grouped_folds
 
     if router_path is not None:
         router = _check_rungs(load_router(router_path), ladder, str(router_path))
@@ -136,8 +136,8 @@ def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: s
 
 def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> dict[str, list[str]]:
     """Per task id: the rung names the policy calls, in order (one vectorised decision over the tasks)."""
-    from advisor.router.policies import Context, Requests, make_policy
-    from advisor.router.policy import PolicyConfig, Preferences
+    from advisor.router.routing.policies import Context, Requests, make_policy
+    from advisor.router.routing.rule import PolicyConfig, Preferences
 
     tasks = list(tasks)
     if not tasks:

@@ -81,7 +81,7 @@ def policy_model(ladder: Any, policy: str) -> Any:
     `advisor.probe.chain.PolicyArm` named after the policy); ConfigError for a policy the probe cannot run."""
     import advisor.orchestrator.policy  # noqa: F401 - registers the orchestrator policy
     from advisor.probe.chain import CHAIN_POLICIES, arm_of
-    from advisor.router.policies import POLICIES
+    from advisor.router.routing.policies import POLICIES
 
     if policy in CHAIN_POLICIES:
         return arm_of(ladder, policy)

@@ -253,7 +253,7 @@ def _episode_functions(config: ProbeConfig, ladder, suite, store, client_for_run
     its registered policy; ``router`` and ``cascade`` chains from `advisor.probe.chain` (deciding with the
     registered rules)."""
     from advisor.probe.chain import CHAIN_POLICIES, chain_runner
-    from advisor.router.policies import POLICIES
+    from advisor.router.routing.policies import POLICIES
 
     runners = {}
     for p in config.policies:

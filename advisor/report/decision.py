@@ -92,14 +92,14 @@ class Decision:
 def runs_to_decide(usable: int, scored: int, target: float, confidence: float) -> int | None:
     """Additional scored runs after which the Wilson interval decides the cell, if its rate holds; None: never.
 
-    Above the target this is `advisor plan`'s count (`advisor.plan.min_runs_to_clear`, the same interval);
+    Above the target this is `advisor plan`'s count (`advisor.probe.budget.min_runs_to_clear`, the same interval);
     below it, the runs after which the upper bound drops under the target.
     """
     if scored == 0:
         return None
     p = usable / scored
     if p > target:
-        from advisor.plan import min_runs_to_clear
+        from advisor.probe.budget import min_runs_to_clear
 
         n = min_runs_to_clear(target, confidence, p, limit=MAX_RUNS)
         return None if n is None else max(1, n - scored)

@@ -1,6 +1,6 @@
 """The report's **Live** section: how live routed traffic compares with what the probe and the router expected.
 
-Its figures are `advisor.router.drift.drift_table` (one definition shared with `advisor router drift` and the
+Its figures are `advisor.router.feedback.drift.drift_table` (one definition shared with `advisor router drift` and the
 service's drift gauges): per class the live verifier accept rate of each rung next to the probe's usable rate,
 the mean predicted P(usable) of verified requests next to the share accepted, cost per usable result live
 (USD of verified requests / accepted requests) next to predicted (mean expected cost / mean predicted P), and the share of
@@ -17,12 +17,13 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
+from advisor.report.tables import Table, table_md
 from advisor.shares import share as _share
 
 
 def live_section(store, classes: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The drift table of the store's live traffic (only `classes` when given), or None without live requests."""
-    from advisor.router.drift import drift_table
+    from advisor.router.feedback.drift import drift_table
 
     table = drift_table(store)
     if classes:
@@ -43,8 +44,6 @@ def _diff(x: float | None) -> str:
 
 def live_tables(live: dict[str, Any]) -> list:
     """The Live tables (agent sessions when there are any, per class, per class and rung) as report `Table`s."""
-    from advisor.report.render import Table
-
     sim = bool(live.get("simulated"))
     per_class = []
     for c in live["classes"]:
@@ -85,11 +84,9 @@ def live_markdown(live: dict[str, Any] | None) -> list[str]:
     """The Live section as Markdown lines (empty without live traffic)."""
     if not live:
         return []
-    from advisor.report.render import _table_md
-
     sim = " (SIMULATED)" if live["simulated"] else ""
     out = [f"## Live{sim}", "", drift_line(live), ""]
-    out += [_table_md(t) for t in live_tables(live)]
+    out += [table_md(t) for t in live_tables(live)]
     return out
 
 

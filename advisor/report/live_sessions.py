@@ -57,7 +57,7 @@ def session_lines(summary: list[dict[str, Any]]) -> list[str]:
 
 def session_table(summary: list[dict[str, Any]]):
     """The report's Live sessions table (None without sessions)."""
-    from advisor.report.render import Table
+    from advisor.report.tables import Table
 
     if not summary:
         return None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from advisor.report.policies import FIGURE_TITLE, call_distribution, policies_simulated
+
 COLORS = {"baseline": "#4C72B0", "skill": "#DD8452"}
 
 
@@ -222,10 +224,36 @@ def turns_by_outcome(data) -> bytes:
     return _png(fig)
 
 
+def call_distribution_plot(data: Any) -> bytes:
+    """Stacked bars: per policy (one panel each) and class, the share of rung calls per rung."""
+    plt = _plt()
+    dist = call_distribution(data)
+    policies = list(dist) or ["(no policy runs)"]
+    rungs = list(dict.fromkeys([*data.rung_order, *(r for p in dist.values() for c in p.values() for r in c)]))
+    classes = sorted({c for p in dist.values() for c in p})
+    colors = plt.get_cmap("viridis")([i / max(1, len(rungs) - 1) for i in range(len(rungs))])
+    fig, axes = plt.subplots(1, len(policies), figsize=(max(4.0, 3.2 * len(policies)), 3.4), sharey=True,
+                             squeeze=False)
+    for ax, policy in zip(axes[0], policies):
+        cells = dist.get(policy, {})
+        bottom = [0.0] * len(classes)
+        for j, rung in enumerate(rungs):
+            shares = [cells.get(c, {}).get(rung, 0) / max(1, sum(cells.get(c, {}).values())) for c in classes]
+            ax.bar(range(len(classes)), shares, bottom=bottom, color=colors[j], label=rung)
+            bottom = [b + s for b, s in zip(bottom, shares)]
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels(classes, rotation=35, ha="right", fontsize=8)
+        ax.set_title(policy, fontsize=10)
+    axes[0][0].set_ylabel("share of rung calls")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    sim = policies_simulated(data)
+    fig.suptitle(_title(data, FIGURE_TITLE, sim), fontsize=11)
+    _mark_simulated(fig, data, sim)
+    return _png(fig)
+
+
 def all_plots(data) -> dict[str, bytes]:
     """Every figure of the report, by file stem."""
-    from advisor.report.policies import call_distribution_plot
-
     policies = {"policies": call_distribution_plot(data)} if data.policies else {}
     return {"scores": score_distributions(data), "frontier": frontier(data), "turns": turns_by_outcome(data),
             **policies}

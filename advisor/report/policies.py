@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.money import PER_1K_USABLE, per_1k_usable
+from advisor.report.tables import Table, fmt_interval, fmt_share, table_md
+
 TITLE = "Policies: floor rung vs orchestrator, learned router and cascade"
 FIGURE_TITLE = "Rung calls per policy and class"
 FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per class (both conditions): the "
@@ -26,8 +29,6 @@ FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per
 def policies_table(data: Any):
     """The side-by-side table (the floor rung and each policy per class and condition)."""
     from advisor.orchestrator.compare import side_by_side
-    from advisor.money import PER_1K_USABLE, per_1k_usable
-    from advisor.report.render import Table, fmt_interval, fmt_share
 
     rows = []
     for a in side_by_side(data.policies):
@@ -71,36 +72,6 @@ def call_distribution(data: Any) -> dict[str, dict[str, dict[str, int]]]:
     return out
 
 
-def call_distribution_plot(data: Any) -> bytes:
-    """Stacked bars: per policy (one panel each) and class, the share of rung calls per rung."""
-    from advisor.report.plots import _mark_simulated, _plt, _png, _title
-
-    plt = _plt()
-    dist = call_distribution(data)
-    policies = list(dist) or ["(no policy runs)"]
-    rungs = list(dict.fromkeys([*data.rung_order, *(r for p in dist.values() for c in p.values() for r in c)]))
-    classes = sorted({c for p in dist.values() for c in p})
-    colors = plt.get_cmap("viridis")([i / max(1, len(rungs) - 1) for i in range(len(rungs))])
-    fig, axes = plt.subplots(1, len(policies), figsize=(max(4.0, 3.2 * len(policies)), 3.4), sharey=True,
-                             squeeze=False)
-    for ax, policy in zip(axes[0], policies):
-        cells = dist.get(policy, {})
-        bottom = [0.0] * len(classes)
-        for j, rung in enumerate(rungs):
-            shares = [cells.get(c, {}).get(rung, 0) / max(1, sum(cells.get(c, {}).values())) for c in classes]
-            ax.bar(range(len(classes)), shares, bottom=bottom, color=colors[j], label=rung)
-            bottom = [b + s for b, s in zip(bottom, shares)]
-        ax.set_xticks(range(len(classes)))
-        ax.set_xticklabels(classes, rotation=35, ha="right", fontsize=8)
-        ax.set_title(policy, fontsize=10)
-    axes[0][0].set_ylabel("share of rung calls")
-    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    sim = policies_simulated(data)
-    fig.suptitle(_title(data, FIGURE_TITLE, sim), fontsize=11)
-    _mark_simulated(fig, data, sim)
-    return _png(fig)
-
-
 def policies_view(data: Any, png: bytes | None) -> dict[str, Any] | None:
     """What the HTML template's Policies block shows (None when the store holds no policy runs)."""
     import base64
@@ -114,12 +85,10 @@ def policies_view(data: Any, png: bytes | None) -> dict[str, Any] | None:
 
 def policies_markdown(data: Any, image_file: str | None) -> str:
     """The Policies section in Markdown ("" when there are no policy runs)."""
-    from advisor.report.render import _table_md
-
     if not data.policies:
         return ""
     sim = " (SIMULATED)" if policies_simulated(data) else ""
-    out = [_table_md(policies_table(data)), f"### Which policy to run{sim}", ""]
+    out = [table_md(policies_table(data)), f"### Which policy to run{sim}", ""]
     out += [f"- {line}" for line in advice_lines(data)] + [""]
     if image_file:
         out += [f"### {FIGURE_TITLE}{sim}", "", f"![{FIGURE_TITLE}{sim}]({image_file})", "", FIGURE_CAPTION, ""]

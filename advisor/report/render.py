@@ -8,52 +8,12 @@ figures; a column of per-item figures under a cent is shown per 1k items, and it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd, usd_delta
+from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
 from advisor.report.decision import LARGE_LIFT
-from advisor.shares import interval, share
-
-fmt_usd = usd  #: dollars to three significant figures (the one money formatter)
-
-
-def fmt_score(x: float | None) -> str:
-    """A 0-100 score with one decimal, '-' when missing."""
-    return "-" if x is None else f"{x:.1f}"
-
-
-fmt_share = share  #: a 0-1 share as a whole percentage (`advisor.shares.share`)
-fmt_interval = interval  #: an interval of shares, "88-100%" (`advisor.shares.interval`)
-
-
-def fmt_delta(x: float | None, kind: str = "score") -> str:
-    """A signed difference (score points, dollars, or percentage points)."""
-    if x is None:
-        return "-"
-    if kind == "usd":
-        return usd_delta(x)
-    if kind == "share":
-        return f"{100 * x:+.0f} pts"
-    return f"{x:+.1f}"
-
-
-def plural(n: int, word: str) -> str:
-    """ "1 run", "300 runs"."""
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
-@dataclass
-class Table:
-    """A titled table of formatted cells."""
-
-    key: str
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    caption: str = ""
-    simulated: bool = False  #: its figures come from stand-in runs (marked SIMULATED)
-
+from advisor.report.tables import (Table, fmt_delta, fmt_interval, fmt_score, fmt_share, plural,
+                                   table_md)
 
 def _scaled(values: list[float | None], unit: str) -> tuple[Callable[[float | None], str], str]:
     """A formatter for a money column and its unit label ("per task" or "per 1k tasks")."""
@@ -312,21 +272,6 @@ def to_html(data, dec, images: dict[str, bytes], title: str, prices: list[dict[s
                                                      **_view(data, dec, title, prices))
 
 
-def _table_md(t: Table) -> str:
-    def cell(c: str) -> str:
-        return c.replace("|", "\\|").replace("\n", " ")
-    sim = " (SIMULATED)" if t.simulated else ""
-    lines = [f"## {t.title}{sim}", "", "| " + " | ".join(cell(h) for h in t.headers) + " |",
-             "|" + "---|" * len(t.headers)]
-    if not t.rows:  # no table without rows: a header with no body reads as a malformed table
-        lines = [f"## {t.title}{sim}", "", "None."]
-    else:
-        lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in t.rows]
-    if t.caption:
-        lines += ["", t.caption]
-    return "\n".join(lines) + "\n"
-
-
 def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None,
                 prices: list[dict[str, Any]] | None = None) -> str:
     """The Markdown report: the same first screen, glossary and tables as the HTML page."""
@@ -334,12 +279,12 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
     out = [f"# {title}", ""]
     if v["banner"]:
         out += [f"> **{v['banner']}**", ""]
-    out += [v["intro"], "", _table_md(v["decision"]), f"**{v['total']}**", "", v["volume"], "",
+    out += [v["intro"], "", table_md(v["decision"]), f"**{v['total']}**", "", v["volume"], "",
             "### What to do next", ""]
     out += [f"- {line}" for line in v["next"]]
     out += ["", "## Glossary", ""] + [f"- **{k}**: {d}" for k, d in v["glossary"]] + [""]
     for t in v["evidence"]:
-        out.append(_table_md(t))
+        out.append(table_md(t))
     from advisor.report.policies import policies_markdown
 
     out.append(policies_markdown(data, (image_files or {}).get("policies")))

@@ -1,1 +1,4 @@
-"""The learned router: features, training, artifact, policy and offline evaluation."""
+"""The learned router, by concept: `model` (the trained artifact, its features and cost model), `training`
+(fitting it and choosing its default rule), `routing` (the rule and the registered policies that choose a
+chain), `evaluation` (offline held-out evaluation and its tables) and `feedback` (live outcomes, drift and
+gated promotion)."""

@@ -11,7 +11,7 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
           checks:                  # the suite's deterministic check types, applied to the reply
             - {type: json_schema, schema: {type: object, required: [name]}}
           false_accept: 0.05       # the verifier's error rates the policy uses until `advisor verifier
-          false_reject: 0.02       # measure` has measured them on probe runs (advisor.service.calibration)
+          false_reject: 0.02       # measure` has measured them on probe runs (advisor.verifier.calibration)
         retries: 2                 # attempts on one rung before escalating (k)
       chat:
         verifier: none
@@ -125,7 +125,7 @@ class RoutingConfig(_Strict):
     def _known(cls, value: str | None) -> str | None:
         if value is not None:
             from advisor.registry import UnknownNameError
-            from advisor.router.policies import POLICIES
+            from advisor.router.routing.policies import POLICIES
 
             try:
                 POLICIES.get(value)

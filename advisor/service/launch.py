@@ -46,8 +46,8 @@ class ServeOptions:
 
 def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path | str:
     """The router artifact to serve: --router, else trained now from the store (RouterError when impossible)."""
-    from advisor.router.pointers import DatabasePointer
-    from advisor.router.promotion import default_pointer
+    from advisor.router.feedback.pointers import DatabasePointer
+    from advisor.router.feedback.pointers import default_pointer
 
     if options.router_path is None and options.store_url:
         shared = DatabasePointer(options.store_url)
@@ -84,7 +84,7 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path |
 def train_from_store(store_path: Path, ladder):
     """A router trained on the store's runs of `ladder`, as `advisor serve` trains one when given none
     (RouterError saying to run `advisor probe` first when the store cannot give one)."""
-    from advisor.router.train import fit_router, training_data_from_store
+    from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.store import Store
 
     try:
@@ -112,7 +112,7 @@ def serve(options: ServeOptions) -> None:
     ladder_path = Path(options.ladder_path) if options.ladder_path else default_file(DEFAULT_LADDER)
     suite_path = Path(options.suite_path) if options.suite_path else default_file(DEFAULT_SUITE)
     ladder = load_ladder(ladder_path)
-    from advisor.service.calibration import service_rates
+    from advisor.verifier.calibration import service_rates
 
     config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
     rates, lines = service_rates(config, options.store_path)

@@ -10,7 +10,7 @@ rate of the rung in the class (probe and imported runs; live labels too when it 
 ``advisor_drift_live_accept_rate``, ``advisor_drift_reference_usable_rate``,
 ``advisor_drift_accept_minus_reference`` and ``advisor_drift_flag`` (1 when the difference is above the
 threshold, 0.15, on at least 20 verified attempts; the same rule as `advisor router drift` and the report's
-Live section, `advisor.router.drift`). Classes and rungs without verified attempts have no drift series.
+Live section, `advisor.router.feedback.drift`). Classes and rungs without verified attempts have no drift series.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class _Families:
 
 
 def reference_rates(model) -> dict[tuple[str, str], float]:
-    """Per (class, rung) the router's training usable rate (`advisor.router.train.training_stats`)."""
+    """Per (class, rung) the router's training usable rate (`advisor.router.training.fit.training_stats`)."""
     stats = (getattr(model, "training", None) or {}).get("stats") or {}
     out = {}
     for cls, rates in (stats.get("class_rates") or {}).items():
@@ -154,7 +154,7 @@ def drift_families(families: list, reference: dict[tuple[str, str], float]) -> l
     """The drift gauges (module docstring) from collected families holding ``advisor_live_verdicts``."""
     from prometheus_client.core import GaugeMetricFamily
 
-    from advisor.router.drift import DEFAULT_THRESHOLD, MIN_N, drifts
+    from advisor.router.feedback.drift import DEFAULT_THRESHOLD, MIN_N, drifts
 
     counts: dict[tuple[str, str, str], list[float]] = {}
     for fam in families:

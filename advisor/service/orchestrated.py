@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.service.dispatch import Attempt, Outcome, Plan, call_model, call_rung, settle
+from advisor.service.attempts import Attempt, Outcome, Plan, call_model, call_rung, settle
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -53,7 +53,7 @@ def plan_orchestrated(rt: Any, req: Any, plan: Plan) -> None:
 
 
 def _preferences(req: Any, plan: Plan) -> Any:
-    from advisor.router.policy import Preferences
+    from advisor.router.routing.rule import Preferences
 
     prefs = req.advisor
     return Preferences(allowed=list(plan.allowed), self_hosted_only=bool(prefs and prefs.self_hosted_only),

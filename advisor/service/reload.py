@@ -1,7 +1,7 @@
 """Hot reload of the router: the service picks up a promoted artifact without a restart.
 
-The service serves either an artifact file or a **promoted pointer** (`advisor.router.promotion`): a pointer
-file, or the pointer row of a PostgreSQL store (`advisor.router.pointers.DatabasePointer`, read by every replica).
+The service serves either an artifact file or a **promoted pointer** (`advisor.router.feedback.promotion`): a pointer
+file, or the pointer row of a PostgreSQL store (`advisor.router.feedback.pointers.DatabasePointer`, read by every replica).
 With a pointer, every worker checks it every second (a file: its size and modification time; a database: the
 sha256 it names, one small query in a thread) and on SIGHUP; when it names
 another artifact (by sha256), the worker loads and validates it in a thread (the event loop keeps serving),
@@ -48,9 +48,9 @@ class Serving:
 def load_serving(path, ladder) -> Serving:
     """Load an artifact, or the artifact a promoted pointer (a file, a PostgreSQL store URL or a pointer object)
     names, checked against the ladder's rungs."""
-    from advisor.router.artifact import load_router
-    from advisor.router.pointers import DatabasePointer, FilePointer, pointer_for
-    from advisor.router.promotion import is_pointer, sha256_of
+    from advisor.router.model.artifact import load_router
+    from advisor.router.feedback.pointers import DatabasePointer, FilePointer, pointer_for
+    from advisor.router.feedback.pointers import is_pointer, sha256_of
 
     pointer = None
     sha = None
@@ -92,7 +92,7 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 async def check(rt) -> bool:
     """Reload when the pointer names another artifact; True when the router was swapped."""
-    from advisor.router.pointers import DatabasePointer, pointer_for
+    from advisor.router.feedback.pointers import DatabasePointer, pointer_for
 
     pointer = rt.serving.pointer
     if pointer is None:
@@ -124,7 +124,7 @@ async def check(rt) -> bool:
 
 async def watch(rt, hup: asyncio.Event) -> None:
     """Check the pointer every CHECK_EVERY_S seconds (when it changed on disk) and whenever SIGHUP arrives."""
-    from advisor.router.pointers import DatabasePointer
+    from advisor.router.feedback.pointers import DatabasePointer
 
     pointer = rt.serving.pointer
     if pointer is None:

@@ -35,7 +35,7 @@ class ServeSettings:
     no_auth: bool = False  #: accept requests without a key (loopback development only)
     readiness_ttl_s: float = 1.0
     #: per class [false_accept, false_reject] the policy uses: measured on probe runs (`advisor verifier measure`)
-    #: or the config's, resolved once by the serving process (`advisor.service.calibration.policy_rates`)
+    #: or the config's, resolved once by the serving process (`advisor.verifier.calibration.policy_rates`)
     verifier_rates: dict[str, list[float]] = field(default_factory=dict)
     #: a PostgreSQL store's URL: records are shipped there from the spool (`advisor.service.shipping`)
     store_url: str | None = None
@@ -80,7 +80,7 @@ class Runtime:
         self._verifiers: dict[str, Any] = {}
         self._ready: tuple[float, bool, str] = (0.0, False, "not checked yet")
         for cname, cls in self.config.classes.items():
-            from advisor.service.verification import build_verifier
+            from advisor.verifier.build import build_verifier
 
             self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
         self._models = {m.name: m for m in self.ladder.models()}  # rungs and roles, by name

@@ -5,9 +5,9 @@ Configured in the service config::
     shadow: {artifact: routers/candidate.json}   # a router artifact (a path as the service's working dir sees it)
 
 For every ``model: "auto"`` request the serving decision runs as always; then the candidate takes the same
-decision (same text, class, policy settings and preferences, through `advisor.router.routing.route_one`) and its
+decision (same text, class, policy settings and preferences, through `advisor.router.routing.route.route_one`) and its
 first rung, chain, P(usable) and expected cost go into the decision row (``shadow_*`` columns). Nothing of it
-reaches the answer. `advisor router shadow-report` (`advisor.router.shadow_report`) estimates what the candidate
+reaches the answer. `advisor router shadow-report` (`advisor.router.feedback.shadow_report`) estimates what the candidate
 would have cost and delivered on that traffic, and `advisor router promote --require-shadow` gates on it.
 """
 
@@ -46,7 +46,7 @@ def shadow_decide(rt, plan, config, prefs) -> None:
     """The candidate's decision for a routed request, kept on the plan (`plan.shadow`) for its record; a
     candidate that cannot decide records its error instead (the request is never affected)."""
     from advisor.errors import AdvisorError
-    from advisor.router.routing import route_one
+    from advisor.router.routing.route import route_one
 
     sh = shadow_of(rt)
     if sh is None:

@@ -11,38 +11,15 @@ the end (retries, escalation) and then sends the delivered answer as chunks.
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
+
+from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
-from advisor.service.chat import Reply, parse_reply, render_prompt, safe_prefix
-from advisor.service.dispatch import Attempt, Outcome, Plan, failover_order, fill_attempt, max_tokens_for
-
-
-def sse(obj: Any) -> bytes:
-    """One server-sent event."""
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-DONE = b"data: [DONE]\n\n"
-
-
-def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None) -> dict:
-    """One chat.completion.chunk."""
-    return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-def reply_chunks(cid: str, created: int, model: str, reply: Reply, finish: str) -> list[dict]:
-    """A complete reply as chunks (used when a verifier had to see it first)."""
-    out = [chunk(cid, created, model, {"role": "assistant", "content": ""})]
-    if reply.content:
-        out.append(chunk(cid, created, model, {"content": reply.content}))
-    if reply.tool_calls:
-        out.append(chunk(cid, created, model, {"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]}))
-    out.append(chunk(cid, created, model, {}, finish))
-    return out
+from advisor.service.attempts import Attempt, Outcome, Plan, failover_order, fill_attempt, max_tokens_for
+from advisor.service.chat import parse_reply, render_prompt, safe_prefix
+from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 
 
 async def open_stream(rt, req, plan: Plan, out: Outcome, deadline: float):
@@ -125,10 +102,6 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
 
 async def stream_response(rt, req, plan: Plan, key, started: float, started_at):
     """The SSE response of a streamed request without a verifier (headers name the rung that answers)."""
-    from starlette.responses import StreamingResponse
-
-    from advisor.service.app import finish, headers_of, record, usage_of
-
     out = Outcome(plan, [])
     deadline = time.monotonic() + rt.config.limits.deadline_s
     try:

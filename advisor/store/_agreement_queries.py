@@ -4,7 +4,7 @@
 for the generic ``_rows`` helper). Callers pass plain filters, never SQL. Two kinds of measurement use it:
 
 - a judge against the deterministic checks of stored runs (`advisor.checks.agreement`, table ``judge_agreement``);
-- a routing-service verifier against the full scores of stored probe runs (`advisor.service.calibration`, table
+- a routing-service verifier against the full scores of stored probe runs (`advisor.verifier.calibration`, table
   ``verifier_rates``), and the live accept rates `advisor floors` shows beside the probe's usable rates.
 """
 

@@ -48,7 +48,7 @@ class RegistryQueries:
             "promoted_at = excluded.promoted_at", [name, sha256, router_version, promotion_id, now()])
 
     def add_promotion(self, row: dict[str, Any]) -> None:
-        """Record one promotion, refusal or rollback of a router artifact (`advisor.router.promotion`)."""
+        """Record one promotion, refusal or rollback of a router artifact (`advisor.router.feedback.promotion`)."""
         row = {**row, "evidence_json": json.dumps(row.get("evidence_json") or {}, default=str)}
         marks = ", ".join("?" for _ in row)
         self._con.execute(f"INSERT INTO router_promotions ({', '.join(row)}) VALUES ({marks})", list(row.values()))

@@ -195,7 +195,7 @@ def _m010_shadow_decisions(con) -> None:
 
 def _m011_router_registry(con) -> None:
     """The promoted pointer and the artifacts it can name, inside the store: on PostgreSQL every replica of the
-    service reads the same pointer and loads the same bytes (`advisor.router.pointers`)."""
+    service reads the same pointer and loads the same bytes (`advisor.router.feedback.pointers`)."""
     con.execute(
         """
         CREATE TABLE router_artifacts (

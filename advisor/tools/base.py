@@ -10,13 +10,11 @@ violations, limits) are raised as `ToolError`; the `Environment` turns them into
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from advisor.errors import AdvisorError
 from advisor.registry import Registry, UnknownNameError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from advisor.tools.environment import Environment
 
 
 class ToolError(AdvisorError):
@@ -36,12 +34,22 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=dict)  #: JSON schema of the arguments object
 
 
+class ToolContext(Protocol):
+    """What a tool reads of its episode's sandbox (`advisor.tools.environment.Environment` is one)."""
+
+    task: Any  #: the task being run (its fixtures and docs)
+    workspace: Path  #: the episode's scratch folder
+    api: Any  #: the in-process fixture API (`advisor.tools.fixture_api.FixtureApi`)
+    api_log: list[dict[str, Any]]  #: every fixture API request, in order
+    limits: Any  #: the sandbox limits (`advisor.tools.sandbox.SandboxLimits`)
+
+
 class Tool(Protocol):
     """A sandboxed tool: a spec plus an async run over one episode's environment."""
 
     spec: ToolSpec
 
-    async def run(self, env: "Environment", arguments: dict[str, Any]) -> str:
+    async def run(self, env: ToolContext, arguments: dict[str, Any]) -> str:
         """Do the call and return the observation text; raise `ToolError` for tool-level problems."""
         ...
 

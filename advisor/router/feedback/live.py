@@ -11,7 +11,7 @@ rung in the class::
 
 as a soft label (the trainer turns a fraction into a weighted positive and a weighted negative row). With a
 perfect verifier (fa = fr = 0) this is the verdict itself. The rates are the service verifier's measured on
-probe runs (`advisor verifier measure`, `advisor.service.calibration`) when the store holds them for the verifier
+probe runs (`advisor verifier measure`, `advisor.verifier.calibration`) when the store holds them for the verifier
 as configured, else for a judge verifier the last `advisor judge agreement` measurement
 (`advisor.checks.agreement.latest_verifier`), else the service config's (``false_accept``, ``false_reject``).
 
@@ -79,7 +79,7 @@ def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
         from advisor.checks.agreement import latest_verifier
 
         measured = latest_verifier(store)
-    from advisor.service.calibration import policy_rates
+    from advisor.verifier.calibration import policy_rates
 
     served = policy_rates(config, store)  # measured on probe runs by `advisor verifier measure`, else the config's
     for name, cls in config.classes.items():

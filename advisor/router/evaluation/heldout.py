@@ -73,7 +73,7 @@ def ladder_from_artifact(model):
 def load_heldout(path: str | Path, model, ladder=None, opts=None):
     """Import `path` in memory (see the module docstring) and return its `TrainingData`."""
     from advisor.importers.recorded import ImportOptions, import_recorded, read_table
-    from advisor.router.train import training_data_from_store
+    from advisor.router.training.fit import training_data_from_store
     from advisor.store import Store
 
     path = Path(path)

@@ -30,10 +30,10 @@ import numpy as np
 
 from advisor.errors import RouterError, did_you_mean
 from advisor.registry import Registry
-from advisor.router.policy import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
+from advisor.router.routing.rule import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
                                    chain_outcome_batch, chosen_chains, describe, eligible, select)
 
-POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.policies",),
+POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.routing.policies",),
                                    entry_points="advisor.policies")
 
 
@@ -359,3 +359,11 @@ def decisions_from_table(P: np.ndarray, C: np.ndarray, rungs: Sequence[RungFacts
 def with_mode(ctx: Context, **changes: Any) -> Context:
     """A copy of `ctx` whose config has `changes` (e.g. mode="single")."""
     return replace(ctx, config=replace(ctx.config, **changes))
+
+
+def decide_one(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts], config: PolicyConfig,
+               prefs: Preferences | None = None) -> Decision:
+    """Choose the chain for one request: the vectorised rule on a batch of one, with its candidate table."""
+    P = np.asarray(p, dtype=float)[None, :]
+    C = np.asarray(cost, dtype=float)[None, :]
+    return decisions_from_table(P, C, rungs, config, prefs or Preferences(), explain=True)[0]

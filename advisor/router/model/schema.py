@@ -12,6 +12,10 @@ from typing import Any
 import numpy as np
 
 from advisor.errors import RouterError
+from advisor.router.model.features import CUE_NAMES
+
+FORMAT = "advisor-router"
+FORMAT_VERSION = 2
 
 MAX_WINDOW_CHARS = 20_000  #: largest head or tail of the text window (trained routers use 300 and 200)
 MAX_TEXT_CAP = 200_000  #: largest char_cap / word_cap (characters the n-grams read; default 1000 / 6000)
@@ -36,9 +40,6 @@ def _shape(arr: np.ndarray, want: tuple, key: str, source: str) -> None:
 
 def validate_state(state: Any, source: str) -> None:
     """Raise `RouterError` naming the first problem of an artifact state (see the module docstring)."""
-    from advisor.router.artifact import FORMAT, FORMAT_VERSION
-    from advisor.router.features import CUE_NAMES
-
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise RouterError(f"{source}: not an advisor router artifact")
     version = state.get("format_version")

@@ -33,18 +33,17 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.nesting import load_json
-from advisor.router.costmodel import CostModel
-from advisor.router.derived import cache_of, derived
-from advisor.router.features import CUE_NAMES, Featurizer
-from advisor.router.npz import MAX_ARTIFACT_ENV, max_artifact_bytes, read_npz
+from advisor.router.model.cache import cache_of, derived
+from advisor.router.model.costmodel import CostModel
+from advisor.router.model.features import CUE_NAMES, Featurizer
+from advisor.router.model.npz import MAX_ARTIFACT_ENV, max_artifact_bytes, read_npz
+from advisor.router.model.schema import FORMAT, FORMAT_VERSION, validate_state
 
 try:  # np.interp without its Python-level argument checks (a tenth of one request's scoring: one call per rung)
     from numpy.core.multiarray import interp as _interp
 except ImportError:  # pragma: no cover - numpy 2 moved it
     from numpy._core.multiarray import interp as _interp
 
-FORMAT = "advisor-router"
-FORMAT_VERSION = 2
 SUFFIXES = (".json", ".npz")
 
 
@@ -122,8 +121,6 @@ class RouterModel:
             out[..., j] = _interp(raw[..., j], self.calib_x[j], self.calib_y[j], None, None)
         if self.stack_w is None:
             return out
-        from advisor.router.features import CUE_NAMES
-
         z = np.log(np.clip(out, 1e-4, 1 - 1e-4) / (1 - np.clip(out, 1e-4, 1 - 1e-4)))
         R = out.shape[-1]
         onehot = dense[..., len(CUE_NAMES): len(CUE_NAMES) + self.stack_w.shape[0] - R]
@@ -223,8 +220,6 @@ class RouterModel:
     @classmethod
     def from_state(cls, state: dict[str, Any], source: str = "<state>") -> "RouterModel":
         """Rebuild from `to_state()` after validating it (`schema.validate_state`)."""
-        from advisor.router.schema import validate_state
-
         validate_state(state, source)
         try:
             return cls(

@@ -38,7 +38,7 @@ class TfidfLogistic:
         """Fit on `train.TrainingData` (fractional outcomes become two weighted rows, as for the router)."""
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        from advisor.router.train import _fit_linear, _rows_for_rung
+        from advisor.router.training.fit import _fit_linear, _rows_for_rung
 
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2, max_features=200000)
         self.vectorizer.fit(data.texts)

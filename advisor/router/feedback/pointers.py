@@ -1,6 +1,6 @@
 """Where the promoted router is kept: a pointer file beside a DuckDB store, or a pointer row in PostgreSQL.
 
-Promotion (`advisor.router.promotion`) and the service's hot reload (`advisor.service.reload`) talk to one of
+Promotion (`advisor.router.feedback.promotion`) and the service's hot reload (`advisor.service.reload`) talk to one of
 two objects with the same methods:
 
 - `FilePointer`: ``<store>.router/promoted.json`` and the artifacts copied beside it under their hash (one
@@ -17,6 +17,8 @@ pointer name it; `fetch(sha, recorded)` gives back a kept artifact's local file 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -24,6 +26,57 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import RouterError, StoreError
+from advisor.nesting import load_json
+from advisor.records import now
+
+POINTER_FORMAT = "advisor-router-pointer"
+
+
+def default_pointer(store_path: str | Path) -> Path:
+    """The promoted pointer of a store: ``<store>.router/promoted.json``."""
+    return Path(f"{store_path}.router") / "promoted.json"
+
+
+def sha256_of(path: str | Path) -> str:
+    """sha256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def is_pointer(path: str | Path) -> bool:
+    """True when `path` is a promoted pointer (not an artifact)."""
+    path = Path(path)
+    if path.suffix != ".json" or not path.is_file() or path.stat().st_size > 65536:
+        return False
+    try:
+        return load_json(path.read_text(encoding="utf-8"), str(path), RouterError).get("format") == POINTER_FORMAT
+    except (ValueError, AttributeError, OSError, RouterError):
+        return False
+
+
+def read_pointer(path: str | Path) -> dict[str, Any]:
+    """The pointer's content (RouterError when missing or damaged); its artifact path made absolute."""
+    path = Path(path)
+    try:
+        data = load_json(path.read_text(encoding="utf-8"), str(path), RouterError)
+    except FileNotFoundError:
+        raise RouterError(f"{path}: no promoted router yet (promote one with `advisor router promote FILE`)") from None
+    except (ValueError, OSError) as exc:
+        raise RouterError(f"{path}: damaged promoted pointer ({exc}); promote again or roll back") from None
+    if not isinstance(data, dict) or data.get("format") != POINTER_FORMAT or "artifact" not in data:
+        raise RouterError(f"{path}: not a promoted pointer (format {POINTER_FORMAT!r} with an artifact)")
+    art = Path(data["artifact"])
+    data["artifact"] = str(art if art.is_absolute() else path.parent / art)
+    return data
+
+
+def write_pointer(pointer: Path, artifact: Path, sha: str, version: str, promotion_id: str) -> None:
+    """Point `pointer` at `artifact` (a name beside it): write a temporary file, then rename it over."""
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    body = {"format": POINTER_FORMAT, "version": 1, "artifact": artifact.name, "sha256": sha,
+            "router_version": version, "promoted_at": str(now()), "promotion_id": promotion_id}
+    tmp = pointer.with_name(f".{pointer.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(body, indent=2) + "\n")
+    os.replace(tmp, pointer)
 
 
 class FilePointer:
@@ -41,8 +94,6 @@ class FilePointer:
 
     def read(self) -> dict[str, Any]:
         """The pointer's content (RouterError when missing or damaged)."""
-        from advisor.router.promotion import read_pointer
-
         return read_pointer(self.path)
 
     def keep(self, candidate: Path, sha: str, version: str) -> str:
@@ -57,14 +108,10 @@ class FilePointer:
 
     def write(self, kept: str, sha: str, version: str, promotion_id: str) -> None:
         """Point at a kept artifact (write + rename)."""
-        from advisor.router.promotion import _write_pointer
-
-        _write_pointer(self.path, Path(kept), sha, version, promotion_id)
+        write_pointer(self.path, Path(kept), sha, version, promotion_id)
 
     def fetch(self, sha: str, recorded: str) -> Path:
         """The kept artifact `recorded` names, checked against its sha256."""
-        from advisor.router.promotion import sha256_of
-
         prev = Path(recorded)
         if not prev.is_file() or sha256_of(prev) != sha:
             raise RouterError(f"{prev}: the previous artifact is missing or changed (sha256 differs); promote a "

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from advisor.errors import RouterError
-from advisor.router.artifact import RouterModel, RungModel
-from advisor.router.features import WINDOW, Featurizer
+from advisor.router.model.artifact import RouterModel, RungModel
+from advisor.router.model.features import WINDOW, Featurizer
 
 
 @dataclass
@@ -241,8 +241,8 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
 
     import scipy.sparse as sp
 
-    from advisor.router.costmodel import fit_cost_model, mdape
-    from advisor.router.features import CUE_NAMES
+    from advisor.router.model.costmodel import fit_cost_model, mdape
+    from advisor.router.model.features import CUE_NAMES
 
     if len(data.texts) < 2 * folds:
         raise RouterError(f"too little data to train a router: {len(data.texts)} prompts (need {2 * folds}+)")
@@ -338,7 +338,7 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
                   "folds": folds, "seed": seed, "features": {"sparse": feat.n_sparse,
                                                              "dense": feat.dense_names()[:40]}})
     if tune:
-        from advisor.router.tuning import tune_default
+        from advisor.router.training.tuning import tune_default
 
         tune_default(model, data, P_oof, C_oof)
     return model

@@ -1,7 +1,7 @@
 """The routing service's verifier error rates, measured on stored probe runs instead of stated in the config.
 
 For each class of a service config that has a verifier, `measure_verifiers` applies that verifier (the same
-`advisor.service.verification` object the service uses) to every scored fixed-rung probe run of the class in
+`advisor.verifier.build` object the service uses) to every scored fixed-rung probe run of the class in
 the store, and compares its verdict with the truth, the run's full score: usable when ``overall >= bar``.
 
 - **What the verifier sees.** A probe run as one reply: its final answer as stored (the ``final`` target; none
@@ -30,6 +30,7 @@ from advisor.checks.agreement import Rates
 from advisor.errors import DataError
 from advisor.records import now, text_hash
 from advisor.scores import DEFAULT_BAR, Verifier
+from advisor.verifier.build import VerifiedText, build_verifier
 
 POOLED = "*"  #: the rung name of a class's pooled rates
 
@@ -41,9 +42,7 @@ def verifier_hash(verifier_config) -> str:
 
 
 def reply_of_run(turns: list[dict[str, Any]]):
-    """A stored probe run as the verifier's reply: its final answer and the tool calls it made."""
-    from advisor.service.chat import Reply
-
+    """A stored probe run as the verifier reads it: its final answer and the tool calls it made."""
     final, calls = None, []
     for t in turns:
         if t["action"] == "final":
@@ -54,7 +53,7 @@ def reply_of_run(turns: list[dict[str, Any]]):
             except ValueError:
                 args = {}
             calls.append((t["action"], args if isinstance(args, dict) else {}))
-    return Reply(content=final, final=final, calls=calls)
+    return VerifiedText(final=final, calls=calls)
 
 
 @dataclass
@@ -98,7 +97,6 @@ async def measure_verifiers(store, config, ladder, client_for: Callable | None =
     gives the Triton client of a ladder model (needed by judge verifiers only).
     """
     from advisor.errors import ConfigError, did_you_mean
-    from advisor.service.verification import build_verifier
 
     with_verifier = {n: c.verifier_config for n, c in config.classes.items() if c.verifier_config is not None}
     for name in classes or []:

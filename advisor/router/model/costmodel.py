@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.router.derived import cache_of, derived
+from advisor.router.model.cache import cache_of, derived
 
 CHARS_PER_TOKEN = 4.0  #: the stated estimate when no token counts are recorded
 

@@ -5,7 +5,7 @@ A reply is seen by the checks as a one-turn episode: the ``final`` target is its
 ``json_equals`` and ``tool_call`` checks apply unchanged. A judge verifier asks the ladder's judge role with
 the class's rubric (`advisor.checks.judge.TritonJudge`) and accepts at its threshold; its tokens are costed.
 A verifier that cannot decide (the judge is down, its verdict does not parse) rejects, and says why.
-The error rates the policy uses for a verifier are measured on probe runs by `advisor.service.calibration`.
+The error rates the policy uses for a verifier are measured on probe runs by `advisor.verifier.calibration`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,15 @@ from types import SimpleNamespace
 from typing import Any
 
 from advisor.errors import ConfigError
+
+
+@dataclass
+class VerifiedText:
+    """What a verifier reads of a reply: its final answer (None for a tool call) and its tool calls (name,
+    arguments). The service's `advisor.service.chat.Reply` carries both; a stored probe run is read into one."""
+
+    final: str | None
+    calls: list[tuple[str, dict]]
 
 
 @dataclass

@@ -14,7 +14,7 @@ with **replay** where the two agree:
 sent to it (no confounding beyond the class): it fails when the serving router sends the easier requests of a
 class to the small rungs, which makes the small rungs look better than they would on the candidate's requests;
 (2) the traffic is stationary over the window; (3) "usable" is the class verifier's accept (a noisy label, see
-`advisor.router.live`), so the usable rate covers the requests of classes with a verifier only; (4) the figures
+`advisor.router.feedback.live`), so the usable rate covers the requests of classes with a verifier only; (4) the figures
 are those of the **first rung** each router picks (one attempt), not of its whole chain.
 
 **Support**: a request whose (class, candidate rung) cell has fewer than `MIN_CELL` recorded first attempts
@@ -156,7 +156,7 @@ def render(rep: ShadowReport) -> list[str]:
     lines = [f"{'SIMULATED traffic (stand-in rungs). ' if rep.simulated else ''}shadow candidate {rep.version}: "
              f"{rep.requests} routed requests, same first rung as the serving router on {rep.agreement:.0%}",
              f"estimator: {rep.estimator}; assumptions: no confounding within a class, stationary traffic, verifier "
-             f"accept = usable, first rung only (advisor.router.shadow_report)"]
+             f"accept = usable, first rung only (advisor.router.feedback.shadow_report)"]
     for name, fig, fmt in (("cost per request (USD, first attempt)", rep.cost, "{:.6f}"),
                            ("usable rate (verifier accept, first attempt)", rep.usable, "{:.3f}")):
         if fig.reason:

@@ -5,11 +5,11 @@ path, sha256 and router version. Promotion copies the candidate into the same fo
 (``<sha12>.json``/``.npz``, never overwritten), so a later edit of the candidate file cannot change what is
 served, and then replaces the pointer atomically (write + rename). ``advisor serve`` reads the pointer and
 watches it (`advisor.service.reload`). With a PostgreSQL store (``--store postgresql://...``) the pointer is a row
-of that database and the artifacts are kept there by hash (`advisor.router.pointers`), so every replica of the
+of that database and the artifacts are kept there by hash (`advisor.router.feedback.pointers`), so every replica of the
 service serves the same promoted router.
 
 **The gate.** The candidate is compared with the serving artifact on a held-out window of *recent* live
-outcomes: the verified attempts (see `advisor.router.live`) of the last ``window`` decisions, all of them
+outcomes: the verified attempts (see `advisor.router.feedback.live`) of the last ``window`` decisions, all of them
 *after* the candidate's own training data (``provenance.live.live_until``): a time-based split. Criterion:
 the Brier score of each router's predicted P(accept) of the rung that was actually tried (its calibrated
 P(usable) through the verifier's stated error rates: p (1 - fr) + (1 - p) fa) against the verdict. Live data
@@ -23,9 +23,6 @@ over decisions (2,000 resamples, seeded). **Promote when the interval's upper en
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,62 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.errors import RouterError
-from advisor.nesting import load_json
+from advisor.router.feedback.pointers import sha256_of
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords, RouterRegistry
 
-POINTER_FORMAT = "advisor-router-pointer"
 CRITERION = "brier(P(accept) of the tried rung) candidate - serving, 95% paired bootstrap over decisions"
 BOOTSTRAP = 2000
-
-
-def default_pointer(store_path: str | Path) -> Path:
-    """The promoted pointer of a store: ``<store>.router/promoted.json``."""
-    return Path(f"{store_path}.router") / "promoted.json"
-
-
-def sha256_of(path: str | Path) -> str:
-    """sha256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def is_pointer(path: str | Path) -> bool:
-    """True when `path` is a promoted pointer (not an artifact)."""
-    path = Path(path)
-    if path.suffix != ".json" or not path.is_file() or path.stat().st_size > 65536:
-        return False
-    try:
-        return load_json(path.read_text(encoding="utf-8"), str(path), RouterError).get("format") == POINTER_FORMAT
-    except (ValueError, AttributeError, OSError, RouterError):
-        return False
-
-
-def read_pointer(path: str | Path) -> dict[str, Any]:
-    """The pointer's content (RouterError when missing or damaged); its artifact path made absolute."""
-    path = Path(path)
-    try:
-        data = load_json(path.read_text(encoding="utf-8"), str(path), RouterError)
-    except FileNotFoundError:
-        raise RouterError(f"{path}: no promoted router yet (promote one with `advisor router promote FILE`)") from None
-    except (ValueError, OSError) as exc:
-        raise RouterError(f"{path}: damaged promoted pointer ({exc}); promote again or roll back") from None
-    if not isinstance(data, dict) or data.get("format") != POINTER_FORMAT or "artifact" not in data:
-        raise RouterError(f"{path}: not a promoted pointer (format {POINTER_FORMAT!r} with an artifact)")
-    art = Path(data["artifact"])
-    data["artifact"] = str(art if art.is_absolute() else path.parent / art)
-    return data
-
-
-def _write_pointer(pointer: Path, artifact: Path, sha: str, version: str, promotion_id: str) -> None:
-    from advisor.store import now
-
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    body = {"format": POINTER_FORMAT, "version": 1, "artifact": artifact.name, "sha256": sha,
-            "router_version": version, "promoted_at": str(now()), "promotion_id": promotion_id}
-    tmp = pointer.with_name(f".{pointer.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
-    os.replace(tmp, pointer)
 
 
 @dataclass
@@ -132,7 +80,7 @@ def _accept_prob(model, rows, rates) -> np.ndarray:
 def gate(candidate, serving, store: LiveRecords, window: int = 200, min_decisions: int = 30, margin: float = 0.005,
          rates: dict | None = None, seed: int = 0) -> GateResult:
     """Evaluate `candidate` against `serving` on the held-out window (see the module docstring)."""
-    from advisor.router.live import live_attempts
+    from advisor.router.feedback.live import live_attempts
 
     rows, skipped = live_attempts(store)
     until = ((candidate.provenance.get("live") or {}).get("live_until"))
@@ -196,7 +144,7 @@ def _record(store: RouterRegistry, action: str, artifact, sha: str, version: str
 
 def _kept_name(previous: dict, pointer) -> str:
     """What a promotion record names as the previous artifact: its file, or its registry key."""
-    from advisor.router.pointers import DatabasePointer
+    from advisor.router.feedback.pointers import DatabasePointer
 
     return f"sha256:{previous['sha256']}" if isinstance(pointer, DatabasePointer) else previous["artifact"]
 
@@ -207,7 +155,7 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
     """Gate the candidate against the pointer's artifact and, when it passes (or with `force`), promote it.
 
     `pointer` is a pointer file's path, a PostgreSQL store URL (its registry's pointer), or a pointer object
-    (`advisor.router.pointers`). With `require_shadow` the candidate must also have run in shadow and pass
+    (`advisor.router.feedback.pointers`). With `require_shadow` the candidate must also have run in shadow and pass
     `shadow_report.shadow_gate` (its estimated usable rate on the shadowed traffic not worse than the serving
     one's by more than `shadow_margin`).
 
@@ -215,8 +163,8 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
     the outcome (``promoted``, ``action``, ``gate`` figures, ``artifact``, ``router_version``); a refusal is
     recorded too and returned with ``promoted: False``.
     """
-    from advisor.router.artifact import load_router
-    from advisor.router.pointers import pointer_for
+    from advisor.router.model.artifact import load_router
+    from advisor.router.feedback.pointers import pointer_for
 
     pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
     cand_path = Path(candidate_path)
@@ -238,7 +186,7 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
         return {"promoted": False, "action": "refused", "reason": result.reason, "gate": result.as_dict(),
                 "router_version": candidate.version_tag, "serving_version": previous.get("router_version")}
     if require_shadow:
-        from advisor.router.shadow_report import shadow_gate
+        from advisor.router.feedback.shadow_report import shadow_gate
 
         ok, why, report = shadow_gate(store, candidate.version_tag, shadow_margin)
         evidence["shadow"] = {"passed": ok, "reason": why, "report": report}
@@ -259,8 +207,8 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
 
 def rollback(store: RouterRegistry, pointer) -> dict[str, Any]:
     """Point back to the artifact that served before the current one (recorded as a ``rollback`` row)."""
-    from advisor.router.artifact import load_router
-    from advisor.router.pointers import pointer_for
+    from advisor.router.model.artifact import load_router
+    from advisor.router.feedback.pointers import pointer_for
 
     pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
     current = pointer.read()

@@ -22,13 +22,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from advisor.router.artifact import RouterModel
-from advisor.router.metrics import plot, summarise, write_summary  # noqa: F401  (re-exported)
-from advisor.router.policies import Requests, make_policy, predicted_outcome
-from advisor.router.policy import PolicyConfig, realised_outcome
-from advisor.router.routing import context
-from advisor.router.train import TrainingData, fit_router, grouped_folds
-from advisor.router.tuning import value_grid
+from advisor.router.model.artifact import RouterModel
+from advisor.router.evaluation.metrics import plot, summarise, write_summary  # noqa: F401  (re-exported)
+from advisor.router.routing.policies import Requests, make_policy, predicted_outcome
+from advisor.router.routing.rule import PolicyConfig, realised_outcome
+from advisor.router.routing.route import context
+from advisor.router.training.fit import TrainingData, fit_router, grouped_folds
+from advisor.router.training.tuning import value_grid
 
 TARGETS = np.round(np.linspace(0.0, 1.0, 41), 3)
 
@@ -99,7 +99,7 @@ def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escal
     """Grouped K-fold: train a router (and the baseline) per fold, collect every policy's realised outcomes.
     With `hide_test_classes`, the held-out requests come without their class (every policy sees None), which
     measures routing of requests without a class (class prediction, `classpred.py`)."""
-    from advisor.router.baseline import TfidfLogistic
+    from advisor.router.training.baseline import TfidfLogistic
 
     data, dropped = _complete(data)
     merged: dict[str, dict] = {"single": {}, "escalate": {}}
@@ -131,7 +131,7 @@ def evaluate_artifact(model: RouterModel, test: TrainingData, config_single: Pol
     as `cross_validate`'s result. Rungs are matched by name; prompts missing a rung are dropped. The baseline,
     which has no artifact, is fitted by grouped K-fold on the held-out file itself (which favours it)."""
     from advisor.errors import RouterError
-    from advisor.router.baseline import TfidfLogistic
+    from advisor.router.training.baseline import TfidfLogistic
 
     names = [r.name for r in test.rungs]
     missing = [n for n in model.rung_names if n not in names]

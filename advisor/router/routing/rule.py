@@ -330,16 +330,6 @@ def base_reason(config: PolicyConfig, prefs: Preferences, rungs: Sequence[RungFa
     return out
 
 
-def decide(p: Sequence[float], cost: Sequence[float], rungs: Sequence[RungFacts], config: PolicyConfig,
-           prefs: Preferences | None = None) -> Decision:
-    """Choose the chain for one request: the vectorised rule on a batch of one, with its candidate table."""
-    from advisor.router.policies import decisions_from_table
-
-    P = np.asarray(p, dtype=float)[None, :]
-    C = np.asarray(cost, dtype=float)[None, :]
-    return decisions_from_table(P, C, rungs, config, prefs or Preferences(), explain=True)[0]
-
-
 def realised_outcome(Y: np.ndarray, C: np.ndarray, chains: np.ndarray, config: PolicyConfig):
     """Realised (cost, quality) per request of chains (n, L; -1 padded) from recorded outcomes Y and costs C
     (n, R). With one recorded answer per prompt x rung a retry repeats it, so k = 1 here; recorded outcomes are

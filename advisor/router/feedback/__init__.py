@@ -1,0 +1,2 @@
+"""Live feedback: the service's verified attempts as labels, drift from what the probe expected, gated promotion
+and rollback."""

@@ -1,0 +1,2 @@
+"""The trained router: the artifact and its validation, request features (hashed n-grams, cues, class prediction)
+and the per-request cost model."""

@@ -1,0 +1,170 @@
+"""The response of a finished chat completion: OpenAI's JSON and error shapes, the ``x-advisor-*`` headers, the
+usage block, the server-sent-event chunks of a delivered answer, and the request's records written after the send.
+
+Shared by the app (`advisor.service.app`) and the token stream (`advisor.service.streaming`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+from starlette.background import BackgroundTask
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from advisor.service.chat import Reply
+from advisor.service.dispatch import records
+from advisor.service.session_routing import session_headers
+from advisor.store import now as _now
+
+def sse(obj: Any) -> bytes:
+    """One server-sent event."""
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None) -> dict:
+    """One chat.completion.chunk."""
+    return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def reply_chunks(cid: str, created: int, model: str, reply: Reply, finish: str) -> list[dict]:
+    """A complete reply as chunks (used when a verifier had to see it first)."""
+    out = [chunk(cid, created, model, {"role": "assistant", "content": ""})]
+    if reply.content:
+        out.append(chunk(cid, created, model, {"content": reply.content}))
+    if reply.tool_calls:
+        out.append(chunk(cid, created, model, {"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]}))
+    out.append(chunk(cid, created, model, {}, finish))
+    return out
+
+
+def error_response(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
+                   code: str | None = None, headers: dict | None = None):
+    """An error in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``."""
+    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+                        status_code=status, headers=headers)
+
+
+
+def json_response(obj: Any, status: int = 200, headers: dict | None = None, background=None):
+    """A JSON response (values JSON cannot hold written as strings)."""
+    return Response(json.dumps(obj, default=str), status_code=status, media_type="application/json", headers=headers,
+                    background=background)
+
+
+
+def headers_of(rt, out) -> dict[str, str]:
+    """The ``x-advisor-*`` response headers of an outcome."""
+    plan = out.plan
+    h = {"x-advisor-decision-id": plan.decision_id, "x-advisor-chain": ",".join(plan.chain),
+         "x-advisor-attempts": str(len(out.attempts)), "x-advisor-policy": plan.policy,
+         "x-advisor-class": header_text(plan.task_class or ""),
+         "x-advisor-class-source": header_text(plan.class_source),
+         "x-advisor-verdict": out.verdict,
+         "x-advisor-failovers": str(sum(a.failover for a in out.attempts))}
+    if plan.p_usable is not None:
+        h["x-advisor-p-usable"] = f"{plan.p_usable:.4f}"
+    if out.rung:
+        h["x-advisor-rung"] = out.rung
+    if plan.session is not None:
+        h.update(session_headers(plan))
+    if any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0])):
+        h["x-advisor-simulated"] = "true"
+    return h
+
+
+def header_text(value: str) -> str:
+    """A value the request chose (a class name, a rule's pattern) as a header can carry it: printable ASCII as it
+    is, anything else (non-ASCII, a line break) and ``%`` percent-encoded as UTF-8 (`urllib.parse.unquote` reads
+    it back). Unencoded, a class such as "分类" failed the finished request with a 500 (headers are Latin-1) and a
+    line break would have been refused by the server."""
+    if value.isascii() and value.isprintable() and "%" not in value:
+        return value
+    return quote(value, safe="".join(c for c in map(chr, range(0x20, 0x7F)) if c != "%"))
+
+
+def usage_of(rt, out) -> dict[str, Any]:
+    """OpenAI usage (tokens summed over every attempt, from the server) plus advisor's cost extension."""
+    n_in = sum(a.input_tokens for a in out.attempts)
+    n_out = sum(a.output_tokens for a in out.attempts)
+    return {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+            "advisor": {"cost_usd": out.cost_usd,
+                        "attempts": [{"rung": a.rung, "cost_usd": a.cost_usd, "prompt_tokens": a.input_tokens,
+                                      "completion_tokens": a.output_tokens, "verdict": a.verdict,
+                                      "accepted": a.accepted, "error": a.error, "failover": a.failover,
+                                      "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
+
+
+def record(rt, out, key, started: float, started_at) -> list[dict]:
+    """Count the request and write its records now (a stream, once it has ended); the rows written."""
+    return record_later(rt, out, key, started, started_at)()
+
+
+def record_later(rt, out, key, started: float, started_at):
+    """Count the request now and return the no-argument function that builds and writes its records later
+    (`finish` runs it once the response is sent, so that neither building the rows nor the segment's flush is on
+    the request's latency). The latency recorded is the one measured here."""
+    latency = time.perf_counter() - started
+    attempts_at = _now()  # the attempt rows' created_at, as if they were built now
+    outcome = "error" if out.status != 200 else out.verdict
+    m = rt.metrics
+    label = m.class_label(out.plan.task_class)
+    m.child(m.requests, out.rung or "", label, outcome, "true" if out.rung and rt.simulated(out.rung) else "false").inc()
+    m.request_seconds.observe(latency)
+    if out.plan.p_usable is not None and out.plan.mode != "pinned":
+        m.child(m.predicted, label).inc(out.plan.p_usable)
+
+    def write_rows() -> list[dict]:
+        rows = records(rt, out, key, started_at, latency, attempts_at)
+        rt.writer.write(rows)
+        return rows
+
+    return write_rows
+
+
+def finish(rt, req, out, key, started: float, started_at):
+    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks).
+
+    The records are built and written right after the response is sent (a background task the server awaits,
+    also while draining on SIGTERM), so neither is on the request's latency.
+    """
+    async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
+        write_rows()
+
+    write_rows = record_later(rt, out, key, started, started_at)
+    later = BackgroundTask(write, write_rows)
+    if getattr(rt.writer, "before_reply", False):  # on disk before the answer: a killed process loses none
+        write_rows()
+        later = None
+    headers = headers_of(rt, out)
+    if out.status != 200:
+        kind = "timeout_error" if out.status == 504 else "service_unavailable"
+        response = error_response(out.status, out.error or "failed", kind=kind, code="no_rung_answered",
+                                  headers=headers)
+        response.background = later
+        return response
+    last = out.attempts[-1] if out.attempts else None
+    finish_reason = "length" if last is not None and last.finish_reason == "length" else out.reply.finish_reason
+    cid, created = "chatcmpl-" + out.plan.decision_id[4:], int(time.time())
+    if req.stream:
+        chunks = [sse(c) for c in reply_chunks(cid, created, out.rung, out.reply, finish_reason)]
+        if req.stream_options and req.stream_options.include_usage:
+            chunks.append(sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": out.rung,
+                               "choices": [], "usage": usage_of(rt, out)}))
+        chunks.append(DONE)
+
+        async def body():
+            for c in chunks:
+                yield c
+
+        return StreamingResponse(body(), media_type="text/event-stream", headers=headers, background=later)
+    return json_response({"id": cid, "object": "chat.completion", "created": created, "model": out.rung,
+                          "choices": [{"index": 0, "message": out.reply.message(), "finish_reason": finish_reason,
+                                       "logprobs": None}],
+                          "usage": usage_of(rt, out)}, headers=headers, background=later)
