@@ -6,6 +6,8 @@ routing service answers 4xx/5xx with the same message. A message says what went 
 
 from __future__ import annotations
 
+import difflib
+
 
 class AdvisorError(Exception):
     """Base class of every error the advisor reports to a user."""
@@ -53,8 +55,6 @@ class RouterError(AdvisorError):
 
 def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     """Return a ' did you mean X?' hint plus the list of available names, for unknown-name errors."""
-    import difflib
-
     options = sorted(choices)
     close = difflib.get_close_matches(name, options, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""

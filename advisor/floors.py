@@ -34,7 +34,7 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from advisor.errors import DataError, did_you_mean
-from advisor.plans import chain_point
+from advisor.plans import chain_point, recommend, verifiers_from_store
 from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Verifier, points_per_dollar
 
@@ -349,8 +349,6 @@ def load_rows(store, suite: str, classes: Sequence[str] | None = None) -> list[d
 def find_floors(store, suite: str | None = None, settings: FloorSettings | None = None,
                 classes: Sequence[str] | None = None) -> FloorReport:
     """Floors of one suite in a store (the only suite when `suite` is None)."""
-    from advisor.plans import recommend, verifiers_from_store
-
     settings = settings or FloorSettings()
     name = resolve_suite(store, suite)
     report = analyse(load_rows(store, name, classes), settings, suite=name)

@@ -98,6 +98,7 @@ class Model(_Strict):
     @field_validator("tool_call_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
+        # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.agent.formats import FORMATS
 
         if value not in FORMATS:

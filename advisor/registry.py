@@ -24,7 +24,7 @@ packages are known to the command line too::
 
 from __future__ import annotations
 
-import importlib
+import importlib.metadata
 from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from advisor.errors import AdvisorError, did_you_mean
@@ -70,9 +70,7 @@ class Registry(Generic[T]):
                 self._load_entry_points(self._group)
 
     def _load_entry_points(self, group: str) -> None:
-        from importlib.metadata import entry_points
-
-        for ep in entry_points(group=group):
+        for ep in importlib.metadata.entry_points(group=group):
             try:
                 ep.load()
             except Exception as exc:  # a broken plugin is one clear line, not a traceback

@@ -17,8 +17,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from advisor.checks.base import CheckSpec, validate_check
-from advisor.errors import ConfigError
-from advisor.yamlio import line_of, read_yaml, validate
+from advisor.errors import ConfigError, did_you_mean
+from advisor.records import text_hash
+from advisor.yamlio import line_of, read_text, read_yaml, validate
 
 SUITE_VERSION = 1
 
@@ -155,8 +156,6 @@ class Task(_Strict):
 
     def prompt_hash(self) -> str:
         """Hash of the instructions (the request text a router sees)."""
-        from advisor.records import text_hash
-
         return text_hash(self.instructions)
 
 
@@ -221,8 +220,8 @@ def _resolve(suite: Suite, data: dict, path: Path, known_tools: set[str] | None)
         line = line_of(data, loc)
         return f"{path}:{line}" if line else str(path)
 
+    # lazy: this module is loaded by `import advisor`, which stays light
     from advisor.suite_validation import check_classes, check_task, skill_path
-    from advisor.yamlio import read_text
 
     check_classes(suite, where)
     class_names = {c.name for c in suite.classes}
@@ -233,15 +232,11 @@ def _resolve(suite: Suite, data: dict, path: Path, known_tools: set[str] | None)
             raise ConfigError(f"{where('tasks', i, 'id')}: tasks.{i}.id: duplicate task id {task.id!r}")
         seen.add(task.id)
         if task.task_class not in class_names:
-            from advisor.errors import did_you_mean
-
             raise ConfigError(f"{where('tasks', i, 'class')}: tasks.{i}.class: unknown class "
                               f"{task.task_class!r}.{did_you_mean(task.task_class, class_names)}")
         if known_tools is not None:
             for j, tool in enumerate(task.tools):
                 if tool not in known_tools:
-                    from advisor.errors import did_you_mean
-
                     raise ConfigError(f"{where('tasks', i, 'tools', j)}: tasks.{i}.tools.{j}: unknown tool "
                                       f"{tool!r}.{did_you_mean(tool, known_tools)}")
         check_task(task, i, where, known_tools)

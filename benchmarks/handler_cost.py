@@ -201,12 +201,12 @@ def step_calls(router: Path, spool: Path) -> dict[str, object]:
     """The steps of one service request of `BODY` (see the module docstring), each a no-argument call on the
     service's runtime, in request order."""
     from advisor.service import runtime
-    from advisor.service.response import headers_of, usage_of
-    from advisor.service.chat import parse_reply, render_prompt
     from advisor.service.attempts import Attempt, Outcome, fill_attempt
+    from advisor.service.chat import parse_reply, render_prompt
     from advisor.service.dispatch import decide, records
     from advisor.service.reload import pin
     from advisor.service.request import parse_request
+    from advisor.service.response import headers_of, usage_of
 
     rt = runtime.Runtime(runtime.ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(spool),
                                                urls={}, no_auth=True))

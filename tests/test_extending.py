@@ -15,9 +15,9 @@ import pytest
 
 from advisor.agent.formats import FORMATS, format_for
 from advisor.checks import CHECKS, CheckError, get_check, score_episode
-from advisor.records import Episode
 from advisor.errors import ConfigError, DataError
 from advisor.importers import IMPORTERS, get_importer
+from advisor.records import Episode
 from advisor.suite import load_suite
 from advisor.tools import Environment, available_tools
 from advisor.tools.base import TOOLS

@@ -51,8 +51,8 @@ def _wait_version(base: str, version: str, timeout: float = 20.0) -> None:
 
 def _routes_low_first(router, task, pair) -> bool:
     """Does `router` (under the service config below) start `task` on the lower rung of `pair`, then escalate?"""
-    from advisor.router.routing.rule import PolicyConfig, Preferences
     from advisor.router.routing.route import route_one
+    from advisor.router.routing.rule import PolicyConfig, Preferences
 
     d = route_one(router, task.instructions, task.task_class, PolicyConfig(mode="escalate", k=1, target=0.5),
                   Preferences(allowed=list(pair)))
@@ -160,8 +160,8 @@ def test_live_loop_retrain_promote_reload_rollback(loop):
                "--live-holdout", "100", "--service-config", str(loop.config)).stdout
     assert "live:" in out and "100 most recent decisions held out" in out
     from advisor.router.model.artifact import load_router
-    from advisor.router.routing.rule import PolicyConfig, Preferences
     from advisor.router.routing.route import route_one
+    from advisor.router.routing.rule import PolicyConfig, Preferences
 
     cand = load_router(r2)
     p_rej = cand.predict_one(loop.task_a.instructions, loop.class_a)[cand.rung_names.index(loop.rejected)]

@@ -1,10 +1,17 @@
-"""The package's import graph has no cycle: every `import` and `from ... import` of an advisor module, at module
-level and inside functions (and under ``if TYPE_CHECKING``), is an edge; a strongly connected component of more
-than one module fails the test and names its modules. The CLI's command modules are included."""
+"""The package's import graph has no cycle, and in-function imports are kept for heavy dependencies only.
+
+Every `import` and `from ... import` of an advisor module, at module level and inside functions (and under ``if
+TYPE_CHECKING``), is an edge; so is the package ``__init__`` each import runs first (importing
+``advisor.service.config`` runs ``advisor/service/__init__.py``), except the importer's own packages, which are
+already being imported. A strongly connected component of more than one module fails the test and names its
+modules. Outside the command line (whose commands import on use so that ``--help`` stays fast), an import inside a
+function is allowed for a third-party library only, or with a comment above it saying why (``# heavy ...`` or
+``# lazy ...``)."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,7 +50,10 @@ def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
                 base = ".".join([*parts, *([base] if base else [])])
             targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
     found = {resolve(t) for t in targets if t == package or t.startswith(package + ".")}
-    return {m for m in found if m and m != module}
+    found = {m for m in found if m and m != module}
+    own = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)}
+    parents = {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 1)}
+    return found | {p for p in parents if p in known and p not in own}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -94,6 +104,45 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     return {m: imported(m, p, known) for m, p in known.items()}
 
 
+def in_function_imports(path: Path) -> list[tuple[int, str, str]]:
+    """(line, imported module, the line above its block) of every import inside a function of the file; a block
+    is a run of import statements on consecutive lines, which one comment above it covers."""
+    lines = path.read_text().splitlines()
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
+                found.append(child)
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    walk(ast.parse("\n".join(lines)), False)
+    ends = {n.end_lineno: n for n in found}
+    out = []
+    for node in found:
+        first = node
+        while first.lineno - 1 in ends:
+            first = ends[first.lineno - 1]
+        name = node.names[0].name if isinstance(node, ast.Import) else "." * node.level + (node.module or "")
+        out.append((node.lineno, name, lines[first.lineno - 2] if first.lineno > 1 else ""))
+    return out
+
+
+def test_in_function_imports_are_for_heavy_dependencies_only():
+    bad = []
+    for module, path in modules().items():
+        if module.startswith("advisor.cli"):
+            continue
+        for line, name, above in in_function_imports(path):
+            if "# heavy" in above or "# lazy" in above:
+                continue
+            top = name.split(".")[0]
+            own = top == "advisor" or name.startswith(".") or top in sys.stdlib_module_names
+            bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+                       + ("" if own else " (third-party: say which heavy dependency in a comment above)"))
+    assert not bad, "move these imports to the top of their module, or say why not:\n" + "\n".join(bad)
+
+
 def test_the_package_has_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles (extract the layer the modules share):\n" + "\n".join(
@@ -105,11 +154,14 @@ def test_the_package_has_no_import_cycle():
     ({"a.py": "import pkg.b\n", "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import c\n",
       "c.py": "from .a import x\n"}, [["pkg.a", "pkg.b", "pkg.c"]]),
     ({"a.py": "from pkg import b\n", "b.py": "x = 1\n"}, []),
+    ({"sub/__init__.py": "from pkg.sub.c import x\n", "sub/c.py": "from pkg.a import y\n",
+      "a.py": "def f():\n    import pkg.sub.d\n", "sub/d.py": ""}, [["pkg.a", "pkg.sub", "pkg.sub.c"]]),
 ])
 def test_cycles_are_found_in_function_relative_and_type_checking_imports(tmp_path, files, expected):
     root = tmp_path / "pkg"
     root.mkdir()
     (root / "__init__.py").write_text("")
     for name, text in files.items():
+        (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(text)
     assert cycles(import_graph(root)) == expected

@@ -10,9 +10,9 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from advisor.router.model.artifact import RungModel
 from advisor.router.feedback.live import class_priors, label_prior, live_attempts, merge_live, posterior, split_by_time
 from advisor.router.feedback.promotion import gate
+from advisor.router.model.artifact import RungModel
 from advisor.router.training.fit import TrainingData, fit_router
 from advisor.scores import Verifier
 from advisor.store import Store

@@ -11,7 +11,7 @@ from advisor.cli import main
 from advisor.floors import wilson_interval
 from advisor.ladder import load_ladder
 from advisor.probe.budget import (OBSERVATION_TOKENS, REPLY_TOKENS, SYSTEM_TOKENS, cpu_path_problems, make_plan,
-                          min_runs_to_clear, replicas_needed)
+                                  min_runs_to_clear, replicas_needed)
 from advisor.suite import load_suite
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from synthetic import demo_oracle, make_run
 
 from advisor.cli import main
 from advisor.errors import AdvisorError, DataError, StoreError
@@ -14,7 +15,6 @@ from advisor.floors import FloorSettings
 from advisor.report import open_store, parse_volumes, write_report
 from advisor.report.tables import fmt_score, fmt_share, fmt_usd
 from advisor.store import Store
-from synthetic import demo_oracle, make_run
 
 WHERE = "suite_name = 'synth' AND policy = 'fixed' AND kind IN ('probe', 'imported')"
 

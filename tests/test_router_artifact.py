@@ -7,10 +7,10 @@ import pickle
 
 import numpy as np
 import pytest
+from test_router_train import trained  # noqa: F401  (fixture)
 
 from advisor.errors import RouterError
 from advisor.router.model.artifact import load_router
-from test_router_train import trained  # noqa: F401  (fixture)
 
 
 class Evil:

@@ -3,14 +3,14 @@ equal to the same request inside a batch, explanations built from structured dat
 
 import numpy as np
 import pytest
-
-from advisor.registry import UnknownNameError
-from advisor.router.training.baseline import TfidfLogistic
-from advisor.router.routing.policies import POLICIES, Requests, make_policy, to_decisions
-from advisor.router.routing.rule import PolicyConfig
-from advisor.router.routing.route import context, route_batch, route_one
 from test_router_train import trained  # noqa: F401  (fixture)
 from test_router_train import synth
+
+from advisor.registry import UnknownNameError
+from advisor.router.routing.policies import POLICIES, Requests, make_policy, to_decisions
+from advisor.router.routing.route import context, route_batch, route_one
+from advisor.router.routing.rule import PolicyConfig
+from advisor.router.training.baseline import TfidfLogistic
 
 BUILTIN = {"router", "value", "default", "class_floor", "threshold", "always", "cascade", "baseline"}
 PARAMS = {"value": {"value_usd": 1e-3}, "always": {"rung": "small"}, "class_floor": {"target": 0.7},

@@ -114,8 +114,8 @@ def test_training_data_from_store_aggregates_and_skips_unscored(tmp_path):
 
 @pytest.mark.parametrize("mode,value", [("single", None), ("escalate", None), ("single", 0.01)])
 def test_vectorised_batch_routing_matches_explained_decisions(trained, mode, value):
-    from advisor.router.routing.rule import PolicyConfig, Preferences
     from advisor.router.routing.route import route_batch, route_one
+    from advisor.router.routing.rule import PolicyConfig, Preferences
 
     texts, _, _ = synth(30, 5)
     cfg = PolicyConfig(mode=mode, target=0.8 if value is None else 0.0, value_usd=value)

@@ -492,10 +492,10 @@ def test_embedded_default_fails_over_when_a_rung_is_killed(workdir, tmp_path):
 
 @pytest.mark.slow
 def test_triton_unreachable_gives_503_and_red_readiness(workdir, tmp_path):
+    import warnings
+
     from advisor.router.training.fit import fit_router, training_data_from_store
     from advisor.triton.server import free_port
-
-    import warnings
 
     with Store.open(workdir / "probe.duckdb", read_only=True) as s, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a tiny probe: some rungs have no signal (the router says so)

@@ -97,8 +97,8 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     from advisor.agent.formats import format_for
     from advisor.ladder import load_ladder
     from advisor.orchestrator.experts import EXPERT_TOOL, experts_for
-    from advisor.service.config import load_config
     from advisor.service.attempts import Plan
+    from advisor.service.config import load_config
     from advisor.service.orchestrated import run_orchestrated
     from advisor.service.request import parse_request
     from advisor.triton.client import GenerationResult

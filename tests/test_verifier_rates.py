@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from advisor.verifier.calibration import policy_rates, service_rates, verifier_hash
 from advisor.service.config import load_config
 from advisor.store import Store
+from advisor.verifier.calibration import policy_rates, service_rates, verifier_hash
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"

@@ -24,6 +24,7 @@ in ``<tool_response>`` tags.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +90,7 @@ _COMPILED: dict[str, Any] = {}
 def _compile(template: str, source: str):
     if template in _COMPILED:
         return _COMPILED[template]
+    # heavy dependency, imported on use: jinja2
     from jinja2 import TemplateError
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -147,7 +149,5 @@ def template_for(model: Any) -> ChatTemplate:
 
 def parse_default(prompt: str) -> list[dict[str, str]]:
     """Messages back from a prompt rendered with the default template (used by stand-in rungs)."""
-    import re
-
     return [{"role": r, "content": c} for r, c in
             re.findall(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n", prompt, re.S)]

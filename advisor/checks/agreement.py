@@ -26,8 +26,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.records import Episode, ToolCall
+from advisor.checks.base import needs_judge
+from advisor.checks.judge import JudgeCheck, JudgeError
+from advisor.records import Episode, ToolCall, text_hash
 from advisor.scores import DEFAULT_BAR, Verifier, overall_score
+from advisor.tools.files import resolve_in_workspace
 
 REBUILD_LIMITS = ("files written by run_python are missing; the fixture API log is empty; the final answer is "
                   "the stored record (cut at the loop's record limit)")
@@ -92,8 +95,6 @@ class Agreement:
 
 def rebuild_episode(task, run: dict, turns: list[dict], root: Path) -> Episode:
     """The episode of a stored run, as far as the store keeps it (see the module docstring)."""
-    from advisor.tools.files import resolve_in_workspace
-
     ws = Path(tempfile.mkdtemp(prefix="judge-", dir=root))
     for rel, text in task.fixtures.files.items():
         path = resolve_in_workspace(ws, rel)
@@ -127,9 +128,6 @@ def _criterion(task, checklist: str, name: str):
 async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: int | None = None,
                             pass_at: float = 0.5, bar: float = DEFAULT_BAR) -> Agreement:
     """Grade the deterministically checked criteria of `suite`'s stored runs with `judge`; compare."""
-    from advisor.checks.base import needs_judge
-    from advisor.checks.judge import JudgeCheck, JudgeError
-
     runs = store.scored_suite_runs(suite.name, limit=max_runs)
     out = Agreement(judge_name, suite.name, simulated=any(r["simulated"] for r in runs))
     tasks = {t.id: t for t in suite.tasks}
@@ -168,8 +166,6 @@ async def measure_agreement(store, suite, judge, judge_name: str, *, max_runs: i
 
 def save_agreement(store, agreement: Agreement) -> None:
     """Append one measurement to the store's judge_agreement table."""
-    from advisor.records import text_hash
-
     c = agreement.criteria
     store.add_judge_agreement(agreement.judge, text_hash(agreement.judge), agreement.suite_name, agreement.runs,
                               c.positives, c.negatives, c.false_accept, c.false_reject, agreement.unparsed,

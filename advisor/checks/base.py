@@ -163,7 +163,9 @@ def read_target(target: str, episode) -> str:
     if target == "api_log":
         return json.dumps(episode.api_log)
     if target.startswith("file:"):
+        # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.tools.base import ToolError
+        # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.tools.files import resolve_in_workspace
 
         if episode.workspace is None:

@@ -13,6 +13,9 @@ unscored, never 0.
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import json
 import re
 from dataclasses import dataclass
@@ -128,8 +131,6 @@ def _from_mapping(data: dict) -> tuple[float, str] | None:
 
 
 def _candidates(text: str) -> list[Any]:
-    import ast
-
     found = []
     for chunk in [text.strip(), *(m.group(1) for m in re.finditer(r"```(?:json)?\s*\n?(.*?)```", text, re.S)),
                   *_OBJ.findall(text)]:
@@ -187,15 +188,13 @@ class TritonJudge:
         """A judge for the ladder's judge role; `AdvisorError` when the ladder has none."""
         if ladder.roles.judge is None:
             raise AdvisorError(f"ladder {ladder.name!r} has no judge role; add roles.judge or use deterministic checks")
+        # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.triton.client import TritonClient
 
         judge = ladder.roles.judge
         return cls(TritonClient(url or judge.url or ladder.url), judge, max_tokens)
 
     async def _generate(self, prompt: str):
-        import asyncio
-        import inspect
-
         generate = self.client.generate
         name = self.model.triton_model
         if inspect.iscoroutinefunction(generate):

@@ -50,6 +50,7 @@ def _files(episode) -> list[tuple[str, str]]:
     ws = getattr(episode, "workspace", None)
     if ws is None or not ws.is_dir():
         return []
+    # lazy: this module is loaded by `import advisor`, which stays light
     from advisor.tools.files import workspace_files
 
     return [(rel, (ws / rel).read_text(encoding="utf-8", errors="replace"))  # regular files only: links not followed

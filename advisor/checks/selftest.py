@@ -11,13 +11,12 @@ from pathlib import Path
 
 from advisor.checks.scoring import Scorecard, score_episode
 from advisor.records import Episode
+from advisor.tools import Environment
 
 
 async def replay(task, root: Path, variant: str = "final", how_steps: bool = True) -> Scorecard:
     """Replay the reference steps (all, or only those not marked ``how`` when `how_steps` is false) and
     score the episode with the reference answer of `variant` (final | final_sloppy | final_wrong)."""
-    from advisor.tools import Environment
-
     ref = task.reference
     if ref is None:
         raise ValueError(f"task {task.id} has no reference trajectory")

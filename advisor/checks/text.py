@@ -13,7 +13,6 @@ from advisor.checks.base import (CheckContext, CheckOutcome, CheckSpec, TargetMi
 from advisor.suite_validation import REGEX_FLAGS, regex_flags, regex_problem
 
 
-
 def _short(value, limit: int = 80) -> str:
     text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -59,6 +58,7 @@ class JsonSchemaCheck(CheckSpec):
 
     def problems(self, known_tools=None):
         """The schema is a JSON Schema (of the draft its ``$schema`` names, else the latest)."""
+        # heavy dependency, imported on use: jsonschema
         import jsonschema
         from jsonschema.validators import validator_for
 
@@ -95,6 +95,7 @@ async def regex(check: RegexCheck, task, episode, ctx: CheckContext) -> CheckOut
 @check("json_schema", JsonSchemaCheck)
 async def json_schema(check: JsonSchemaCheck, task, episode, ctx: CheckContext) -> CheckOutcome:
     """The target parses as JSON (leniently) and validates against the JSON schema."""
+    # heavy dependency, imported on use: jsonschema
     from jsonschema import Draft202012Validator
 
     value = _json_target(check, episode)

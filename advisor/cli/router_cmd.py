@@ -168,8 +168,8 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
         from advisor.cli.import_cmd import parse_map
         from advisor.importers.recorded import ImportOptions
         from advisor.ladder import load_ladder
-        from advisor.router.model.artifact import load_router
         from advisor.router.evaluation.heldout import load_heldout
+        from advisor.router.model.artifact import load_router
 
         if artifact is None or test_file is None:
             raise DataError("--artifact and --test-file go together: the router to judge and its held-out file")
@@ -237,8 +237,8 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
     """Choose the rung for one prompt or a batch file (one JSON decision per row)."""
     from advisor.router.model.artifact import load_router
     from advisor.router.routing.policies import POLICIES
-    from advisor.router.routing.rule import Preferences
     from advisor.router.routing.route import decision_row, read_requests, route_batch, route_one
+    from advisor.router.routing.rule import Preferences
 
     if (prompt is None) == (batch is None):
         raise DataError("give exactly one of --prompt TEXT or --batch FILE")

@@ -56,9 +56,9 @@ def measure(
     newest measurement of each class's verifier (config rates when none); `advisor verifier show` lists them.
     """
     from advisor.ladder import load_ladder
-    from advisor.verifier.calibration import measure_verifiers, save_measurement
     from advisor.service.config import load_config
     from advisor.store import Store
+    from advisor.verifier.calibration import measure_verifiers, save_measurement
 
     suite = stored_suite_name(suite_file, suite_name)
     lad = load_ladder(ladder) if ladder else None

@@ -34,11 +34,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from advisor import __version__
 from advisor.errors import DataError, did_you_mean
 from advisor.importers import register_importer
 from advisor.ladder import Ladder
-from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
 from advisor.records import RunKind, RunRecord, StopReason, make_run_key, now, text_hash
+from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO
 from advisor.store import Store
 from advisor.store.files import read_table  # noqa: F401  (re-exported: importers and the router read through it)
 
@@ -395,7 +396,7 @@ def prepare_import(path: str | Path, ladder: Ladder, opts: ImportOptions) -> Pre
             model_calls=1, input_tokens=int(round(in_tok)), output_tokens=int(round(out_tok)),
             tokens_from_server=c.input_tokens is not None and c.output_tokens is not None,
             cost_usd=float(cost), cost_estimated=estimated, if_score=overall, tc_score=overall, overall=overall,
-            bar=opts.bar, near_zero=DEFAULT_NEAR_ZERO, simulated=ladder.simulated, advisor_version=_version(),
+            bar=opts.bar, near_zero=DEFAULT_NEAR_ZERO, simulated=ladder.simulated, advisor_version=__version__,
             settings_json=settings, started_at=stamp, finished_at=stamp))
     return PreparedImport(path, opts, ladder, shape, len(rows), suite_hash, runs, tasks, prompts, missing, mapping,
                           n_est)
@@ -417,11 +418,3 @@ def write_import(prep: PreparedImport, store: Store) -> ImportReport:
         cost_recorded=len(runs) - prep.estimated, cost_estimated=prep.estimated, models=prep.mapping,
         classes=dict(classes), bar=opts.bar, assumption=token_assumption(opts.output_tokens))
 
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("advisor")
-    except Exception:  # pragma: no cover
-        return "unknown"

@@ -32,10 +32,11 @@ from typing import Any
 import yaml
 
 from advisor.errors import DataError
-from advisor.nesting import load_json
 from advisor.importers import register_importer
-from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check,
-                                              read_checklist, read_mapping, rescale, slug, split_inline_files)
+from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check, read_checklist,
+                                              read_mapping, rescale, slug, split_inline_files)
+from advisor.nesting import load_json
+from advisor.suite import load_suite
 
 DEFAULT_TOOLS = ["list_files", "read_file", "write_file", "run_python"]
 CLASS_BY = ("skill", "tile", "capability")
@@ -247,8 +248,6 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
     Raises `DataError` naming the file when an input is malformed or nothing is found; the written suite is
     validated with `load_suite` before this returns.
     """
-    from advisor.suite import load_suite
-
     src, out = Path(src), Path(out)
     if class_by not in CLASS_BY:
         raise DataError(f"--class-by {class_by!r}: use one of {', '.join(CLASS_BY)}")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import DataError
+from advisor.yamlio import read_yaml
 
 _IF_WORDS = {"use", "uses", "using", "follow", "follows", "convention", "format", "formatted", "naming", "named",
              "style", "structure", "header", "headers", "pattern", "idiom", "instead", "avoid", "avoids", "not",
@@ -115,7 +116,6 @@ def read_mapping(path: Path | None) -> dict[str, dict[str, str]]:
     """The IF/TC mapping file: ``{task id or "*": {criterion name: if|tc}}``; `DataError` when malformed."""
     if path is None:
         return {}
-    from advisor.yamlio import read_yaml
 
     data = read_yaml(path)
     if not isinstance(data, dict):

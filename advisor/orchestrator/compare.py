@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.floors import FloorSettings, cell_stats, decide
+from advisor.ladder import Ladder
 from advisor.money import per_1k_usable
 from advisor.orchestrator.experts import family
 from advisor.shares import share
@@ -137,8 +138,6 @@ def side_by_side(arms: list[Arm]) -> list[Arm]:
 
 def stored_policy_ladders(store: Any, suite: str) -> dict[str, Any]:
     """Ladder hash -> the `Ladder` recorded with `suite`'s policy runs (None when its config is not recorded)."""
-    from advisor.ladder import Ladder
-
     out: dict[str, Any] = {}
     for ladder_hash in store.policy_ladder_hashes(suite):
         config = store.ladder_config(ladder_hash)

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from advisor.tools.base import ToolSpec, object_schema
+
 EXPERT_TOOL = "call_expert"
 TABLE_HEADER = "Model | price per million input tokens | price per million output tokens | average latency"
 
@@ -101,8 +103,6 @@ def price_table(experts: Sequence[Expert]) -> str:
 
 def expert_tool(experts: Sequence[Expert]):
     """The ``call_expert`` tool spec: one required argument ``expert``, an enum of the offered aliases."""
-    from advisor.tools.base import ToolSpec, object_schema
-
     description = ("Hand this turn to an expert model. It sees the whole conversation and the same task tools, "
                    "and its reply (a tool call or the final answer) is taken as this turn. Choose an expert based "
                    "on the task difficulty and on both expert cost and performance.\n"

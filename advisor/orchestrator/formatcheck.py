@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.agent.chat import template_for
+from advisor.agent.formats import format_for
 from advisor.orchestrator.experts import EXPERT_TOOL, expert_tool, experts_for
 from advisor.orchestrator.prompt import orchestrator_prompt
 
@@ -33,9 +35,6 @@ class FormatProbe:
 
 def format_probe(ladder: Any, model: Any) -> FormatProbe:
     """The check's prompt for `model` (the orchestrator role of `ladder`), in its chat template and format."""
-    from advisor.agent.chat import template_for
-    from advisor.agent.formats import format_for
-
     fmt = format_for(model.tool_call_format)
     experts = experts_for(ladder)
     tool = expert_tool(experts)
@@ -47,8 +46,6 @@ def format_probe(ladder: Any, model: Any) -> FormatProbe:
 
 def judge_reply(probe: FormatProbe, text: str, finish_reason: str | None = None) -> tuple[str | None, str | None]:
     """(the expert alias called, None) when the reply is a valid call; else (None, why it is not)."""
-    from advisor.agent.formats import format_for
-
     want = f'a {probe.format_name} call of {EXPERT_TOOL} (e.g. <tool_call>{{"name": "{EXPERT_TOOL}", ' \
            f'"arguments": {{"expert": "{probe.aliases[0]}"}}}}</tool_call> in hermes)'
     if finish_reason == "length":

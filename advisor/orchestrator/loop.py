@@ -37,7 +37,7 @@ from typing import Any, Callable
 from advisor.agent.chat import system_prompt, template_for
 from advisor.agent.formats import Parsed, format_for
 from advisor.agent.loop import OBSERVATION_CHARS, RECORD_CHARS, EpisodeResult, _clip, _signature, is_stuck
-from advisor.errors import BackendError
+from advisor.errors import BackendError, ConfigError
 from advisor.orchestrator.experts import EXPERT_TOOL, Expert, expert_tool
 from advisor.orchestrator.prompt import PREFS_MODES, offered, orchestrator_prompt, render_preferences, violations
 from advisor.records import Condition, Episode, StopReason, ToolCall, TurnRecord
@@ -53,8 +53,6 @@ class OrchestratorConfig:
     prefs: str = "prompt"  #: one of `PREFS_MODES`
 
     def __post_init__(self) -> None:
-        from advisor.errors import ConfigError
-
         if self.prefs not in PREFS_MODES:
             raise ConfigError(f"unknown preferences mode {self.prefs!r}; use one of {', '.join(PREFS_MODES)}")
         if self.max_rounds < 1:

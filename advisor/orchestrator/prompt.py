@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from advisor.agent.chat import SKILL_HEADER
 from advisor.orchestrator.experts import Expert
 
 PREFS_MODES = ("prompt", "enforce", "off")
@@ -77,8 +78,6 @@ def offered(experts: Sequence[Expert], prefs: Any, mode: str) -> list[Expert]:
 
 def orchestrator_prompt(tools_text: str, prefs_text: str = "", skill_text: str | None = None) -> str:
     """The orchestrator's system prompt: its role, its tools (task tools and ``call_expert``), preferences, skill."""
-    from advisor.agent.chat import SKILL_HEADER
-
     parts = ["You are an orchestrator working on a task in a sandboxed workspace. Each turn, either act yourself "
              "with one of the task's tools, or hand the turn to an expert model with call_expert: choose an "
              "expert based on the task difficulty, and based on both expert cost and performance.", tools_text]

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from advisor.errors import DataError
 from advisor.floors import FloorReport, FloorSettings, analyse, wilson_interval
+from advisor.plans import VerifierUse, plan_cells
 
 #: Runs per cell per wave (and the fewest scored runs a decision rests on).
 DEFAULT_BATCH = 5
@@ -171,8 +172,6 @@ class AdaptivePlan:
 
     def _plan_stage(self, st: GroupState, key: tuple[str, str], cf) -> None:
         """Step 6: sample a rung of the group's undecided plan (the one with the fewest runs left to spend)."""
-        from advisor.plans import VerifierUse, plan_cells
-
         s = self.settings
         use = VerifierUse(self.verifiers.get(key[0], True), s.false_accept, s.false_reject)
         cp = plan_cells(cf, use, s.target, s.confidence)

@@ -27,6 +27,7 @@ from typing import Any
 
 from advisor.checks.base import needs_judge
 from advisor.floors import wilson_interval, z_for
+from advisor.probe.plan import full_grid
 
 CHARS_PER_TOKEN = 4
 REPLY_TOKENS = 150
@@ -153,8 +154,6 @@ def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
 def make_plan(suite, ladder, replicas: int = 3, target: float = 0.8, confidence: float = 0.9,
               margin: float = 0.1, tasks=None, rungs=None) -> Plan:
     """The plan of probing `suite` on `ladder` (module docstring)."""
-    from advisor.probe.plan import full_grid
-
     specs = full_grid(suite, ladder, replicas, rungs=rungs, tasks=tasks)
     plan = Plan(suite.name, ladder.name, replicas, target, confidence, z_for(confidence), runs=len(specs),
                 problems=cpu_path_problems(suite, ladder, tasks))

@@ -31,13 +31,20 @@ What decides escalation (the probe's scorer is a verifier no production service 
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from advisor.agent.loop import EpisodeResult
+from advisor.agent.loop import EpisodeResult, run_episode
+from advisor.checks import score_episode
 from advisor.errors import ConfigError, RouterError
 from advisor.orchestrator.loop import PolicyCall
+from advisor.router.model.artifact import load_router
+from advisor.router.routing.policies import Context, Requests, make_policy
+from advisor.router.routing.rule import PolicyConfig, Preferences
+from advisor.router.training.fit import fit_router, grouped_folds, training_data_from_store
+from advisor.tools.environment import Environment
 
 CHAIN_POLICIES = ("router", "cascade")
 VERIFIER = "deterministic task-completion checks (TC >= bar), in classes with verifier: true"
@@ -70,10 +77,6 @@ def arm_of(ladder: Any, policy: str) -> PolicyArm:
 
 def _fit(data: Any) -> Any:
     """A router fitted on `data` (inner folds scaled to its size; sklearn's convergence chatter silenced)."""
-    import warnings
-
-    from advisor.router.training.fit import fit_router
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return fit_router(data, folds=max(2, min(5, len(data.texts) // 2)))
@@ -89,8 +92,6 @@ def _check_rungs(model: Any, ladder: Any, source: str) -> Any:
 
 def training_data(store: Any, suite: Any, ladder: Any) -> Any:
     """The store's fixed-rung runs of this suite and ladder as router training data (ConfigError when none)."""
-    from advisor.router.training.fit import training_data_from_store
-
     try:
         return training_data_from_store(store, suite_name=suite.name, ladder_name=ladder.name)
     except RouterError as exc:
@@ -108,9 +109,6 @@ def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: s
     the comparison is out-of-sample; tasks without runs, and ``cascade`` (which only takes the rung order
     by mean cost from the router), use the router trained on everything.
     """
-    from advisor.router.model.artifact import load_router
-    from advisor.router.training.fit import grouped_folds
-
     if router_path is not None:
         router = _check_rungs(load_router(router_path), ladder, str(router_path))
         return decide_chains(policy, router, suite.tasks, prefs), router, f"router file {router_path}"
@@ -136,9 +134,6 @@ def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: s
 
 def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> dict[str, list[str]]:
     """Per task id: the rung names the policy calls, in order (one vectorised decision over the tasks)."""
-    from advisor.router.routing.policies import Context, Requests, make_policy
-    from advisor.router.routing.rule import PolicyConfig, Preferences
-
     tasks = list(tasks)
     if not tasks:
         return {}
@@ -152,8 +147,6 @@ def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> di
 
 async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None, str]:
     """(accepted, usable, verdict) of one attempt: `VERIFIER` decides; the full score says if it was usable."""
-    from advisor.checks import score_episode
-
     try:
         card = await score_episode(task, episode, None)
     except Exception as exc:  # noqa: BLE001 - a check that crashes cannot accept
@@ -168,9 +161,6 @@ async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None
 def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, store: Any, suite: Any,
                  router_path: str | Path | None = None, prefs: Any = None, bar: float = 75.0):
     """The probe's episode function for `policy` (``router`` or ``cascade``), with `run_episode`'s signature."""
-    from advisor.agent.loop import run_episode
-    from advisor.tools.environment import Environment
-
     if policy not in CHAIN_POLICIES:
         raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(CHAIN_POLICIES)}")
     chains, router, how = plan_chains(policy, store, suite, ladder, router_path, prefs)

@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from advisor.errors import ConfigError
+import advisor.orchestrator.policy
+from advisor.errors import ConfigError, did_you_mean
+from advisor.probe.chain import CHAIN_POLICIES, arm_of
 from advisor.records import CONDITIONS, Condition, RunKind, make_run_key
+from advisor.router.routing.policies import POLICIES
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,6 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
             try:
                 chosen.append(suite.task(tid))
             except KeyError:
-                from advisor.errors import did_you_mean
-
                 raise ConfigError(f"suite {suite.name!r} has no task {tid!r}."
                                   f"{did_you_mean(tid, [t.id for t in suite.tasks])}") from None
     else:
@@ -79,16 +80,10 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
 def policy_model(ladder: Any, policy: str) -> Any:
     """The model a policy's runs are stored under (the orchestrator role; for ``router`` and ``cascade`` a
     `advisor.probe.chain.PolicyArm` named after the policy); ConfigError for a policy the probe cannot run."""
-    import advisor.orchestrator.policy  # noqa: F401 - registers the orchestrator policy
-    from advisor.probe.chain import CHAIN_POLICIES, arm_of
-    from advisor.router.routing.policies import POLICIES
-
     if policy in CHAIN_POLICIES:
         return arm_of(ladder, policy)
 
     if policy not in POLICIES:
-        from advisor.errors import did_you_mean
-
         raise ConfigError(f"unknown policy {policy!r}.{did_you_mean(policy, ['rung', *POLICIES.names()])}")
     if not getattr(POLICIES.get(policy), "episodic", False):
         raise ConfigError(f"policy {policy!r} is not one the probe runs; use rung, orchestrator, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from advisor.floors import analyse
 from advisor.probe.adaptive import DEFAULT_BATCH, AdaptivePlan, AdaptiveResult, Unit, plan_for_suite, rows_in_plan
 from advisor.probe.plan import RunSpec, full_grid
 from advisor.records import StopReason
@@ -131,8 +132,6 @@ class AdaptivePlanner:
 
     def finish(self, rows: Rows, spent: int) -> AdaptiveResult:
         """What adaptive probing spent and decided, on the runs stored now."""
-        from advisor.floors import analyse
-
         kept = rows_in_plan(self.plan, _ok(rows))
         return AdaptiveResult(spent, self.plan.full_grid_runs, self.plan.waves,
                               analyse(kept, self.plan.settings, kept[0]["suite_name"] if kept else ""),

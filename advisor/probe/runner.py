@@ -41,9 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from advisor import __version__
+from advisor.agent.loop import run_episode
+from advisor.checks import score_episode
 from advisor.probe.plan import RunSpec, policy_model
-from advisor.scores import Thresholds
 from advisor.records import UNSCORABLE_STOPS, RunRecord, StopReason, now
+from advisor.scores import Thresholds
+from advisor.tools.environment import Environment
 from advisor.tools.sandbox import private_root, sandbox_mode, unsandboxed_allowed
 
 DEFAULT_CONCURRENCY = 8
@@ -118,8 +122,6 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     models through the ``client_for`` it was built with, so its ``client`` argument is None. Fixed runs use
     `advisor.agent.loop.run_episode` with the rung's client.
     """
-    from advisor import __version__
-
     started = time.monotonic()
     ladder_hash, suite_hash = record_config(store, ladder, suite)
     keys = [s.run_key(suite_hash, ladder_hash) for s in specs]
@@ -244,10 +246,6 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
                   episode: Callable | None = None):
     """One episode: sandbox, agent loop (or a policy's `episode` function), scoring; returns (RunRecord, turns,
     criteria) ready to store (a policy run's model calls ride along as ``record._policy_calls``)."""
-    from advisor.agent.loop import run_episode
-    from advisor.checks import score_episode
-    from advisor.tools.environment import Environment
-
     limits = suite.limits_for(task)
     started_at = now()
     env = Environment.create(task.for_condition(spec.condition), root)

@@ -11,13 +11,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
+import advisor
+from advisor.checks.base import needs_judge
+from advisor.checks.judge import TritonJudge
 from advisor.errors import ConfigError
+from advisor.ladder import load_ladder
+from advisor.probe.chain import CHAIN_POLICIES, chain_runner
+from advisor.probe.planners import FullGridPlanner, run_waves
 from advisor.probe.runner import DEFAULT_CONCURRENCY, ProbeOutcome, RunResult, execute
+from advisor.probe.summary import summarize
 from advisor.records import RunKind
+from advisor.router.routing.policies import POLICIES
+from advisor.store import Store
+from advisor.suite import load_suite
+from advisor.tools.base import available_tools
+from advisor.tools.sandbox import require_sandbox, runs_code, sandbox_status
+from advisor.triton.client import TritonClient
+from advisor.triton.server import EmbeddedTriton
 
 DEFAULT_LADDER = "ladders/demo.yaml"
 DEFAULT_SUITE = "suites/example/suite.yaml"
@@ -30,7 +44,6 @@ def default_file(relative: str) -> Path:
     here = Path.cwd() / relative
     if here.exists():
         return here
-    import advisor
 
     repo = Path(advisor.__file__).resolve().parent.parent / relative
     if repo.exists():
@@ -80,10 +93,6 @@ class ProbeRun:
 
 def load_inputs(config: ProbeConfig):
     """(ladder, suite, ladder file, suite file) with defaults resolved and suite tools checked."""
-    from advisor.ladder import load_ladder
-    from advisor.suite import load_suite
-    from advisor.tools.base import available_tools
-
     if config.url and config.ladder_path is None:
         raise ConfigError("--url needs --ladder: the ladder that Triton serves (rung names, prices, formats)")
     ladder_path = Path(config.ladder_path) if config.ladder_path else default_file(DEFAULT_LADDER)
@@ -104,12 +113,6 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
     whole probe; after `SERVER_ERROR_STREAK` backend errors in a row on a rung whose server is no longer
     ready, no more runs start (`ProbeOutcome.stopped == "server_down"`, the line in ``ProbeRun.notes``).
     """
-    from advisor.probe.planners import FullGridPlanner
-    from advisor.probe.summary import summarize
-    from advisor.store import Store
-
-    from advisor.tools.sandbox import require_sandbox
-
     planner = planner or FullGridPlanner()
     ladder, suite, _, suite_path = load_inputs(config)
     config, skipped = without_code_tasks(config, suite)
@@ -138,10 +141,6 @@ def without_code_tasks(config: ProbeConfig, suite) -> tuple[ProbeConfig, str | N
     suite given explicitly, ``--allow-unsandboxed``, or a working bwrap: ``(config, None)``, unchanged (an
     explicit suite that runs code is refused by `require_sandbox`, naming the fix).
     """
-    from dataclasses import replace
-
-    from advisor.tools.sandbox import runs_code, sandbox_status
-
     if config.suite_path is not None or config.allow_unsandboxed:
         return config, None
     wanted = None if config.tasks is None else set(config.tasks)
@@ -166,8 +165,6 @@ def without_code_tasks(config: ProbeConfig, suite) -> tuple[ProbeConfig, str | N
 async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, load_rows, on_result,
                  on_wave) -> tuple[ProbeOutcome, Any]:
     """Run the planner's waves through `execute` with one set of clients; the guards span every wave."""
-    from advisor.probe.planners import run_waves
-
     total = ProbeOutcome()
 
     async def execute_wave(specs) -> ProbeOutcome:
@@ -197,8 +194,6 @@ def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dic
     if config.url:
         yield {m.name: config.url for m in ladder.models()}, config.url
     elif ladder.simulated:
-        from advisor.triton.server import EmbeddedTriton
-
         with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
             yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:
@@ -209,8 +204,6 @@ def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dic
 @contextlib.asynccontextmanager
 async def clients_for(urls: dict[str, str], config: ProbeConfig) -> AsyncIterator[Callable[[Any], Any]]:
     """One Triton client per address, closed on exit; yields ``client_for_rung(model)`` for `execute`."""
-    from advisor.triton.client import TritonClient
-
     clients = {url: TritonClient(url, timeout_s=config.client_timeout_s, retries=config.client_retries)
                for url in set(urls.values())}
     try:
@@ -228,15 +221,12 @@ def judge_for(ladder, suite, client_for_rung: Callable[[Any], Any]):
     """
     if ladder.roles.judge is None or not suite_needs_judge(suite):
         return None
-    from advisor.checks.judge import TritonJudge
 
     return TritonJudge(client_for_rung(ladder.roles.judge), ladder.roles.judge)
 
 
 def suite_needs_judge(suite) -> bool:
     """True when some criterion of the suite is graded by a judge model."""
-    from advisor.checks.base import needs_judge
-
     return any(needs_judge(c.check) for t in suite.tasks for c in (*t.instruction_following, *t.task_completion))
 
 
@@ -252,9 +242,6 @@ def _episode_functions(config: ProbeConfig, ladder, suite, store, client_for_run
     """The episode function of each policy of the probe (built once, before any run): the orchestrator's from
     its registered policy; ``router`` and ``cascade`` chains from `advisor.probe.chain` (deciding with the
     registered rules)."""
-    from advisor.probe.chain import CHAIN_POLICIES, chain_runner
-    from advisor.router.routing.policies import POLICIES
-
     runners = {}
     for p in config.policies:
         if p in CHAIN_POLICIES:

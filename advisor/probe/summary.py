@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from advisor.money import column_scale, per_label, usd
 from advisor.records import RunKind
 from advisor.scores import Thresholds
 
@@ -92,8 +93,6 @@ def _num(v: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def _usd(x: float | None, scale: int) -> str:
-    from advisor.money import usd
-
     return usd(None if x is None else x * scale)
 
 
@@ -103,6 +102,7 @@ def _pair(a: dict, b: dict, key: str, fmt: str = "{:.1f}") -> str:
 
 def render(summary: dict[str, Any], console: Any = None) -> None:
     """Print the summary tables with rich (to `console`, default stdout)."""
+    # heavy dependency, imported on use: rich
     from rich.console import Console
     from rich.table import Table
 
@@ -118,7 +118,6 @@ def render(summary: dict[str, Any], console: Any = None) -> None:
     sim = " [SIMULATED]" if summary["simulated"] else ""
     t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill{sim}",
               title_justify="left")
-    from advisor.money import column_scale, per_label
 
     scenario = any(row[k].get("scenario") is not None for row in summary["rungs"]
                    for k in ("paired_baseline", "paired_skill"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
+from advisor.report.decision import decide_floors
 
 #: The answer's columns, in order (the report adds its monthly columns after them).
 ANSWER_HEADERS = ["class", "plan", "usable", "$", "floor (usable first time)", "next step"]
@@ -65,6 +66,7 @@ def answer_notes(dec, settings) -> list[str]:
 def answer_table(dec, settings, report: Any = None):
     """The per-class answer for the terminal: a rich Table of the rows without the next step (`answer_lines`
     gives the next steps, one per class without a plan, the notes and the report path)."""
+    # heavy dependency, imported on use: rich
     from rich import box
     from rich.table import Table
 
@@ -91,9 +93,8 @@ def answer_lines(dec, settings, report: Any = None) -> list[str]:
 
 def print_answer(floors, report: Any = None, console: Any = None) -> None:
     """Print the per-class answer of a `FloorReport` (to `console`, default stdout)."""
+    # heavy dependency, imported on use: rich
     from rich.console import Console
-
-    from advisor.report.decision import decide_floors
 
     console = console or Console()
     dec = decide_floors(floors)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 from advisor import jsonout
 from advisor.errors import DataError
 from advisor.floors import FloorSettings
+from advisor.report.data import collect
+from advisor.report.decision import DEFAULT_VOLUME, decide
+from advisor.report.plots import all_plots
+from advisor.report.render import to_html, to_json, to_markdown
 
 
 @dataclass
@@ -26,8 +31,6 @@ class ReportFiles:
 
 def default_name(suite: str) -> str:
     """A folder name from the suite name and today's date (UTC)."""
-    from datetime import datetime, timezone
-
     return f"{suite}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
 
 
@@ -39,11 +42,6 @@ def write_report(store, out: str | Path = "reports", name: str | None = None, su
     `volumes` gives usable results per month for some classes; the others assume `default_volume`
     (`advisor.report.decision.DEFAULT_VOLUME` when None), and the page says so.
     """
-    from advisor.report.data import collect
-    from advisor.report.decision import DEFAULT_VOLUME, decide
-    from advisor.report.plots import all_plots
-    from advisor.report.render import to_html, to_json, to_markdown
-
     data = collect(store, suite, settings, classes, volumes)
     dec = decide(data, volumes, DEFAULT_VOLUME if default_volume is None else default_volume)
     prices = rung_prices(store, data)

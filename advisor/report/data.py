@@ -12,8 +12,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+import advisor
 from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
+from advisor.orchestrator.compare import recommend, stored_comparison
+from advisor.report.live import live_section
+from advisor.store import Store
+
 
 @dataclass
 class SummaryRow:
@@ -62,8 +67,6 @@ class ReportData:
 
 def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[str] | None) -> list[Any]:
     """Rungs vs policies (`advisor.orchestrator.compare`) when the store holds policy runs of the suite."""
-    from advisor.orchestrator.compare import stored_comparison
-
     arms = stored_comparison(store, suite, settings)
     return [a for a in arms if not classes or a.task_class in classes]
 
@@ -81,8 +84,6 @@ def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
 
 def open_store(path: str | Path):
     """Open a store for reporting: it must exist; older schemas are migrated forward on open."""
-    from advisor.store import Store
-
     if str(path) != ":memory:" and not Path(path).exists():
         raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
     if str(path) != ":memory:" and Path(path).is_file() and Path(path).stat().st_size > 0:
@@ -96,9 +97,6 @@ def open_store(path: str | Path):
 def collect(store, suite: str | None = None, settings: FloorSettings | None = None,
             classes: Sequence[str] | None = None, volumes: dict[str, int] | None = None) -> ReportData:
     """Gather the report's content for one suite (the store's only suite when None)."""
-    from advisor.orchestrator.compare import recommend
-    from advisor.report.live import live_section
-
     settings = settings or FloorSettings()
     name = resolve_suite(store, suite)
     floors = find_floors(store, name, settings, classes=classes)
@@ -153,8 +151,6 @@ def gap_tasks(store, suite: str, order: Sequence[str], settings: FloorSettings,
 
 def provenance(store, suite: str, classes: Sequence[str] | None = None) -> dict[str, Any]:
     """Ladder and suite hashes, advisor versions and run dates behind the report."""
-    import advisor
-
     runs = store.run_provenance(suite, classes)
     return {
         "ladders": runs["ladders"],

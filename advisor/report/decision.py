@@ -8,10 +8,11 @@ and next steps (more runs for undecided cells, a skill where its lift is large).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from advisor.floors import wilson_interval
+from advisor.probe.budget import min_runs_to_clear
 
 #: Usable results per class and month assumed when `--volume` does not give one (stated on the page).
 DEFAULT_VOLUME = 10_000
@@ -99,8 +100,6 @@ def runs_to_decide(usable: int, scored: int, target: float, confidence: float) -
         return None
     p = usable / scored
     if p > target:
-        from advisor.probe.budget import min_runs_to_clear
-
         n = min_runs_to_clear(target, confidence, p, limit=MAX_RUNS)
         return None if n is None else max(1, n - scored)
     for n in range(scored + 1, MAX_RUNS + 1):
@@ -219,8 +218,6 @@ def _next_steps(cls: str, cfs: dict, chosen: Option, lift: float | None, s) -> l
 
 def to_dict(d: Decision) -> dict[str, Any]:
     """A JSON-ready dict (the `decision` part of `floors.json`)."""
-    from dataclasses import asdict
-
     return asdict(d)
 
 

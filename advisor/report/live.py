@@ -17,20 +17,19 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
+from advisor.report.live_sessions import session_summary, session_table
 from advisor.report.tables import Table, table_md
+from advisor.router.feedback.drift import drift_table
 from advisor.shares import share as _share
 
 
 def live_section(store, classes: Sequence[str] | None = None) -> dict[str, Any] | None:
     """The drift table of the store's live traffic (only `classes` when given), or None without live requests."""
-    from advisor.router.feedback.drift import drift_table
-
     table = drift_table(store)
     if classes:
         table["classes"] = [c for c in table["classes"] if c["task_class"] in classes]
     if not table["classes"]:
         return None
-    from advisor.report.live_sessions import session_summary
 
     table["sessions"] = session_summary(store, classes)
     table["drifting"] = [c["task_class"] or "(no class)" for c in table["classes"] if c["flagged"]]
@@ -61,7 +60,6 @@ def live_tables(live: dict[str, Any]) -> list:
                 "-" if r["probe_usable_rate"] is None else f"{_share(r['probe_usable_rate'])} of {r['probe_runs']}",
                 _diff(r["difference"]), "DRIFT" if r["drifts"] else "ok"])
     rule = (f"DRIFT: a difference above {100 * live['threshold']:.0f} points on {live['min_n']}+ observations.")
-    from advisor.report.live_sessions import session_table
 
     sessions = session_table(live.get("sessions") or [])
     return [*([sessions] if sessions else []),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Sequence
 
+from advisor.report.tables import Table
+
 NOTE = ("Live sessions (routing service): start -> final rung, steps and escalations per class; apart from the "
         "floor, which only probe runs decide")
 
@@ -57,8 +59,6 @@ def session_lines(summary: list[dict[str, Any]]) -> list[str]:
 
 def session_table(summary: list[dict[str, Any]]):
     """The report's Live sessions table (None without sessions)."""
-    from advisor.report.tables import Table
-
     if not summary:
         return None
     rows = [[c["task_class"] or "(no class)", str(c["sessions"]), f"{c['mean_steps']:.1f}", str(c["escalated"]),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+from advisor.money import PER_1K_USABLE, usd
 from advisor.report.policies import FIGURE_TITLE, call_distribution, policies_simulated
 
 COLORS = {"baseline": "#4C72B0", "skill": "#DD8452"}
@@ -31,9 +32,11 @@ def _mark_simulated(fig, data, simulated: bool | None = None) -> None:
 
 
 def _plt():
+    # heavy dependency, imported on use: matplotlib
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # heavy dependency, imported on use: matplotlib
     import matplotlib.pyplot as plt
 
     return plt
@@ -104,6 +107,7 @@ _LEADER_FROM = 18
 
 def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
     """Annotate (x, y, text, colour) items so no two labels overlap (greedy over `_OFFSETS`); return the texts."""
+    # heavy dependency, imported on use: matplotlib
     from matplotlib.transforms import Bbox
 
     fig = ax.figure
@@ -138,9 +142,8 @@ def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
 def frontier(data) -> bytes:
     """$ per usable result vs usable rate per class: rungs sorted by cost, the frontier joined, labels apart."""
     plt = _plt()
+    # heavy dependency, imported on use: matplotlib
     from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    from advisor.money import PER_1K_USABLE, usd
 
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))

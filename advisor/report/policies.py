@@ -14,9 +14,11 @@ arms of `advisor.orchestrator.compare` (the same numbers ``advisor policies`` pr
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
+from advisor.orchestrator.compare import side_by_side
 from advisor.report.tables import Table, fmt_interval, fmt_share, table_md
 
 TITLE = "Policies: floor rung vs orchestrator, learned router and cascade"
@@ -28,8 +30,6 @@ FIGURE_CAPTION = ("Share of each policy's rung calls that went to each rung, per
 
 def policies_table(data: Any):
     """The side-by-side table (the floor rung and each policy per class and condition)."""
-    from advisor.orchestrator.compare import side_by_side
-
     rows = []
     for a in side_by_side(data.policies):
         dist = ", ".join(f"{k} {v}" for k, v in a.expert_calls.items()) or "-"
@@ -74,8 +74,6 @@ def call_distribution(data: Any) -> dict[str, dict[str, dict[str, int]]]:
 
 def policies_view(data: Any, png: bytes | None) -> dict[str, Any] | None:
     """What the HTML template's Policies block shows (None when the store holds no policy runs)."""
-    import base64
-
     if not data.policies:
         return None
     return {"table": policies_table(data), "advice": advice_lines(data), "figure_title": FIGURE_TITLE,

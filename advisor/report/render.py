@@ -8,12 +8,19 @@ figures; a column of per-item figures under a cent is shown per 1k items, and it
 
 from __future__ import annotations
 
+import base64
+from dataclasses import asdict
 from typing import Any, Callable
 
 from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
-from advisor.report.decision import LARGE_LIFT
-from advisor.report.tables import (Table, fmt_delta, fmt_interval, fmt_score, fmt_share, plural,
-                                   table_md)
+from advisor.orchestrator.compare import advice_rows
+from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows
+from advisor.report.decision import LARGE_LIFT, to_dict
+from advisor.report.glossary import glossary
+from advisor.report.live import drift_line, live_markdown, live_tables
+from advisor.report.policies import policies_markdown, policies_view
+from advisor.report.tables import Table, fmt_delta, fmt_interval, fmt_score, fmt_share, plural, table_md
+
 
 def _scaled(values: list[float | None], unit: str) -> tuple[Callable[[float | None], str], str]:
     """A formatter for a money column and its unit label ("per task" or "per 1k tasks")."""
@@ -25,8 +32,6 @@ def _scaled(values: list[float | None], unit: str) -> tuple[Callable[[float | No
 def decision_table(data, dec) -> Table:
     """The first screen: the answer per class (the same rows as the terminal's, `advisor.report.answer`), then
     what it costs a month against always running the largest rung."""
-    from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows
-
     rows, unit = answer_rows(dec)
     largest = data.rung_order[-1] if data.rung_order else "the largest rung"
     for row, c in zip(rows, dec.classes):
@@ -239,9 +244,6 @@ FIGURES = [
 def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[str, Any]:
     ts = tables(data, dec, prices)
     largest = data.rung_order[-1] if data.rung_order else "the largest rung"
-    from advisor.report.glossary import glossary
-
-    from advisor.report.live import drift_line, live_tables
 
     live = data.live
     return {"live": live, "live_tables": live_tables(live) if live else [],
@@ -258,15 +260,13 @@ def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[st
 
 def to_html(data, dec, images: dict[str, bytes], title: str, prices: list[dict[str, Any]] | None = None) -> str:
     """The self-contained HTML page (jinja2, autoescaped): inline CSS and base64 PNG figures, no scripts."""
-    import base64
-
+    # heavy dependency, imported on use: jinja2
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("advisor.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     figures = [{"key": k, "title": t, "caption": c, "b64": base64.b64encode(images[k]).decode()}
                for k, t, c in FIGURES if k in images]
-    from advisor.report.policies import policies_view
 
     return env.get_template("report.html.j2").render(figures=figures, policies=policies_view(data, images.get("policies")),
                                                      **_view(data, dec, title, prices))
@@ -285,14 +285,12 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
     out += ["", "## Glossary", ""] + [f"- **{k}**: {d}" for k, d in v["glossary"]] + [""]
     for t in v["evidence"]:
         out.append(table_md(t))
-    from advisor.report.policies import policies_markdown
 
     out.append(policies_markdown(data, (image_files or {}).get("policies")))
     sim = " (SIMULATED)" if data.simulated else ""
     for key, t, caption in FIGURES:
         if key in (image_files or {}):
             out.append(f"## {t}{sim}\n\n![{t}{sim}]({image_files[key]})\n\n{caption}\n")
-    from advisor.report.live import live_markdown
 
     out += live_markdown(data.live)
     out.append("## Settings\n")
@@ -304,11 +302,6 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
 
 def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """`floors.json`: raw numbers (not formatted) behind every table, settings and provenance."""
-    from dataclasses import asdict
-
-    from advisor.orchestrator.compare import advice_rows
-    from advisor.report.decision import to_dict
-
     return {"schema": "advisor.report/2", "suite": data.suite, "simulated": data.simulated,
             "simulated_runs": data.simulated_runs, "settings": asdict(data.settings),
             "decision": to_dict(dec), "rung_table": data.rung_table,

@@ -8,6 +8,9 @@ use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``. Response
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import os
 import time
 from typing import Any
@@ -16,22 +19,23 @@ from starlette.responses import Response
 
 from advisor.errors import did_you_mean
 from advisor.service.dispatch import decide, run_with_deadline
+from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
+from advisor.service.recording import ROTATE_S
+from advisor.service.reload import on_sighup, pin, watch
 from advisor.service.request import RequestError, decode_body, parse_request
+from advisor.service.response import error_response, finish, json_response
+from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
 from advisor.service.session_routing import after_step
 from advisor.service.shadow import shadow_of
-from advisor.service.response import error_response, finish, json_response
 from advisor.service.streaming import stream_response
 from advisor.store import now as _now
 
 
 def create_app(settings=None):
     """The Starlette app for `settings` (a `ServeSettings`; default: from ``ADVISOR_SERVE_SETTINGS``)."""
-    import contextlib
-
+    # heavy dependency, imported on use: starlette
     from starlette.applications import Starlette
     from starlette.routing import Route
-
-    from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
 
     if settings is None:
         settings = ServeSettings.from_json(os.environ[SETTINGS_ENV])
@@ -39,13 +43,8 @@ def create_app(settings=None):
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        import asyncio
-
-        from advisor.service.recording import ROTATE_S
-
         rt = state["rt"] = Runtime(settings)
         shadow_of(rt)  # a shadow candidate (advisor.service.shadow) is loaded now: a bad artifact stops the start
-        import gc
 
         gc.collect()
         gc.freeze()  # the start-up heap (router, ladder, libraries) is never garbage: keep the collector off it
@@ -54,8 +53,6 @@ def create_app(settings=None):
             while True:
                 await asyncio.sleep(ROTATE_S)
                 rt.writer.rotate_if_old()
-
-        from advisor.service.reload import on_sighup, watch
 
         hup = asyncio.Event()
         on_sighup(hup)
@@ -67,8 +64,6 @@ def create_app(settings=None):
             task.cancel()
             watcher.cancel()
             await rt.close()
-
-    from advisor.service.reload import pin
 
     async def chat(request):
         pin(state["rt"])  # one router for the whole request, even across a hot reload
@@ -83,7 +78,6 @@ def create_app(settings=None):
         data += [{"id": r.name, "object": "model", "created": created, "owned_by": "advisor",
                   "advisor": {"hf_id": r.hf_id, "triton_model": r.triton_model, "simulated": rt.simulated(r.name),
                               "self_hosted": r.self_hosted}} for r in rt.ladder.rungs]
-        from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
 
         if serves_orchestrator(rt):
             orch = rt.ladder.roles.orchestrator
@@ -135,6 +129,7 @@ def create_app(settings=None):
                               f"{paths}", code="unknown_url" if exc.status_code == 404 else "method_not_allowed",
                               headers=getattr(exc, "headers", None))
 
+    # heavy dependency, imported on use: starlette
     from starlette.exceptions import HTTPException
 
     return Starlette(routes=routes, lifespan=lifespan,

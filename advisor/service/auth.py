@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.errors import ConfigError
+from advisor.errors import ConfigError, did_you_mean
 
 ENV_VAR = "ADVISOR_API_KEYS"
 
@@ -97,8 +97,6 @@ def parse_key_file(path: str | Path, rung_names: list[str] | None = None) -> lis
             rungs = frozenset(r for r in fields[2].split(",") if r)
             unknown = sorted(rungs - set(rung_names or rungs))
             if unknown:
-                from advisor.errors import did_you_mean
-
                 raise ConfigError(f"{path}:{n}: unknown rung {unknown[0]!r}.{did_you_mean(unknown[0], rung_names or [])}")
         keys.append(ApiKey(name, digest, rungs))
     return keys

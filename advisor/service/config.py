@@ -32,6 +32,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from advisor.checks.base import CheckSpec, validate_check
+from advisor.errors import ConfigError, did_you_mean
+from advisor.registry import UnknownNameError
+from advisor.router.routing.policies import POLICIES
+from advisor.yamlio import line_of, load_model, read_yaml
 
 CONFIG_VERSION = 1
 
@@ -124,9 +128,6 @@ class RoutingConfig(_Strict):
     @classmethod
     def _known(cls, value: str | None) -> str | None:
         if value is not None:
-            from advisor.registry import UnknownNameError
-            from advisor.router.routing.policies import POLICIES
-
             try:
                 POLICIES.get(value)
             except UnknownNameError as exc:  # a KeyError: as a ValueError it is named with file, key and line
@@ -243,9 +244,6 @@ def load_config(path: str | Path | None, ladder=None) -> ServiceConfig:
 
     With `ladder`, rung names in `chain` are checked against it, and a judge verifier needs its `roles.judge`.
     """
-    from advisor.errors import ConfigError, did_you_mean
-    from advisor.yamlio import line_of, load_model, read_yaml
-
     if path is None:
         return default_config()
     config = load_model(ServiceConfig, path)

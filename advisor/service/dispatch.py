@@ -13,13 +13,14 @@ the first accepted one, or the last one with verdict ``rejected``.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any
 
 from advisor.errors import RouterError, did_you_mean
-from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.router.routing.route import route_one
+from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import Verifier
 from advisor.service.attempts import Outcome, Plan, call_rung, deliver, failover_order, settle
 from advisor.service.chat import Reply, request_text
@@ -194,8 +195,6 @@ async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
 def records(rt, out: Outcome, key, started_at, latency_s: float, attempts_at=None) -> list[dict[str, Any]]:
     """The decision row and one row per attempt, as the store's columns (attempts created at `attempts_at`,
     default now)."""
-    import json
-
     plan = out.plan
     status = "ok" if out.status == 200 and out.verdict != "rejected" else (
         "rejected" if out.status == 200 else "error")

@@ -11,7 +11,9 @@ the workers stopped (SIGINT/SIGTERM drain in-flight requests first).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import signal
 import tempfile
 import threading
 import urllib.request
@@ -20,6 +22,20 @@ from pathlib import Path
 from typing import Callable
 
 from advisor.errors import RouterError, StoreError
+from advisor.ladder import load_ladder
+from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file, serving
+from advisor.router.feedback.pointers import DatabasePointer, default_pointer
+from advisor.router.training.fit import fit_router, training_data_from_store
+from advisor.service.auth import ApiKey, KeyRing, key_hash, load_keys, new_key
+from advisor.service.config import load_config
+from advisor.service.recording import ingest, spool_for
+from advisor.service.reload import load_serving
+from advisor.service.runtime import SETTINGS_ENV, ServeSettings
+from advisor.store import Store, is_database_url, open_store
+from advisor.store.postgres import redact
+from advisor.store.protocols import duckdb_path
+from advisor.triton.server import free_port
+from advisor.verifier.calibration import service_rates
 
 
 @dataclass
@@ -46,9 +62,6 @@ class ServeOptions:
 
 def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path | str:
     """The router artifact to serve: --router, else trained now from the store (RouterError when impossible)."""
-    from advisor.router.feedback.pointers import DatabasePointer
-    from advisor.router.feedback.pointers import default_pointer
-
     if options.router_path is None and options.store_url:
         shared = DatabasePointer(options.store_url)
         try:
@@ -60,8 +73,6 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path |
     if options.router_path is None and pointer.is_file():
         options.router_path = pointer  # the store's promoted router, watched for promotions
     if options.router_path is not None:
-        from advisor.service.reload import load_serving
-
         serving = load_serving(options.router_path, ladder)  # fail here, not in every worker
         if serving.pointer:
             echo(f"serving the promoted router {serving.version} ({serving.path}); watching {serving.pointer}")
@@ -69,8 +80,6 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path |
                 serving.pointer.close()
         return options.router_path
     if options.store_url and not Path(options.store_path).exists():
-        from advisor.store.postgres import redact
-
         raise RouterError(f"no router to serve: {redact(options.store_url)} has no promoted router yet; promote one "
                           "with `advisor router promote FILE --store URL`, or pass --router FILE")
     model = train_from_store(options.store_path, ladder)
@@ -84,9 +93,6 @@ def resolve_router(options: ServeOptions, ladder, workdir: Path, echo) -> Path |
 def train_from_store(store_path: Path, ladder):
     """A router trained on the store's runs of `ladder`, as `advisor serve` trains one when given none
     (RouterError saying to run `advisor probe` first when the store cannot give one)."""
-    from advisor.router.training.fit import fit_router, training_data_from_store
-    from advisor.store import Store
-
     try:
         with Store.open(store_path, read_only=True) as store:
             data = training_data_from_store(store, ladder_name=ladder.name)
@@ -101,18 +107,10 @@ def train_from_store(store_path: Path, ladder):
 
 def serve(options: ServeOptions) -> None:
     """Run the service until SIGINT/SIGTERM (see the module docstring)."""
-    from advisor.ladder import load_ladder
-    from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file, serving
-    from advisor.service.auth import load_keys, new_key
-    from advisor.service.config import load_config
-    from advisor.service.runtime import SETTINGS_ENV, ServeSettings
-    from advisor.triton.server import free_port
-
     echo = options.echo
     ladder_path = Path(options.ladder_path) if options.ladder_path else default_file(DEFAULT_LADDER)
     suite_path = Path(options.suite_path) if options.suite_path else default_file(DEFAULT_SUITE)
     ladder = load_ladder(ladder_path)
-    from advisor.verifier.calibration import service_rates
 
     config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
     rates, lines = service_rates(config, options.store_path)
@@ -120,8 +118,6 @@ def serve(options: ServeOptions) -> None:
         echo(line)
     keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     if not len(keys) and not options.no_auth:
-        from advisor.service.auth import ApiKey, KeyRing, key_hash
-
         secret = new_key()
         keys = KeyRing([ApiKey("generated", key_hash(secret))])
         echo(f"no API key configured (--keys FILE or ADVISOR_API_KEYS): generated one for this run: {secret}")
@@ -158,8 +154,6 @@ def serve(options: ServeOptions) -> None:
                 os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
     counts = final_ingest(spool, options)
     if options.store_url:
-        from advisor.store.postgres import redact
-
         echo(f"stopped; {counts['decisions']} spooled decisions and {counts['attempts']} attempts drained into "
              f"{redact(options.store_url)} (the rest were shipped as they came)"
              + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
@@ -169,8 +163,6 @@ def serve(options: ServeOptions) -> None:
 
 def live_counts(store_path: Path) -> tuple[int, int]:
     """(decisions, attempts) the store holds; (0, 0) where there is no store yet."""
-    from advisor.store import Store
-
     if not Path(store_path).exists():
         return 0, 0
     with Store.open(store_path, read_only=True) as store:
@@ -194,8 +186,6 @@ def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:
     try:
         return ingest_now(spool, url or options.store_path)
     except StoreError as exc:
-        from advisor.store.postgres import redact
-
         where = redact(url) if url else options.store_path
         command = f"advisor store ingest --store {where}" + (f" --spool {spool}" if options.spool else "")
         raise StoreError(f"stopped, but the records could not be moved into the store: {exc}. Nothing is lost: "
@@ -209,8 +199,7 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
     uvicorn re-raises the signal it caught once it has shut down; a no-op handler installed first lets this
     process go on to stop Triton and ingest the last records instead of dying of that signal.
     """
-    import signal
-
+    # heavy dependency, imported on use: uvicorn
     import uvicorn
 
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -224,8 +213,6 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
 
 
 def _has(module: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(module) is not None
 
 
@@ -244,10 +231,6 @@ def _announce(host: str, port: int, stop: threading.Event, echo) -> None:
 
 def default_spool(store: str | Path) -> Path:
     """The spool folder of a store: ``<store>.live`` beside a DuckDB file, ``advisor-spool`` for PostgreSQL."""
-    from advisor.service.recording import spool_for
-    from advisor.store import is_database_url
-    from advisor.store.protocols import duckdb_path
-
     return Path("advisor-spool") if is_database_url(store) else spool_for(duckdb_path(store))
 
 
@@ -258,9 +241,6 @@ DRAIN_AFTER_S = 5.0
 def ingest_now(spool: Path, store: str | Path, min_age_s: float = 0.0) -> dict[str, int]:
     """Ingest the spool into the store (a DuckDB file or a postgresql:// URL) once (StoreError when the store
     is locked by another process or the database cannot be reached)."""
-    from advisor.service.recording import ingest
-    from advisor.store import open_store
-
     if not Path(spool).is_dir() or not any(Path(spool).glob("*.*")):
         return {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
     with open_store(store) as target:

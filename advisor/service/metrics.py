@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from advisor.router.feedback.drift import DEFAULT_THRESHOLD, MIN_N, drifts
+
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -25,6 +27,7 @@ class Metrics:
     """The service's counters, histograms and gauge."""
 
     def __init__(self):
+        # heavy dependency, imported on use: prometheus_client
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
@@ -115,10 +118,12 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of the exposition text (summed over workers in multiprocess mode), with the
         drift gauges computed from the summed counts."""
+        # heavy dependency, imported on use: prometheus_client
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
         registry = self.registry
         if self.multiprocess:
+            # heavy dependency, imported on use: prometheus_client
             from prometheus_client import multiprocess
 
             registry = CollectorRegistry()
@@ -152,9 +157,8 @@ def reference_rates(model) -> dict[tuple[str, str], float]:
 
 def drift_families(families: list, reference: dict[tuple[str, str], float]) -> list:
     """The drift gauges (module docstring) from collected families holding ``advisor_live_verdicts``."""
+    # heavy dependency, imported on use: prometheus_client
     from prometheus_client.core import GaugeMetricFamily
-
-    from advisor.router.feedback.drift import DEFAULT_THRESHOLD, MIN_N, drifts
 
     counts: dict[tuple[str, str, str], list[float]] = {}
     for fam in families:

@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.agent.formats import format_for
+from advisor.orchestrator.experts import EXPERT_TOOL, expert_tool, experts_for
+from advisor.orchestrator.prompt import orchestrator_prompt, render_preferences
+from advisor.router.routing.rule import Preferences
 from advisor.service.attempts import Attempt, Outcome, Plan, call_model, call_rung, settle
+from advisor.service.chat import parse_reply, render_prompt, tool_specs
+from advisor.service.request import Message, RequestError
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -39,8 +45,6 @@ def serves_orchestrator(rt: Any) -> bool:
 
 def plan_orchestrated(rt: Any, req: Any, plan: Plan) -> None:
     """Fill `plan` for a ``model: "orchestrator"`` request (the rung is chosen when it runs)."""
-    from advisor.service.request import RequestError
-
     if req.stream:
         raise RequestError(f"model {MODEL_ID!r} does not stream: the answering rung is known only once the "
                            "orchestrator has chosen it; send stream: false", param="stream", code="stream_unsupported")
@@ -53,8 +57,6 @@ def plan_orchestrated(rt: Any, req: Any, plan: Plan) -> None:
 
 
 def _preferences(req: Any, plan: Plan) -> Any:
-    from advisor.router.routing.rule import Preferences
-
     prefs = req.advisor
     return Preferences(allowed=list(plan.allowed), self_hosted_only=bool(prefs and prefs.self_hosted_only),
                        max_latency_s=prefs.max_latency_s if prefs else None)
@@ -62,12 +64,6 @@ def _preferences(req: Any, plan: Plan) -> Any:
 
 def _orchestrator_prompt(rt: Any, req: Any, plan: Plan):
     """(prompt text, tool specs the reply is parsed against, aliases by name) for the orchestrator."""
-    from advisor.agent.formats import format_for
-    from advisor.orchestrator.experts import expert_tool, experts_for
-    from advisor.orchestrator.prompt import orchestrator_prompt, render_preferences
-    from advisor.service.chat import render_prompt, tool_specs
-    from advisor.service.request import Message
-
     orch = rt.ladder.roles.orchestrator
     experts = [e for e in experts_for(rt.ladder) if e.name in plan.allowed]
     tool = expert_tool(experts)
@@ -82,10 +78,6 @@ def _orchestrator_prompt(rt: Any, req: Any, plan: Plan):
 async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Outcome:
     """Ask the orchestrator, run the expert it picks (or deliver its own reply), verify once; never past
     `deadline` (a monotonic time)."""
-    from advisor.agent.formats import format_for
-    from advisor.orchestrator.experts import EXPERT_TOOL
-    from advisor.service.chat import parse_reply
-
     orch = rt.ladder.roles.orchestrator
     out = Outcome(plan, [])
     prompt, specs, by_alias = _orchestrator_prompt(rt, req, plan)

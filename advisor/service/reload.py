@@ -17,11 +17,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError, ConfigError
+from advisor.router.feedback.pointers import DatabasePointer, FilePointer, is_pointer, pointer_for, sha256_of
+from advisor.router.model.artifact import load_router
 from advisor.store.protocols import is_database_url
 
 _PINNED: contextvars.ContextVar = contextvars.ContextVar("advisor_router", default=None)
@@ -48,10 +51,6 @@ class Serving:
 def load_serving(path, ladder) -> Serving:
     """Load an artifact, or the artifact a promoted pointer (a file, a PostgreSQL store URL or a pointer object)
     names, checked against the ladder's rungs."""
-    from advisor.router.model.artifact import load_router
-    from advisor.router.feedback.pointers import DatabasePointer, FilePointer, pointer_for
-    from advisor.router.feedback.pointers import is_pointer, sha256_of
-
     pointer = None
     sha = None
     if isinstance(path, (DatabasePointer, FilePointer)) or is_database_url(path) or is_pointer(path):
@@ -92,8 +91,6 @@ def _stamp(path: str) -> tuple[int, int] | None:
 
 async def check(rt) -> bool:
     """Reload when the pointer names another artifact; True when the router was swapped."""
-    from advisor.router.feedback.pointers import DatabasePointer, pointer_for
-
     pointer = rt.serving.pointer
     if pointer is None:
         return False
@@ -124,8 +121,6 @@ async def check(rt) -> bool:
 
 async def watch(rt, hup: asyncio.Event) -> None:
     """Check the pointer every CHECK_EVERY_S seconds (when it changed on disk) and whenever SIGHUP arrives."""
-    from advisor.router.feedback.pointers import DatabasePointer
-
     pointer = rt.serving.pointer
     if pointer is None:
         return
@@ -146,8 +141,6 @@ async def watch(rt, hup: asyncio.Event) -> None:
 
 def on_sighup(event: asyncio.Event) -> bool:
     """Set `event` on SIGHUP in this worker (False where signals cannot be handled here)."""
-    import signal
-
     if not hasattr(signal, "SIGHUP"):
         return False
     try:

@@ -297,6 +297,7 @@ def _check_role_fields(i: int, message: Message) -> None:
 @functools.lru_cache(maxsize=256)  # clients send the same tools with every request; a check costs about 1 ms
 def _schema_problem(schema_json: str) -> str | None:
     """What makes a function's ``parameters`` (as canonical JSON) no valid JSON Schema, or None."""
+    # heavy dependency, imported on use: jsonschema
     import jsonschema
     from jsonschema.validators import validator_for
 

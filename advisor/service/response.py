@@ -19,6 +19,7 @@ from advisor.service.dispatch import records
 from advisor.service.session_routing import session_headers
 from advisor.store import now as _now
 
+
 def sse(obj: Any) -> bytes:
     """One server-sent event."""
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

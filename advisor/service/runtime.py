@@ -15,6 +15,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from advisor.ladder import load_ladder
+from advisor.scores import Verifier
+from advisor.service.auth import KeyRing
+from advisor.service.config import load_config
+from advisor.service.metrics import Metrics
+from advisor.service.recording import SegmentWriter
+from advisor.service.reload import current, load_serving
+from advisor.service.shipping import DatabaseRecorder
+from advisor.triton.client import TritonClient
+from advisor.verifier.build import build_verifier
 
 SETTINGS_ENV = "ADVISOR_SERVE_SETTINGS"
 
@@ -54,13 +64,6 @@ class Runtime:
     """One worker's live objects, built from `ServeSettings` (clients are created lazily on its event loop)."""
 
     def __init__(self, settings: ServeSettings):
-        from advisor.ladder import load_ladder
-        from advisor.service.auth import KeyRing
-        from advisor.service.config import load_config
-        from advisor.service.metrics import Metrics
-        from advisor.service.recording import SegmentWriter
-        from advisor.service.reload import load_serving
-
         self.settings = settings
         self.ladder = load_ladder(settings.ladder_path)
         self.config = load_config(settings.config_path, self.ladder)
@@ -70,8 +73,6 @@ class Runtime:
         self.metrics = Metrics()
         self.worker = f"w{os.getpid()}"
         if settings.store_url:
-            from advisor.service.shipping import DatabaseRecorder
-
             self.writer = DatabaseRecorder(settings.spool, self.worker, settings.store_url)
         else:
             self.writer = SegmentWriter(settings.spool, self.worker)
@@ -80,8 +81,6 @@ class Runtime:
         self._verifiers: dict[str, Any] = {}
         self._ready: tuple[float, bool, str] = (0.0, False, "not checked yet")
         for cname, cls in self.config.classes.items():
-            from advisor.verifier.build import build_verifier
-
             self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
         self._models = {m.name: m for m in self.ladder.models()}  # rungs and roles, by name
         self._policy_verifiers = {c: self._resolve_policy_verifier(c) for c in self.config.classes}
@@ -93,14 +92,10 @@ class Runtime:
     @property
     def router(self):
         """The router of the request being handled (pinned when it started; see `advisor.service.reload`)."""
-        from advisor.service.reload import current
-
         return current(self).model
 
     def client_for(self, model):
         """The Triton client serving a ladder model (one per address)."""
-        from advisor.triton.client import TritonClient
-
         url = self.settings.urls.get(model.name) or self.ladder.url_of(model)
         client = self._clients.get(url)
         if client is None:
@@ -120,8 +115,6 @@ class Runtime:
         return known if known is not None else self._resolve_policy_verifier(task_class)
 
     def _resolve_policy_verifier(self, task_class: str | None):
-        from advisor.scores import Verifier
-
         pair = self.settings.verifier_rates.get(task_class or "")
         if pair is not None:
             return Verifier(*pair)

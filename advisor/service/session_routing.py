@@ -144,6 +144,7 @@ class SessionMetrics:
     """Prometheus series of sessions: started by rung, steps by start and latched rung, escalations by reason."""
 
     def __init__(self, metrics):
+        # heavy dependency, imported on use: prometheus_client
         from prometheus_client import Counter
 
         reg = metrics.registry

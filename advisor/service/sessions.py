@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.agent.loop import _signature, is_stuck
+from advisor.store.latches import LatchStore
 
 DERIVED_PREFIX = "drv_"
 REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected")
@@ -164,7 +165,5 @@ def latches(rt):
     """The worker's latch store (`advisor.store.latches.LatchStore`, opened on first use)."""
     store = getattr(rt, "_latches", None)
     if store is None:
-        from advisor.store.latches import LatchStore
-
         store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, rt.config.sessions.ttl_s)
     return store

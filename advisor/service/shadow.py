@@ -14,15 +14,18 @@ would have cost and delivered on that traffic, and `advisor router promote --req
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
+
+from advisor.errors import AdvisorError
+from advisor.router.routing.route import route_one
+from advisor.service.reload import load_serving
 
 
 class Shadow:
     """The candidate router of a worker (loaded once, at start)."""
 
     def __init__(self, path: str, ladder):
-        from advisor.service.reload import load_serving
-
         self.serving = load_serving(path, ladder)
 
     @property
@@ -45,17 +48,12 @@ def shadow_of(rt) -> Shadow | None:
 def shadow_decide(rt, plan, config, prefs) -> None:
     """The candidate's decision for a routed request, kept on the plan (`plan.shadow`) for its record; a
     candidate that cannot decide records its error instead (the request is never affected)."""
-    from advisor.errors import AdvisorError
-    from advisor.router.routing.route import route_one
-
     sh = shadow_of(rt)
     if sh is None:
         return
     model = sh.serving.model
     try:
         allowed = [n for n in prefs.allowed if n in model.rung_names]
-        from dataclasses import replace
-
         d = route_one(model, plan.text, plan.task_class, config, replace(prefs, allowed=allowed), policy=rt.policy_name,
                       explain=False)
         plan.shadow = {"shadow_version": sh.version, "shadow_rung": d.chain[0] if d.chain else None,

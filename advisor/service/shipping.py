@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.service.recording import SegmentWriter, split_records
+from advisor.store.postgres import PostgresStore
 
 QUEUE_REQUESTS = 20_000  #: requests waiting for the database, at most (their records stay in the spool past it)
 BATCH = 1_000
@@ -124,8 +125,6 @@ class DatabaseRecorder:
         return items
 
     def _connect(self):
-        from advisor.store.postgres import PostgresStore
-
         if self._store is None:
             self._store = PostgresStore.open(self.url)
         return self._store

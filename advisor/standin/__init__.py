@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from advisor.standin.agent import StandinAgent
+from advisor.standin.orchestrator import StandinOrchestrator
+
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
@@ -57,9 +60,6 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
     function is deterministic for the same prompt and sampling parameters, and thread-safe. The rung's
     simulated `latency_ms` is waited by the server (`advisor.triton.standin_model`), not here.
     """
-    from advisor.standin.agent import StandinAgent
-    from advisor.standin.orchestrator import StandinOrchestrator
-
     orchestrates = model.standin is not None and model.standin.orchestrator is not None
     agent = StandinOrchestrator(model, suite_paths) if orchestrates else StandinAgent(model, suite_paths)
 

@@ -14,9 +14,11 @@ from typing import Any, Sequence
 
 from advisor.agent.chat import parse_default
 from advisor.agent.formats import FINAL_MARKER, format_for
+from advisor.errors import ConfigError
+from advisor.records import text_hash
 from advisor.standin.behaviour import GIVE_UP_TEXT, Action, make_plan
 from advisor.standin.generic import generic_reply, is_agent_prompt
-from advisor.records import text_hash
+from advisor.suite import load_suite
 
 
 class StandinAgent:
@@ -24,16 +26,12 @@ class StandinAgent:
 
     def __init__(self, model: Any, suite_paths: Sequence[str | Path] = ()):
         if model.standin is None:
-            from advisor.errors import ConfigError
-
             raise ConfigError(f"model {model.name!r} has no standin: block; only stand-ins can be simulated")
         self.model = model
         self.params = model.standin
         self.format = format_for(model.tool_call_format)
         self.tasks: dict[str, Any] = {}
         for path in suite_paths:
-            from advisor.suite import load_suite
-
             for task in load_suite(path).tasks:
                 self.tasks.setdefault(text_hash(task.instructions), task)
 

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 from advisor.agent.chat import parse_default
 from advisor.agent.formats import format_for
 from advisor.records import text_hash
+from advisor.standin.agent import StandinAgent
 from advisor.standin.behaviour import difficulty, episode_seed
 
 CAP_LO, CAP_HI = 0.0, 4.0  #: believed capability of the cheapest and of the priciest expert
@@ -81,8 +82,6 @@ class StandinOrchestrator:
     """The simulated orchestrator behind one stand-in orchestrator role."""
 
     def __init__(self, model: Any, suite_paths: Sequence[str | Path] = ()):
-        from advisor.standin.agent import StandinAgent
-
         self.model = model
         self.params = model.standin.orchestrator
         self.format = format_for(model.tool_call_format)

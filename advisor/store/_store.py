@@ -20,8 +20,8 @@ from advisor.store._agreement_queries import AgreementQueries
 from advisor.store._live_queries import LiveQueries
 from advisor.store._policy_queries import PolicyQueries
 from advisor.store._queries import Queries
-from advisor.store._session_queries import SessionQueries
 from advisor.store._registry_queries import RegistryQueries
+from advisor.store._session_queries import SessionQueries
 from advisor.store.migrations import MIGRATIONS
 
 DEFAULT_STORE = "advisor.duckdb"
@@ -79,6 +79,7 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
     @classmethod
     def open(cls, path: str | Path = DEFAULT_STORE, read_only: bool = False) -> "Store":
         """Open (creating if needed) and migrate the store at `path`."""
+        # heavy dependency, imported on use: duckdb
         import duckdb
 
         path = str(path)
@@ -210,6 +211,7 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         if not rows:
             return
         try:
+            # heavy dependency, imported on use: pyarrow
             import pyarrow as pa
         except ImportError:  # pragma: no cover - pyarrow is in the test and parquet extras
             for start in range(0, len(rows), 500):

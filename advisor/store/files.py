@@ -6,11 +6,14 @@ plain rows. Errors are one `DataError` line naming the file and the line or byte
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import DataError
+from advisor.nesting import json_depth, max_nesting, too_deep
 from advisor.yamlio import check_utf8
 
 
@@ -33,6 +36,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
     if suffix in (".csv", ".jsonl", ".ndjson"):
         check_utf8(path, DataError)
+    # heavy dependency, imported on use: duckdb
     import duckdb
 
     con = duckdb.connect()
@@ -57,8 +61,6 @@ def _fetch_dicts(result, decode_json: bool = False) -> list[dict[str, Any]]:
 
 
 def _read_csv(con, path: Path) -> list[dict[str, Any]]:
-    import csv
-
     with path.open(newline="", encoding="utf-8-sig") as fh:
         header = next(csv.reader(fh), None)
     if not header or not any(h.strip() for h in header):
@@ -77,8 +79,6 @@ def _read_csv(con, path: Path) -> list[dict[str, Any]]:
 
 
 def _read_jsonl(con, path: Path) -> list[dict[str, Any]]:
-    from advisor.nesting import json_depth, max_nesting, too_deep
-
     limit, empty = max_nesting(), True
     with path.open(encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, start=1):
@@ -101,8 +101,6 @@ def _read_parquet(con, path: Path) -> list[dict[str, Any]]:
 
 def _duckdb_read_error(path: Path, suffix: str, exc: Exception) -> str:
     """DuckDB's multi-line reader error as one line naming the file and the line or byte."""
-    import re
-
     text = str(exc)
     if suffix == ".csv":
         line = re.search(r"CSV Error on Line: (\d+)", text)

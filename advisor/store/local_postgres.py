@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from advisor.errors import StoreError
+from advisor.triton.server import free_port
 
 
 def postgres_bin() -> Path | None:
@@ -63,8 +64,6 @@ class LocalPostgres:
 
     def start(self) -> "LocalPostgres":
         """initdb in a new temporary folder, start the server, create the database; return self."""
-        from advisor.triton.server import free_port
-
         self.folder = Path(tempfile.mkdtemp(prefix="advisor-pg-"))
         if self._user:
             shutil.chown(self.folder, self._user, self._user)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+
 def _m001_initial(con) -> None:
     con.execute(
         """

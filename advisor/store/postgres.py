@@ -60,6 +60,7 @@ class _Connection:
 def connect(url: str, timeout_s: float = 5.0):
     """A psycopg connection to `url` (autocommit); StoreError naming the (redacted) URL when it fails."""
     try:
+        # heavy dependency, imported on use: psycopg
         import psycopg
     except ImportError:
         raise StoreError("a postgresql:// store needs psycopg: pip install 'advisor[postgres]'") from None

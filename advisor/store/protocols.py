@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from advisor.errors import StoreError
+from advisor.store._store import Store
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 STORE_URL_ENV = "ADVISOR_STORE_URL"  #: where `advisor serve` and the live commands read a store URL from
@@ -82,13 +83,13 @@ def open_store(location: str | Path, read_only: bool = False):
     """Open the store `location` names: a PostgreSQL URL, else a DuckDB file (see the module docstring)."""
     text = str(location)
     if is_database_url(text):
+        # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.store.postgres import PostgresStore
 
         return PostgresStore.open(text, read_only=read_only)
     if "://" in text and not text.startswith("duckdb://"):
         raise StoreError(f"{text.split('://')[0]}://: unknown store scheme; use a DuckDB file (or duckdb://PATH) "
                          "or postgresql://USER@HOST/DB")
-    from advisor.store._store import Store
 
     return Store.open(duckdb_path(text), read_only=read_only)
 

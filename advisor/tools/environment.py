@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from advisor.records import ToolCall
 from advisor.errors import AdvisorError, did_you_mean
+from advisor.records import ToolCall
 from advisor.tools.base import ToolError, ToolSpec, get_tool, registry
 from advisor.tools.files import resolve_in_workspace
 from advisor.tools.fixture_api import FixtureApi
@@ -26,6 +26,7 @@ MAX_OBSERVATION_CHARS = 16_000  #: longer observations are cut, with a note
 
 @functools.lru_cache(maxsize=None)
 def _validator(name: str):
+    # heavy dependency, imported on use: jsonschema
     from jsonschema import Draft202012Validator
 
     return Draft202012Validator(get_tool(name).spec.parameters)

@@ -25,6 +25,7 @@ step 1 and the copy back are skipped. Unsandboxed (``supervise`` false: no PID n
 import json
 import os
 import resource
+import runpy
 import select
 import shutil
 import signal
@@ -62,7 +63,6 @@ def run_code(kind, payload, args):
     sys.path.insert(0, os.getcwd())
     sys.argv = [payload if kind == "file" else "<run_python>"] + args
     if kind == "file":
-        import runpy
         runpy.run_path(payload, run_name="__main__")
     else:
         exec(compile(payload, "<run_python>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
@@ -96,12 +96,15 @@ def child_main(cfg, args):
             print(exc.code, file=sys.stderr)
             code = 1
     except BaseException:
+        # lazy: in the code's own process, after its run (this file runs as a script inside the sandbox)
         import traceback
         traceback.print_exc()
         code = 1
     try:
+        # lazy: in the code's own process, after its run, as the interpreter's exit would
         import threading
         threading._shutdown()
+        # lazy: likewise
         import atexit
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -132,6 +132,7 @@ class GrpcTransport:
     """gRPC via tritonclient.grpc.aio: one channel, one bidirectional stream per generation."""
 
     def __init__(self, url: str):
+        # heavy dependency, imported on use: numpy, tritonclient
         import numpy as np
         import tritonclient.grpc.aio as grpcclient
         from tritonclient.grpc import InferInput
@@ -148,6 +149,7 @@ class GrpcTransport:
         self._flags = flags  # immutable after this point: shared by every request
 
     async def _guard(self, coro):
+        # heavy dependency, imported on use: grpc, tritonclient
         import grpc
         from tritonclient.utils import InferenceServerException
 
@@ -182,6 +184,7 @@ class GrpcTransport:
 
     async def _parts(self, request: dict):
         """The responses of one request on its own stream, until the server closes the stream."""
+        # heavy dependency, imported on use: grpc, tritonclient
         import grpc
         from tritonclient.utils import InferenceServerException
 
@@ -253,6 +256,7 @@ class HttpTransport:
     """HTTP via httpx: the generate extension for decoupled models, the v2 REST API for the rest."""
 
     def __init__(self, url: str):
+        # heavy dependency, imported on use: httpx
         import httpx
 
         self._httpx = httpx

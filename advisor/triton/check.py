@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass
 
-from advisor.errors import AdvisorError, BackendError
+from advisor.errors import AdvisorError, BackendError, ContractError, did_you_mean
+from advisor.orchestrator.formatcheck import format_probe, judge_reply
+from advisor.triton.client import TritonClient
 
 #: Prompt and budget of the check's one generation.
 CHECK_PROMPT = "Reply with the single word OK."
@@ -62,8 +64,6 @@ def _roles(ladder) -> list[tuple[str, object]]:
 
 async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float) -> None:
     """The orchestrator role's tool-call format: one expert probe, judged by `formatcheck.judge_reply`."""
-    from advisor.orchestrator.formatcheck import format_probe, judge_reply
-
     probe = format_probe(ladder, model)
     result = await client.generate(model.triton_model, probe.prompt, max_tokens=int(model.max_output_tokens),
                                    sampling={"temperature": 0.0}, timeout_s=timeout_s)
@@ -75,15 +75,11 @@ async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float
 
 
 async def _check_one(client, role: str, model, url: str, timeout_s: float, ladder) -> ModelCheck:
-    from advisor.errors import ContractError
-
     row = ModelCheck(model.name, role, model.triton_model, url, reachable=True, simulated=model.simulated)
     try:
         row.ready = await client.model_ready(model.triton_model)
         if not row.ready:
             names = await client.repository_index()
-            from advisor.errors import did_you_mean
-
             row.error = ("not ready (loading or failed)" if model.triton_model in names
                          else f"not on this server.{did_you_mean(model.triton_model, names)}")
             return row
@@ -119,8 +115,6 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
 
     Raises `BackendError` when no server of the ladder can be reached at all.
     """
-    from advisor.triton.client import TritonClient
-
     rows = [(role, m, url or ladder.url_of(m)) for role, m in _roles(ladder)]
     clients = {u: TritonClient(u, protocol=protocol, timeout_s=timeout_s, retries=1) for u in {u for *_, u in rows}}
     try:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp
+from advisor.triton.contract import check_model
+from advisor.triton.metrics import parse_prometheus, scrape
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
 BACKOFF_S = 0.2
@@ -185,8 +187,6 @@ class TritonClient:
 
     async def check_contract(self, model: str) -> None:
         """Raise `ContractError` when `model`'s tensors or policy do not match the vLLM backend contract."""
-        from advisor.triton.contract import check_model
-
         meta = await self.model_metadata(model)
         config = await self.model_config(model)
         check_model(model, meta, config)
@@ -196,8 +196,6 @@ class TritonClient:
 
         Keys are series as printed, e.g. ``nv_inference_request_success{model="m",version="1"}``.
         """
-        from advisor.triton.metrics import parse_prometheus, scrape
-
         url = metrics_url or tp.default_metrics_url(self.url)
         return parse_prometheus(await scrape(url))
 

@@ -9,6 +9,7 @@ from advisor.errors import BackendError
 
 async def scrape(url: str, timeout_s: float = 10.0) -> str:
     """GET the Prometheus text at `url` (``/metrics`` is appended when the path is empty)."""
+    # heavy dependency, imported on use: httpx
     import httpx
 
     if "://" not in url:

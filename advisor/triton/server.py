@@ -7,19 +7,24 @@ from the repository `advisor triton render` writes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
+import signal
 import socket
 import sys
 import sysconfig
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from advisor import standin
 from advisor.errors import BackendError, ConfigError
+from advisor.triton.standin_model import infer_function, pytriton_tensors
 
 #: Seconds to wait for tritonserver to answer its health endpoint.
 START_TIMEOUT_S = 90.0
@@ -62,6 +67,7 @@ def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list
     every <pid> that no longer runs, and stop the Python-backend stubs left running by a server that is gone
     (`_stop_orphaned_stubs`). Returns what was removed."""
     if home is None:
+        # heavy dependency, imported on use: pytriton
         from pytriton.constants import PYTRITON_HOME
 
         home = Path(PYTRITON_HOME)
@@ -83,8 +89,6 @@ def _stop_orphaned_stubs(home: Path) -> None:
     tritonserver and its Python-backend stubs) whose server is gone: the advisor process <pid> no longer runs, or
     the process's parent is neither that advisor process nor a process of the same workspace (a tritonserver
     killed with SIGKILL leaves its stubs running, orphaned, also after its workspace was removed)."""
-    import signal
-
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
@@ -170,16 +174,16 @@ class EmbeddedTriton:
             return self
         self._pick_ports()
         try:
+            # heavy dependency, imported on use: pytriton
             from pytriton.model_config import ModelConfig
             from pytriton.triton import TritonConfig, TritonSecurityConfig
         except ImportError as exc:  # pragma: no cover - depends on the platform
             raise BackendError(f"cannot start the embedded Triton: nvidia-pytriton is not installed ({exc})") from None
-        from advisor.standin import responder_for
-        from advisor.triton.standin_model import infer_function, pytriton_tensors
 
         if not self.verbose:
             logging.getLogger("pytriton").setLevel(logging.ERROR)
         ensure_libpython_on_path()
+        # heavy dependency, imported on use: pytriton
         from pytriton.constants import PYTRITON_HOME
 
         clean_leaked(Path(PYTRITON_HOME))  # a killed probe leaves its workspace and shared memory behind
@@ -193,7 +197,7 @@ class EmbeddedTriton:
         self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="standin")
         inputs, outputs = pytriton_tensors()
         for model in self.ladder.models():
-            respond = responder_for(model, self.suite_paths)
+            respond = standin.responder_for(model, self.suite_paths)
             latency_s = model.standin.latency_ms / 1000.0 if model.standin else 0.0
             triton.bind(model_name=model.triton_model, infer_func=infer_function(respond, latency_s, self._executor),
                         inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
@@ -296,8 +300,6 @@ def _start_process(triton) -> None:
     loop marked as running in this thread. (Not from another thread: PyTriton asks the kernel to stop tritonserver
     when the thread that started it ends.)
     """
-    import asyncio
-
     loop = asyncio._get_running_loop()  # noqa: SLF001 - asyncio's low-level pair, exported for event loops
     asyncio._set_running_loop(None)  # noqa: SLF001
     try:
@@ -307,6 +309,7 @@ def _start_process(triton) -> None:
 
 
 def _quiet_triton_class():
+    # heavy dependency, imported on use: pytriton
     from pytriton.triton import Triton
 
     class QuietTriton(Triton):
@@ -329,9 +332,6 @@ def _QuietTriton(**kwargs):  # noqa: N802 - a lazily built class
 
 def serve_forever(server: EmbeddedTriton, out=sys.stdout) -> None:
     """Start `server`, print its addresses and the ready line, and block until SIGINT/SIGTERM; then stop."""
-    import signal
-    import threading
-
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -31,6 +31,7 @@ class BadRequest(ValueError):
 
 def pytriton_tensors():
     """(inputs, outputs) as PyTriton `Tensor`s built from the contract tables."""
+    # heavy dependency, imported on use: pytriton
     from pytriton.model_config import Tensor
 
     inputs = [Tensor(name=t.name, dtype=_NUMPY[t.datatype], shape=t.dims, optional=t.optional) for t in INPUTS]

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from advisor.checks.base import get_check
+from advisor.checks.judge import JudgeError, TritonJudge
 from advisor.errors import ConfigError
+from advisor.records import Episode, ToolCall
 
 
 @dataclass
@@ -40,14 +43,10 @@ class ChecksVerifier:
     """Every configured check must pass."""
 
     def __init__(self, checks):
-        from advisor.checks.base import get_check
-
         self.checks = [(c, get_check(c.type)) for c in checks]
 
     async def verify(self, reply, request_text: str) -> Verdict:
         """Run each check on the reply as a one-turn episode."""
-        from advisor.records import Episode, ToolCall
-
         episode = Episode(final=reply.final, stop_reason="final" if reply.final is not None else "max_turns",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
         task = SimpleNamespace(instructions=request_text, id="live")
@@ -67,9 +66,6 @@ class JudgeReplyVerifier:
 
     async def verify(self, reply, request_text: str) -> Verdict:
         """Ask the judge; reject (with the reason) when it fails or scores below the threshold."""
-        from advisor.checks.judge import JudgeError
-        from advisor.records import Episode, ToolCall
-
         episode = Episode(final=reply.final, stop_reason="final",
                           calls=[ToolCall(name, args) for name, args in reply.calls])
         criterion = SimpleNamespace(name="reply", description="The reply answers the request acceptably.",
@@ -92,7 +88,6 @@ def build_verifier(verifier_config, ladder, client_for) -> Any | None:
         judge_model = ladder.roles.judge
         if judge_model is None:
             raise ConfigError(f"a class uses a judge verifier but ladder {ladder.name!r} has no roles.judge")
-        from advisor.checks.judge import TritonJudge
 
         judge = JudgeReplyVerifier(verifier_config.judge, TritonJudge(client_for(judge_model), judge_model))
         if not verifier_config.checks:

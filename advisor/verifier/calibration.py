@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from advisor.checks.agreement import Rates
-from advisor.errors import DataError
+from advisor.errors import ConfigError, DataError, StoreError, did_you_mean
 from advisor.records import now, text_hash
 from advisor.scores import DEFAULT_BAR, Verifier
+from advisor.store import Store
 from advisor.verifier.build import VerifiedText, build_verifier
 
 POOLED = "*"  #: the rung name of a class's pooled rates
@@ -96,8 +98,6 @@ async def measure_verifiers(store, config, ladder, client_for: Callable | None =
     `ladder` (a `Ladder` or None) restricts the runs to that ladder and provides the judge role; `client_for`
     gives the Triton client of a ladder model (needed by judge verifiers only).
     """
-    from advisor.errors import ConfigError, did_you_mean
-
     with_verifier = {n: c.verifier_config for n, c in config.classes.items() if c.verifier_config is not None}
     for name in classes or []:
         if name not in with_verifier:
@@ -198,11 +198,6 @@ def describe(rates: dict[str, PolicyRates]) -> list[str]:
 def service_rates(config, store_path) -> tuple[dict[str, PolicyRates], list[str]]:
     """The rates `advisor serve` hands its workers, read once from the store at `store_path` (the config's when
     the store is missing or busy), and the startup lines that say which."""
-    from pathlib import Path
-
-    from advisor.errors import StoreError
-    from advisor.store import Store
-
     if not any(c.verifier_config for c in config.classes.values()):
         return {}, []
     note = []

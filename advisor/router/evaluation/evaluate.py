@@ -22,11 +22,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from advisor.router.model.artifact import RouterModel
+from advisor.errors import RouterError
 from advisor.router.evaluation.metrics import plot, summarise, write_summary  # noqa: F401  (re-exported)
+from advisor.router.model.artifact import RouterModel
 from advisor.router.routing.policies import Requests, make_policy, predicted_outcome
-from advisor.router.routing.rule import PolicyConfig, realised_outcome
 from advisor.router.routing.route import context
+from advisor.router.routing.rule import PolicyConfig, realised_outcome
+from advisor.router.training.baseline import TfidfLogistic
 from advisor.router.training.fit import TrainingData, fit_router, grouped_folds
 from advisor.router.training.tuning import value_grid
 
@@ -99,8 +101,6 @@ def cross_validate(data: TrainingData, config_single: PolicyConfig, config_escal
     """Grouped K-fold: train a router (and the baseline) per fold, collect every policy's realised outcomes.
     With `hide_test_classes`, the held-out requests come without their class (every policy sees None), which
     measures routing of requests without a class (class prediction, `classpred.py`)."""
-    from advisor.router.training.baseline import TfidfLogistic
-
     data, dropped = _complete(data)
     merged: dict[str, dict] = {"single": {}, "escalate": {}}
     metrics = []
@@ -130,9 +130,6 @@ def evaluate_artifact(model: RouterModel, test: TrainingData, config_single: Pol
     """Judge a trained artifact on separately imported held-out data (no retraining of the router); same shape
     as `cross_validate`'s result. Rungs are matched by name; prompts missing a rung are dropped. The baseline,
     which has no artifact, is fitted by grouped K-fold on the held-out file itself (which favours it)."""
-    from advisor.errors import RouterError
-    from advisor.router.training.baseline import TfidfLogistic
-
     names = [r.name for r in test.rungs]
     missing = [n for n in model.rung_names if n not in names]
     if missing:

@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from advisor.errors import DataError
+from advisor.importers.recorded import (ID_COLUMNS, PROMPT_COLUMNS, TASK_COLUMNS, WIDE_IGNORED, ImportOptions,
+                                        import_recorded, read_table)
+from advisor.ladder import Ladder
+from advisor.router.training.fit import training_data_from_store
+from advisor.store import Store
 
 BOOKKEEPING = ("orig_split", "split", "fold", "orig_fold", "data_split", "subset")
 
@@ -37,8 +42,6 @@ def rung_for(model_id: str, rungs: Sequence[tuple[str, str | None]]) -> str | No
 
 
 def _model_ids(rows: list[dict[str, Any]], opts, path) -> list[str]:
-    from advisor.importers.recorded import ID_COLUMNS, PROMPT_COLUMNS, TASK_COLUMNS, WIDE_IGNORED
-
     columns = list(dict.fromkeys(k for r in rows[:50] for k in r))
     if opts.shape == "long" or (opts.shape == "auto" and {"model", "score"} <= set(columns)):
         return sorted({str(r["model"]) for r in rows if r.get("model") is not None})
@@ -59,8 +62,6 @@ def _model_ids(rows: list[dict[str, Any]], opts, path) -> list[str]:
 
 def ladder_from_artifact(model):
     """A placeholder ladder with the artifact's rungs and per-token prices (recorded results, not served)."""
-    from advisor.ladder import Ladder
-
     rungs = [{"name": r.name, "hf_id": r.name, "params_total_b": 1 + i, "triton_model": f"recorded_{i}",
               "price": {"basis": "tokens", "usd_per_m_input": r.usd_per_input_token * 1e6,
                         "usd_per_m_output": r.usd_per_output_token * 1e6,
@@ -72,10 +73,6 @@ def ladder_from_artifact(model):
 
 def load_heldout(path: str | Path, model, ladder=None, opts=None):
     """Import `path` in memory (see the module docstring) and return its `TrainingData`."""
-    from advisor.importers.recorded import ImportOptions, import_recorded, read_table
-    from advisor.router.training.fit import training_data_from_store
-    from advisor.store import Store
-
     path = Path(path)
     opts = opts or ImportOptions(suite_name="heldout")
     rows = read_table(path)

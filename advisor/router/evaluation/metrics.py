@@ -179,9 +179,11 @@ def bootstrap(res: dict[tuple, dict], mode: str, best_rung: str, seed: int = 0, 
 
 def plot(summary: dict[str, Any], folder: str | Path) -> list[Path]:
     """One cost-quality PNG per mode (marked SIMULATED when the runs are)."""
+    # heavy dependency, imported on use: matplotlib
     import matplotlib
 
     matplotlib.use("Agg")
+    # heavy dependency, imported on use: matplotlib
     import matplotlib.pyplot as plt
 
     folder = Path(folder)

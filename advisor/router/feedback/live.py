@@ -40,7 +40,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from advisor.checks.agreement import latest_verifier
+from advisor.records import text_hash
 from advisor.scores import Verifier
+from advisor.service.config import load_config
+from advisor.verifier.calibration import policy_rates
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords
@@ -68,18 +72,13 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
 def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
     """Per class the verifier's error rates: measured by `advisor verifier measure` for this verifier when stored,
     else a judge verifier's last `advisor judge agreement`, else the service config's."""
-    from advisor.service.config import load_config
-
     out: dict[str, Verifier] = {}
     if config_path is None:
         return out
     config = load_config(config_path, ladder)
     measured = None
     if store is not None:
-        from advisor.checks.agreement import latest_verifier
-
         measured = latest_verifier(store)
-    from advisor.verifier.calibration import policy_rates
 
     served = policy_rates(config, store)  # measured on probe runs by `advisor verifier measure`, else the config's
     for name, cls in config.classes.items():
@@ -134,8 +133,6 @@ def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier
 def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier], weight: float = 1.0,
                skipped_no_prompt: int = 0, held_out: int = 0):
     """Probe/imported training data plus live attempts (soft labels, each attempt counted as `weight` runs)."""
-    from advisor.records import text_hash
-
     col = {r.name: j for j, r in enumerate(data.rungs)}
     priors = class_priors(data, [r for r in rows if r["rung"] in col], rates)
     index = {g: i for i, g in enumerate(data.groups)}

@@ -28,6 +28,8 @@ from typing import Any
 from advisor.errors import RouterError, StoreError
 from advisor.nesting import load_json
 from advisor.records import now
+from advisor.store import is_database_url
+from advisor.store.postgres import PostgresStore, redact
 
 POINTER_FORMAT = "advisor-router-pointer"
 
@@ -128,14 +130,10 @@ class DatabasePointer:
         self._store = None
 
     def __str__(self) -> str:
-        from advisor.store.postgres import redact
-
         return f"{redact(self.url)}#{self.name}"
 
     def store(self):
         """The registry connection (opened on first use, reopened after the database went away)."""
-        from advisor.store.postgres import PostgresStore
-
         if self._store is not None and self._store.closed:
             self.close()
         if self._store is None:
@@ -191,8 +189,6 @@ class DatabasePointer:
 
     def fetch(self, sha: str, recorded: str | None) -> Path:
         """The kept artifact's local file (written once into the cache folder, checked by sha256)."""
-        import hashlib
-
         for suffix in (".json", ".npz"):
             cached = self.cache / f"{sha[:16]}{suffix}"
             if cached.is_file():
@@ -215,6 +211,4 @@ class DatabasePointer:
 
 def pointer_for(location: str | Path):
     """The pointer `location` names: a PostgreSQL store URL (its ``promoted`` row), else a pointer file."""
-    from advisor.store import is_database_url
-
     return DatabasePointer(str(location)) if is_database_url(location) else FilePointer(location)

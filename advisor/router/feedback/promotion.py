@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from advisor.errors import RouterError
-from advisor.router.feedback.pointers import sha256_of
+from advisor.router.feedback.live import live_attempts
+from advisor.router.feedback.pointers import DatabasePointer, pointer_for, sha256_of
+from advisor.router.feedback.shadow_report import shadow_gate
+from advisor.router.model.artifact import load_router
+from advisor.scores import Verifier
+from advisor.store import now
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords, RouterRegistry
@@ -67,8 +72,6 @@ class GateResult:
 
 
 def _accept_prob(model, rows, rates) -> np.ndarray:
-    from advisor.scores import Verifier
-
     P = model.predict([r["prompt_text"] for r in rows], [r["task_class"] for r in rows])
     names = model.rung_names
     p = np.array([P[i, names.index(r["rung"])] for i, r in enumerate(rows)])
@@ -80,8 +83,6 @@ def _accept_prob(model, rows, rates) -> np.ndarray:
 def gate(candidate, serving, store: LiveRecords, window: int = 200, min_decisions: int = 30, margin: float = 0.005,
          rates: dict | None = None, seed: int = 0) -> GateResult:
     """Evaluate `candidate` against `serving` on the held-out window (see the module docstring)."""
-    from advisor.router.feedback.live import live_attempts
-
     rows, skipped = live_attempts(store)
     until = ((candidate.provenance.get("live") or {}).get("live_until"))
     if until:
@@ -126,8 +127,6 @@ def gate(candidate, serving, store: LiveRecords, window: int = 200, min_decision
 
 def _record(store: RouterRegistry, action: str, artifact, sha: str, version: str, pointer, previous: dict | None,
             result: GateResult | None, evidence: dict) -> str:
-    from advisor.store import now
-
     pid = "pro_" + uuid.uuid4().hex[:16]
     store.add_promotion({
         "promotion_id": pid, "created_at": now(), "action": action, "artifact_path": str(artifact),
@@ -144,8 +143,6 @@ def _record(store: RouterRegistry, action: str, artifact, sha: str, version: str
 
 def _kept_name(previous: dict, pointer) -> str:
     """What a promotion record names as the previous artifact: its file, or its registry key."""
-    from advisor.router.feedback.pointers import DatabasePointer
-
     return f"sha256:{previous['sha256']}" if isinstance(pointer, DatabasePointer) else previous["artifact"]
 
 
@@ -163,9 +160,6 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
     the outcome (``promoted``, ``action``, ``gate`` figures, ``artifact``, ``router_version``); a refusal is
     recorded too and returned with ``promoted: False``.
     """
-    from advisor.router.model.artifact import load_router
-    from advisor.router.feedback.pointers import pointer_for
-
     pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
     cand_path = Path(candidate_path)
     candidate = load_router(cand_path)
@@ -186,8 +180,6 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
         return {"promoted": False, "action": "refused", "reason": result.reason, "gate": result.as_dict(),
                 "router_version": candidate.version_tag, "serving_version": previous.get("router_version")}
     if require_shadow:
-        from advisor.router.feedback.shadow_report import shadow_gate
-
         ok, why, report = shadow_gate(store, candidate.version_tag, shadow_margin)
         evidence["shadow"] = {"passed": ok, "reason": why, "report": report}
         if not ok and not force:
@@ -207,9 +199,6 @@ def promote(candidate_path: str | Path, store: RouterRegistry, pointer, window: 
 
 def rollback(store: RouterRegistry, pointer) -> dict[str, Any]:
     """Point back to the artifact that served before the current one (recorded as a ``rollback`` row)."""
-    from advisor.router.model.artifact import load_router
-    from advisor.router.feedback.pointers import pointer_for
-
     pointer = pointer_for(pointer) if isinstance(pointer, (str, Path)) else pointer
     current = pointer.read()
     installed = [r for r in store.promotions() if r["artifact_sha256"] == current.get("sha256")

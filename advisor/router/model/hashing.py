@@ -31,6 +31,7 @@ CACHE_MAX = 200_000  #: entries per cache (words, n-grams, token pairs) before i
 @lru_cache(maxsize=4)
 def vectorizers(n_hash: int):
     """The featuriser's (char_wb 3-4, word 1-2) HashingVectorizers for hash width `n_hash`."""
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.feature_extraction.text import HashingVectorizer
 
     kw = dict(n_features=n_hash, alternate_sign=False, norm=None, lowercase=True, dtype=np.float32)
@@ -42,6 +43,7 @@ class _Hasher:
     """Per hash width: the analyzers, and caches of word -> char n-gram buckets, token -> bucket, pair -> bucket."""
 
     def __init__(self, n_hash: int) -> None:
+        # heavy dependency, imported on use: scikit-learn
         from sklearn.utils import murmurhash3_32
 
         chars, words = vectorizers(n_hash)

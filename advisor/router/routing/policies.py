@@ -31,7 +31,7 @@ import numpy as np
 from advisor.errors import RouterError, did_you_mean
 from advisor.registry import Registry
 from advisor.router.routing.rule import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
-                                   chain_outcome_batch, chosen_chains, describe, eligible, select)
+                                         chain_outcome_batch, chosen_chains, describe, eligible, select)
 
 POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.routing.policies",),
                                    entry_points="advisor.policies")

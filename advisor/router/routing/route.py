@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from advisor.errors import DataError
+from advisor.importers.recorded import read_table
 from advisor.router.model.artifact import RouterModel
 from advisor.router.model.cache import cache_of
 from advisor.router.routing.policies import Context, Requests, make_policy, to_decisions
@@ -84,8 +85,6 @@ def route_batch(model: RouterModel, texts: Sequence[str], classes: Sequence[str 
 def read_requests(path: str | Path, prompt_column: str = "prompt",
                   class_column: str = "task") -> tuple[list[dict[str, Any]], list[str], list[str | None]]:
     """Rows, prompts and classes of a JSONL or CSV request file (DataError on a missing prompt)."""
-    from advisor.importers.recorded import read_table
-
     path = Path(path)
     if path.suffix.lower() not in (".jsonl", ".ndjson", ".csv"):
         raise DataError(f"{path}: batch requests are .jsonl or .csv")

@@ -34,7 +34,6 @@ import numpy as np
 from advisor.errors import RouterError, did_you_mean
 from advisor.scores import PERFECT, Verifier
 
-
 P_TIE = 0.01  #: highest-P(usable) fallback: candidates within this of the best P count as tied (module doc)
 
 

@@ -12,6 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from advisor.router.training.fit import _fit_linear, _rows_for_rung
+
 
 class TfidfLogistic:
     """Fitted tf-idf + class one-hot logistic models, one per rung, and each rung's mean training cost."""
@@ -25,6 +27,7 @@ class TfidfLogistic:
         self.mean_cost = np.zeros(0)
 
     def _X(self, texts: Sequence[str], classes: Sequence[str | None]):
+        # heavy dependency, imported on use: scipy
         import scipy.sparse as sp
 
         onehot = np.zeros((len(texts), len(self.classes)))
@@ -36,9 +39,8 @@ class TfidfLogistic:
 
     def fit(self, data) -> "TfidfLogistic":
         """Fit on `train.TrainingData` (fractional outcomes become two weighted rows, as for the router)."""
+        # heavy dependency, imported on use: scikit-learn
         from sklearn.feature_extraction.text import TfidfVectorizer
-
-        from advisor.router.training.fit import _fit_linear, _rows_for_rung
 
         self.vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2, max_features=200000)
         self.vectorizer.fit(data.texts)

@@ -12,14 +12,18 @@ other folds (cross-fitted, so not optimistic).
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from advisor.errors import RouterError
+from advisor.ladder import Ladder
 from advisor.router.model.artifact import RouterModel, RungModel
-from advisor.router.model.features import WINDOW, Featurizer
+from advisor.router.model.costmodel import fit_cost_model, mdape
+from advisor.router.model.features import CUE_NAMES, WINDOW, Featurizer
+from advisor.router.training.tuning import tune_default
 
 
 @dataclass
@@ -49,8 +53,6 @@ class TrainingData:
 def training_data_from_store(store, suite_name: str | None = None, kinds: Sequence[str] = ("probe", "imported"),
                              ladder_name: str | None = None) -> TrainingData:
     """Aggregate the store's scored runs (of one ladder) into prompt-level training data."""
-    from advisor.ladder import Ladder
-
     rows = store.runs(kind=list(kinds), suite_name=suite_name, ladder_name=ladder_name, unscored=False,
                       policy="fixed")  # policy runs (orchestrator, router, cascade) are not rung outcomes
     rows = [r for r in rows if r["overall"] is not None]
@@ -139,6 +141,7 @@ def _rows_for_rung(usable: np.ndarray, runs: np.ndarray, j: int):
 
 
 def _fit_linear(X, y, w, C: float, seed: int):
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.linear_model import LogisticRegression
 
     if len(np.unique(y)) < 2:
@@ -154,10 +157,12 @@ def _calibrator(raw: np.ndarray, y: np.ndarray, w: np.ndarray, method: str) -> t
         rate = float(y[0]) if len(y) else 0.5
         return np.array([0.0]), np.array([rate])
     if method == "isotonic":
+        # heavy dependency, imported on use: scikit-learn
         from sklearn.isotonic import IsotonicRegression
 
         iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(raw, y, sample_weight=w)
         return np.asarray(iso.X_thresholds_, float), np.asarray(iso.y_thresholds_, float)
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.linear_model import LogisticRegression
 
     platt = LogisticRegression(C=1e4).fit(raw[:, None], y, sample_weight=w)
@@ -167,6 +172,7 @@ def _calibrator(raw: np.ndarray, y: np.ndarray, w: np.ndarray, method: str) -> t
 
 def calibration_metrics(p: np.ndarray, y: np.ndarray, w: np.ndarray, bins: int = 10) -> dict[str, float | None]:
     """AUC, Brier score and expected calibration error (equal-width bins) of weighted binary predictions."""
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.metrics import roc_auc_score
 
     auc = float(roc_auc_score(y, p, sample_weight=w)) if len(np.unique(y)) == 2 else None
@@ -185,6 +191,7 @@ def within_class_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray, classes: Seque
     """AUC inside each task class, averaged with the classes' weights (classes with one outcome only are left
     out): how well a model ranks requests of the same class, which the class alone cannot do. About 0.5 means
     the text adds nothing beyond the class."""
+    # heavy dependency, imported on use: scikit-learn
     from sklearn.metrics import roc_auc_score
 
     cls = np.array([c or "" for c in classes])
@@ -237,12 +244,8 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
     `predict_classes`, the featuriser carries a class model for requests without a class (`classpred.py`);
     `window`: the (head, tail) characters of a long prompt the features read (`features.text_window`; None:
     the whole text)."""
-    import warnings
-
+    # heavy dependency, imported on use: scipy
     import scipy.sparse as sp
-
-    from advisor.router.model.costmodel import fit_cost_model, mdape
-    from advisor.router.model.features import CUE_NAMES
 
     if len(data.texts) < 2 * folds:
         raise RouterError(f"too little data to train a router: {len(data.texts)} prompts (need {2 * folds}+)")
@@ -338,8 +341,6 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
                   "folds": folds, "seed": seed, "features": {"sparse": feat.n_sparse,
                                                              "dense": feat.dense_names()[:40]}})
     if tune:
-        from advisor.router.training.tuning import tune_default
-
         tune_default(model, data, P_oof, C_oof)
     return model
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from advisor.router.routing.rule import PolicyConfig, RungFacts, candidate_table, chosen_chains, realised_outcome, select
+from advisor.router.routing.rule import (PolicyConfig, RungFacts, candidate_table, chosen_chains, realised_outcome,
+                                         select)
 
 TOLERANCE = 0.002  #: quality within this of the best counts as a tie (the cheaper point wins)
 RHO_GRID = np.round(np.linspace(0.0, 1.0, 21), 3)
