@@ -138,3 +138,16 @@ async def test_write_file_respects_the_workspace_size(tmp_path):
     assert (await env.call("write_file", {"path": "a.txt", "content": big})).ok  # replacing it fits
     call = await env.call("write_file", {"path": "b.txt", "content": big})
     assert not call.ok and "1 MiB (workspace_mb)" in call.observation and not (env.workspace / "b.txt").exists()
+
+
+@needs_root_bwrap
+def test_without_bwrap_size_support_the_workspace_is_bound_and_handed_over(ws, monkeypatch):
+    """bubblewrap before 0.8 has no --size: as root the workspace is bound directly and given to the run's uid."""
+    from dataclasses import replace
+
+    old = replace(sb.sandbox_status()[0], perms=False)
+    monkeypatch.setattr(sb, "sandbox_status", lambda: (old, None))
+    (ws / "in.txt").write_text("fixture")
+    result = run(ws, "print(open('in.txt').read())\nopen('out.txt', 'w').write('y')\n", SandboxLimits())
+    assert result.returncode == 0 and result.stdout.strip() == "fixture", result.stderr
+    assert (ws / "out.txt").read_text() == "y"

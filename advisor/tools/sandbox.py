@@ -132,7 +132,9 @@ def sandbox_status() -> tuple[Bubblewrap | None, str | None]:
     with tempfile.TemporaryDirectory(prefix="advisor-sandbox-check-") as tmp:
         argv, uid = _bwrap_argv(bw, Path(tmp), SandboxLimits())
         try:
-            done = subprocess.run(argv + _python_args(SandboxLimits(), uid, bw.as_root, "code", "print('ok')", []),
+            if uid >= 0 and not _copies(bw):
+                _hand_over(Path(tmp), uid)
+            done = subprocess.run(argv + _python_args(SandboxLimits(), uid, _copies(bw), "code", "print('ok')", []),
                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
                                   start_new_session=True)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -234,7 +236,7 @@ def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple
         if bw.perms:
             argv += ["--size", str(limits.tmp_mb * 1024 * 1024), "--perms", "1777"]
         argv += ["--tmpfs", tmp]
-    if bw.as_root and bw.perms:
+    if _copies(bw):
         argv += ["--perms", "0700", "--dir", os.path.dirname(HOST_WORKSPACE), "--bind", str(workspace), HOST_WORKSPACE,
                  "--size", str(limits.workspace_mb * 1024 * 1024), "--perms", "0700", "--tmpfs", WORKSPACE]
     else:
@@ -243,6 +245,20 @@ def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple
     for name, value in _child_env(WORKSPACE).items():
         argv += ["--setenv", name, value]
     return argv + ["--", _interpreter()], uid
+
+
+def _copies(bw: Bubblewrap) -> bool:
+    """True when /workspace is a tmpfs copied from and back to the host workspace (as root, bwrap 0.8+)."""
+    return bw.as_root and bw.perms
+
+
+def _hand_over(workspace: Path, uid: int) -> None:
+    """Without the tmpfs copy (bwrap < 0.8 as root): make the run's uid own the workspace tree (symlinks are
+    changed, never followed)."""
+    os.chown(workspace, uid, uid)
+    for folder, dirs, files in os.walk(workspace):
+        for name in (*dirs, *files):
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
 def _child_env(home: str) -> dict[str, str]:
@@ -287,7 +303,9 @@ def _command(workspace: Path, kind: str, payload: str, args: list[str], limits: 
     if kind == "file":  # the file as the sandbox sees it
         payload = f"{WORKSPACE}/{Path(payload).resolve().relative_to(workspace).as_posix()}"
     argv, uid = _bwrap_argv(bw, workspace, limits)
-    return argv + _python_args(limits, uid, bw.as_root and bw.perms, kind, payload, args), "bubblewrap", {}
+    if uid >= 0 and not _copies(bw):
+        _hand_over(workspace, uid)
+    return argv + _python_args(limits, uid, _copies(bw), kind, payload, args), "bubblewrap", {}
 
 
 async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str] | None = None,

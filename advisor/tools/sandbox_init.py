@@ -228,6 +228,8 @@ def main():
     cfg = json.loads(sys.argv[1])
     args = sys.argv[2:]
     if not cfg["supervise"]:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)  # stdin is the parent's control pipe; the code reads an empty stdin
         set_limits(cfg)
         os.chdir(cfg["workspace"])
         run_code(cfg["kind"], cfg["payload"], args)
