@@ -4,7 +4,8 @@ With ``advisor serve --store postgresql://...`` a worker's `DatabaseRecorder` ta
 segment writer (`advisor.service.recording.SegmentWriter`), and keeps it underneath:
 
 1. `write` appends the request's records to the worker's local spool segment first (flushed to the OS before
-   the answer is sent, so a killed process has lost no answered request), then puts them on a bounded queue
+   a JSON answer is sent, so a killed process has lost no answered request; a stream's as it ends), then puts
+   them on a bounded queue
    (never blocks: when the queue is full the records stay in the segment only).
 2. A thread takes up to `batch` records at a time from the queue and inserts them into PostgreSQL in one
    transaction (`PostgresStore.add_live`: ``ON CONFLICT DO NOTHING`` on decision id and attempt, so a record
