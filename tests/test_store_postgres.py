@@ -179,3 +179,16 @@ def test_serve_without_a_router_names_the_promote_command(pg_url, tmp_path):
     with pytest.raises(RouterError, match=r"postgres:\*\*\*@.* has no promoted router yet; promote one with "
                                           r"`advisor router promote FILE --store URL`"):
         resolve_router(options, ladder, tmp_path, print)
+
+
+def test_session_and_shadow_queries_answer_alike_on_both_backends(pg_url, tmp_path):
+    steps = [_decision(i, session_id=f"s{i % 2}", session_step=i // 2 + 1, session_start_rung="small",
+                       final_rung="small" if i < 4 else "large", escalation="stuck small->large" if i == 4 else None,
+                       shadow_rung="large", shadow_version="v2") for i in range(6)]
+    with open_store(pg_url) as pg, open_store(tmp_path / "s.duckdb") as duck:
+        for store in (pg, duck):
+            store.add_live(steps, [_attempt(i) for i in range(6)])
+        assert pg.session_outcomes() == duck.session_outcomes()
+        assert pg.session_outcomes()[0]["reasons"] == "stuck" and pg.session_outcomes()[0]["final_rung"] == "large"
+        assert pg.shadow_decisions("v2") == duck.shadow_decisions("v2")
+        assert sorted(map(str, pg.first_attempts())) == sorted(map(str, duck.first_attempts()))

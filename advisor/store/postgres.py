@@ -19,6 +19,7 @@ from advisor.errors import StoreError
 from advisor.records import now, plain
 from advisor.store._live_queries import LiveQueries
 from advisor.store._registry_queries import RegistryQueries
+from advisor.store._session_queries import SessionQueries
 from advisor.store.migrations import MIGRATIONS
 
 _MIGRATION_LOCK = 7_246_117  #: pg_advisory_lock key: one migrating replica at a time
@@ -70,7 +71,7 @@ def connect(url: str, timeout_s: float = 5.0):
         raise StoreError(f"{redact(url)}: cannot connect to PostgreSQL ({str(exc).strip().splitlines()[0]})") from None
 
 
-class PostgresStore(LiveQueries, RegistryQueries):
+class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
     """A PostgreSQL database holding the live tables (see the module docstring)."""
 
     def __init__(self, con, url: str):
@@ -119,6 +120,24 @@ class PostgresStore(LiveQueries, RegistryQueries):
     def probe_usable_rates(self) -> list[dict[str, Any]]:
         """Probe runs live in the DuckDB store; a PostgreSQL store has none (see `advisor.store.LiveOverlay`)."""
         return []
+
+    def probe_escalation_rates(self) -> list[dict[str, Any]]:
+        """Probe runs live in the DuckDB store; a PostgreSQL store has none."""
+        return []
+
+    def session_outcomes(self) -> list[dict[str, Any]]:
+        """`SessionQueries.session_outcomes` in PostgreSQL's words (no arg_min/arg_max: ordered array_agg)."""
+        if not self._has_column("session_id"):
+            return []
+        return self._rows("""
+            SELECT session_id, (array_agg(task_class ORDER BY session_step))[1] AS task_class,
+                   (array_agg(session_start_rung ORDER BY session_step))[1] AS start_rung,
+                   (array_agg(coalesce(final_rung, chosen_rung) ORDER BY session_step DESC))[1] AS final_rung,
+                   max(session_step) AS steps, count(escalation) AS escalations,
+                   string_agg(split_part(escalation, ' ', 1), ',' ORDER BY session_step) AS reasons,
+                   sum(total_cost_usd) AS cost_usd, bool_or(coalesce(simulated, false)) AS simulated,
+                   min(created_at) AS first, max(created_at) AS last
+            FROM routing_decisions WHERE session_id IS NOT NULL GROUP BY session_id ORDER BY first""")
 
     # ----------------------------------------------------------------- migrations
     def applied_migrations(self) -> list[str]:

@@ -101,8 +101,9 @@ class LiveOverlay:
     attempts and promotions read the live store. Closing closes both.
     """
 
-    _LIVE = ("add_live", "live_attempt_rows", "live_class_summary", "live_accept_counts", "add_promotion",
-             "promotions", "put_artifact", "artifact", "pointer", "set_pointer")
+    _LIVE = ("add_live", "live_attempt_rows", "live_class_summary", "live_accept_counts", "session_outcomes",
+             "shadow_decisions", "first_attempts", "add_promotion", "promotions", "put_artifact", "artifact",
+             "pointer", "set_pointer")
 
     def __init__(self, runs: RunStore, live: LiveRecords):
         self.runs_store, self.live_store = runs, live
