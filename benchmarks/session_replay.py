@@ -19,7 +19,7 @@ session cost from the probe's rates (`advisor.service.sessions.expected_session_
 session usable rate inside the best fixed rung's interval at <= 60% of its USD, and session USD per usable below
 per-request routing's. Everything here is SIMULATED (stand-in rungs).
 
-    .venv/bin/python benchmarks/session_replay.py [--replicas 2] [--concurrency 4] [--json FILE]
+    .venv/bin/python benchmarks/session_replay.py [--replicas 2] [--concurrency 4] [--json FILE] [--sessions YAML]
 """
 
 from __future__ import annotations
@@ -212,6 +212,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--tasks", type=int, default=0, help="Only the first N tasks (0: all).")
     ap.add_argument("--json", type=Path, help="Write every episode and the summaries here.")
+    ap.add_argument("--sessions", default="{}", help="The session arm's `sessions:` config (YAML flow mapping), "
+                    "e.g. '{stuck_repeats: 3}'.")
     args = ap.parse_args()
 
     from advisor.ladder import load_ladder
@@ -229,7 +231,7 @@ def main() -> None:
         run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=url, store_path=probe, replicas=1,
                               conditions=("baseline",), tasks=[t.id for t in tasks]))
         results: dict[str, list[dict]] = {}
-        for label, sessions in (("off", "{enabled: false}"), ("on", "{}")):
+        for label, sessions in (("off", "{enabled: false}"), ("on", args.sessions)):
             cfg = tmp / f"service-{label}.yaml"
             cfg.write_text(f"version: 1\nsessions: {sessions}\n")
             store = tmp / f"live-{label}.duckdb"
