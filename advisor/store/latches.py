@@ -13,7 +13,6 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,7 +44,7 @@ class LatchStore:
                 if new is not None:
                     new.updated = time.time()
                     con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
-                                [sid, json.dumps(asdict(new)), new.updated])
+                                [sid, json.dumps(new.__dict__), new.updated])
                     self._writes += 1
                     if self._writes % 1000 == 0:
                         con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
