@@ -162,13 +162,15 @@ def test_floors_and_report_show_live_sessions_apart_from_the_floor(session_servi
     from advisor.store import Store
 
     convo = [{"role": "user", "content": "Read the settings (floors view)."}]
+    ids = []
     for i in range(3):
         if i:
             convo = convo + [_call(i, f"s{i}.cfg"), _result(i, f"ERROR: no such file s{i}.cfg")]
-        _chat(session_service.client(), model="auto", messages=convo, tools=TOOLS,
-              extra_headers={"x-advisor-session": "floors-view", "x-advisor-class": "agent"})
-    session_service.records(_chat(session_service.client(), model="auto", messages=convo, tools=TOOLS, extra_headers={
-        "x-advisor-session": "floors-view", "x-advisor-class": "agent"})[1]["x-advisor-decision-id"])
+        _, h = _chat(session_service.client(), model="auto", messages=convo, tools=TOOLS,
+                     extra_headers={"x-advisor-session": "floors-view", "x-advisor-class": "agent"})
+        ids.append(h["x-advisor-decision-id"])
+    for d in ids:  # every step in the store (the two workers' segments close apart)
+        session_service.records(d)
     capsys.readouterr()
     assert main(["floors", "--store", str(session_service.store)]) == 0
     out = capsys.readouterr().out
