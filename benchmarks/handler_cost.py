@@ -140,7 +140,8 @@ class Driver:
 
     async def get(self, path: str) -> tuple[int, str]:
         """(status, body text) of a GET of `path`."""
-        scope = {**self.scope, "method": "GET", "path": path, "raw_path": path.encode(), "headers": []}
+        scope = {**self.scope, "method": "GET", "path": path, "raw_path": path.encode(),
+                 "headers": [(b"authorization", f"Bearer {KEY}".encode())]}  # /metrics needs the key too
         sent = await self.call(scope, b"")
         return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
 

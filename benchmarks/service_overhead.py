@@ -176,7 +176,8 @@ def decision_seconds(base: str) -> tuple[float, float]:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(base + "/metrics", timeout=10) as resp:
+        request = urllib.request.Request(base + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
             return decision_seconds_in(resp.read().decode())
     except OSError:
         return 0.0, 0.0

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 SUITE = REPO / "suites" / "example" / "suite.yaml"
 KEY, LIMITED_KEY = "sk-test-full", "sk-test-small"
+AUTH = {"authorization": f"Bearer {KEY}"}  #: what /metrics, /v1/models and a detailed /readyz need
 MEASURED = "doc_retrieval"  #: a suite class whose service verifier is measured on the probe runs
 
 
@@ -385,7 +386,7 @@ def test_verifier_rejects_the_small_rung_and_a_larger_one_answers(service, escal
     assert all(a["verified"] for a in attempts) and decision["attempts"] == len(attempts) == int(headers["x-advisor-attempts"])
     assert decision["final_rung"] == reply.model == rungs[-1] and decision["status"] == "ok"
     assert decision["total_cost_usd"] == pytest.approx(sum(a["cost_usd"] for a in attempts))
-    metrics = service.client()._client.get(service.base + "/metrics").text
+    metrics = service.client()._client.get(service.base + "/metrics", headers=AUTH).text
     assert 'advisor_escalations_total{from_rung="nano-12b",to_rung="nano-30b"}' in metrics
     assert 'advisor_verifier_verdicts_total{task_class="agent_step",verdict="rejected"}' in metrics
 
@@ -442,9 +443,9 @@ def test_metrics_health_and_readiness(service):
 
     _chat(service.client(), model="auto", messages=[{"role": "user", "content": "hi"}])  # labels exist once used
     assert httpx.get(service.base + "/healthz").json()["status"] == "ok"
-    ready = httpx.get(service.base + "/readyz")
+    ready = httpx.get(service.base + "/readyz", headers=AUTH)
     assert ready.status_code == 200 and "nano-12b" in ready.json()["detail"]
-    text = httpx.get(service.base + "/metrics").text
+    text = httpx.get(service.base + "/metrics", headers=AUTH).text
     for name in ("advisor_requests_total", "advisor_attempts_total", "advisor_cost_usd_total",
                  "advisor_routing_decision_seconds_bucket", "advisor_request_seconds_bucket",
                  "advisor_in_flight_requests", "advisor_refused_requests_total"):
@@ -485,7 +486,8 @@ def test_embedded_default_fails_over_when_a_rung_is_killed(workdir, tmp_path):
         assert attempts[0]["rung"] == victim and attempts[0]["failover"] and attempts[0]["error"].startswith("down")
         assert attempts[1]["rung"] == reply.model and attempts[1]["error"] is None
         assert decision["failovers"] == 1 and decision["status"] == "ok"
-        assert f'advisor_failovers_total{{reason="down",rung="{victim}"}} 1.0' in client._client.get(svc.base + "/metrics").text
+        metrics = client._client.get(svc.base + "/metrics", headers=AUTH).text
+        assert f'advisor_failovers_total{{reason="down",rung="{victim}"}} 1.0' in metrics
     finally:
         assert svc.stop() == 0, "".join(svc.lines)
 

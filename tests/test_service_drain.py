@@ -57,7 +57,7 @@ def slow_service(tmp_path, triton_server):
 def _in_flight(base: str) -> float:
     import httpx
 
-    text = httpx.get(base + "/metrics", timeout=5).text
+    text = httpx.get(base + "/metrics", headers={"authorization": "Bearer sk-drain"}, timeout=5).text
     line = next(ln for ln in text.splitlines() if ln.startswith("advisor_in_flight_requests"))
     return float(line.split()[-1])
 

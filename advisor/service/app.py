@@ -22,12 +22,15 @@ from advisor.service.dispatch import decide, run_with_deadline
 from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
 from advisor.service.recording import ROTATE_S
 from advisor.service.reload import on_sighup, pin, watch
-from advisor.service.request import RequestError, decode_body, parse_request
+from advisor.service.http_protocol import STATE_KEY
+from advisor.service.limits import check_header_values, parse_bounded
+from advisor.service.request import RequestError
 from advisor.service.response import error_response, finish, json_response
 from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
 from advisor.service.session_routing import after_step
 from advisor.service.shadow import shadow_of
 from advisor.service.streaming import stream_response
+from advisor.service.supervision import worker_started
 from advisor.store import now as _now
 
 
@@ -39,6 +42,7 @@ def create_app(settings=None):
 
     if settings is None:
         settings = ServeSettings.from_json(os.environ[SETTINGS_ENV])
+    worker_started()  # a worker of `advisor serve --workers N` dies with it
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -59,7 +63,7 @@ def create_app(settings=None):
         task = asyncio.ensure_future(rotate())
         watcher = asyncio.ensure_future(watch(rt, hup))
         try:
-            yield
+            yield {STATE_KEY: rt.config.limits}  # the server's protocol reads the header and read-time limits here
         finally:
             task.cancel()
             watcher.cancel()
@@ -87,9 +91,13 @@ def create_app(settings=None):
         return data
 
     async def models(request):
-        return json_response({"object": "list", "data": model_cards()})
+        refused = _unauthorized(state["rt"], request)
+        return refused or json_response({"object": "list", "data": model_cards()})
 
     async def model(request):  # GET /v1/models/{id}: what the openai client's `models.retrieve` asks
+        refused = _unauthorized(state["rt"], request)
+        if refused is not None:
+            return refused
         cards = model_cards()
         wanted = request.path_params["model"]
         card = next((c for c in cards if c["id"] == wanted), None)
@@ -107,10 +115,15 @@ def create_app(settings=None):
         ok, why = await rt.readiness()
         records = rt.writer.health() if hasattr(rt.writer, "health") else {}
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
+        if _unauthorized(rt, request, count=False) is not None:  # keys configured, none given: the status only
+            return json_response({"status": status}, status=200 if ok else 503)
         return json_response({"status": status, "detail": why, **rt.serving.describe(), **records},
                              status=200 if ok else 503)
 
     async def metrics(request):
+        refused = _unauthorized(state["rt"], request)
+        if refused is not None:
+            return refused
         body, ctype = state["rt"].metrics.render()
         return Response(body, media_type=ctype)
 
@@ -136,19 +149,39 @@ def create_app(settings=None):
                      exception_handlers={HTTPException: http_error, Exception: server_error})
 
 
-async def _read_body(rt, request) -> Any:
-    limit = rt.config.limits.max_body_bytes
+def _unauthorized(rt, request, count: bool = True):
+    """The 401 response for a request without a valid key (when keys are configured), else None."""
+    if rt.settings.no_auth or rt.keys.lookup(request.headers.get("authorization")) is not None:
+        return None
+    if count:
+        rt.metrics.child(rt.metrics.rejected, "401").inc()
+    return error_response(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
+                          kind="authentication_error", code="invalid_api_key")
+
+
+async def _read_body(rt, request) -> bytes:
+    """The raw body, bounded in size (413); the time it may take is bounded by the server
+    (`advisor.service.http_protocol`: 408), and ``x-advisor-*`` header values are checked first."""
+    # heavy dependency, imported on use: starlette
+    from starlette.requests import ClientDisconnect
+
+    limits = rt.config.limits
+    check_header_values(request.headers, limits)
+    limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise RequestError(f"request body of {declared} bytes is larger than the limit of {limit} bytes",
                            status=413, code="body_too_large")
     body = b""
-    async for piece in request.stream():
-        body += piece
-        if len(body) > limit:
-            raise RequestError(f"request body is larger than the limit of {limit} bytes", status=413,
-                               code="body_too_large")
-    return decode_body(body)
+    try:
+        async for piece in request.stream():
+            body += piece
+            if len(body) > limit:
+                raise RequestError(f"request body is larger than the limit of {limit} bytes", status=413,
+                                   code="body_too_large")
+    except ClientDisconnect:  # the client left, or the server ended a read past limits.read_timeout_s (408 sent)
+        raise RequestError("the request body did not arrive", status=408, code="request_timeout") from None
+    return body
 
 
 def _check_bounds(rt, req) -> None:
@@ -173,6 +206,12 @@ async def chat_completions(rt, request):
             m.child(m.rejected, "401").inc()
             return error_response(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
                                   kind="authentication_error", code="invalid_api_key")
+    started, started_at = time.perf_counter(), _now()
+    try:  # the body is read before a concurrency slot is taken: a slow client holds no slot
+        raw = await _read_body(rt, request)
+    except RequestError as exc:
+        m.child(m.rejected, str(exc.status)).inc()
+        return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code)
     if rt.in_flight >= rt.semaphore_limit:
         m.child(m.rejected, "429").inc()
         return error_response(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry "
@@ -181,9 +220,8 @@ async def chat_completions(rt, request):
     m.in_flight.inc()
     streaming = False
     try:
-        started, started_at = time.perf_counter(), _now()
         try:
-            req = parse_request(await _read_body(rt, request), request.headers)
+            req = await parse_bounded(raw, request.headers, rt.config.limits)
             _check_bounds(rt, req)
             plan = decide(rt, req, key)
         except RequestError as exc:

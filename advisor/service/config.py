@@ -17,6 +17,7 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
         verifier: none
     routing: {target: 0.0, max_chain: 3}
     limits: {max_body_bytes: 1048576, max_messages: 256, max_tokens: 4096, concurrency: 64, deadline_s: 60}
+                                   # (all limits and their defaults: docs/service.md, "Limits")
     record: {store_prompts: false}
     sessions: {derive: true, tool_errors: 2, step_budget: 30}   # advisor.service.sessions
 
@@ -147,6 +148,17 @@ class Limits(_Strict):
     concurrency: int = Field(default=64, ge=1, description="Requests in flight per worker; more get 429.")
     deadline_s: float = Field(default=60.0, gt=0, description="End-to-end time limit of one request (504 past it).")
     attempt_timeout_s: float = Field(default=30.0, gt=0, description="Time limit of one attempt on one rung.")
+    read_timeout_s: float = Field(default=30.0, gt=0, description="Time to receive a whole request, headers and "
+                                  "body, from its first byte; a slower one gets 408 and its connection is closed.")
+    max_header_bytes: int = Field(default=32_768, ge=1024, description="Request line and headers together; more get "
+                                  "431 (checked while they arrive).")
+    max_label_chars: int = Field(default=256, ge=16, description="Longest x-advisor-* header value and stored label "
+                                 "(advisor.class, user, a rung name); longer gets 400.")
+    max_json_depth: int = Field(default=64, ge=8, le=128, description="Deepest nesting of arrays and objects in a "
+                                "body, checked before parsing (tool schemas included); deeper gets 400.")
+    max_tools: int = Field(default=128, ge=1, description="Most tools in one request; more get 400.")
+    max_tool_schema_bytes: int = Field(default=32_768, ge=256, description="Largest tool `parameters` schema (as "
+                                       "JSON); larger gets 400.")
 
 
 class SessionConfig(_Strict):

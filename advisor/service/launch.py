@@ -14,7 +14,6 @@ import contextlib
 import importlib.util
 import os
 import signal
-import tempfile
 import threading
 import urllib.request
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from typing import Callable
 
 from advisor.errors import RouterError, StoreError
 from advisor.ladder import load_ladder
-from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file, serving
+from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file
 from advisor.router.feedback.pointers import DatabasePointer, default_pointer
 from advisor.router.training.fit import fit_router, training_data_from_store
 from advisor.service.auth import ApiKey, KeyRing, key_hash, load_keys, new_key
@@ -31,6 +30,7 @@ from advisor.service.config import load_config
 from advisor.service.recording import ingest, spool_for
 from advisor.service.reload import load_serving
 from advisor.service.runtime import SETTINGS_ENV, ServeSettings
+from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
 from advisor.store import Store, is_database_url, open_store
 from advisor.store.postgres import redact
 from advisor.store.protocols import duckdb_path
@@ -123,10 +123,12 @@ def serve(options: ServeOptions) -> None:
         echo(f"no API key configured (--keys FILE or ADVISOR_API_KEYS): generated one for this run: {secret}")
     spool = Path(options.spool) if options.spool else default_spool(options.store_url or options.store_path)
     port = options.port or free_port(options.host)
-    with tempfile.TemporaryDirectory(prefix="advisor-serve-") as tmp:
+    clean_stale_workdirs()  # what a SIGKILL of an earlier service left behind
+    with workdir() as tmp:
         router_path = resolve_router(options, ladder, Path(tmp), echo)
         probe_config = ProbeConfig(ladder_path=ladder_path, suite_path=suite_path, url=options.url)
-        with serving(probe_config, ladder, suite_path) as (urls, served_by):
+        status_path = Path(tmp) / "triton-status.json"
+        with watched_triton(probe_config, ladder, suite_path, status_path, options.protocol, echo) as (urls, served_by):
             if served_by == "embedded":
                 echo(f"embedded Triton serving SIMULATED stand-ins of ladder {ladder.name!r} at "
                      f"grpc={urls[ladder.rungs[0].name]}")
@@ -134,8 +136,10 @@ def serve(options: ServeOptions) -> None:
                 ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,
                 served_by=served_by, config_path=str(options.config_path) if options.config_path else None,
                 keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth,
-                verifier_rates={name: r.as_pair() for name, r in rates.items()}, store_url=options.store_url)
+                verifier_rates={name: r.as_pair() for name, r in rates.items()}, store_url=options.store_url,
+                triton_status=str(status_path))
             os.environ[SETTINGS_ENV] = settings.to_json()
+            os.environ[PARENT_ENV] = str(os.getpid())  # the workers die with this process
             if options.workers > 1:
                 os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(Path(tmp) / "prometheus")
                 os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"])
@@ -146,12 +150,13 @@ def serve(options: ServeOptions) -> None:
             for t in threads:
                 t.start()
             try:
-                _run_uvicorn(options, port, config.limits.deadline_s)
+                _run_uvicorn(options, port, config.limits.deadline_s, config.limits.max_header_bytes)
             finally:
                 stop.set()
                 for t in threads:
                     t.join(timeout=10)
                 os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+                os.environ.pop(PARENT_ENV, None)
     counts = final_ingest(spool, options)
     if options.store_url:
         echo(f"stopped; {counts['decisions']} spooled decisions and {counts['attempts']} attempts drained into "
@@ -193,7 +198,7 @@ def final_ingest(spool: Path, options: ServeOptions) -> dict[str, int]:
                          f"on this store)") from None
 
 
-def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
+def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float, max_header_bytes: int) -> None:
     """Run uvicorn until SIGINT/SIGTERM; it drains in-flight requests and then returns here.
 
     uvicorn re-raises the signal it caught once it has shut down; a no-op handler installed first lets this
@@ -202,11 +207,16 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float) -> None:
     # heavy dependency, imported on use: uvicorn
     import uvicorn
 
+    http = "h11"
+    if _has("httptools"):
+        # lazy: the protocol imports httptools, an optional dependency of uvicorn
+        from advisor.service.http_protocol import HTTP_PROTOCOL as http
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
     uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
                 workers=options.workers, loop="asyncio",  # uvloop slower: docs/service-overhead.md, 4th pass
-                http="httptools" if _has("httptools") else "h11",
+                # httptools with the header-size (431) and read-time (408) limits; h11 bounds the head's size (400)
+                http=http, h11_max_incomplete_event_size=max_header_bytes,
                 log_level="warning", access_log=False, timeout_graceful_shutdown=int(deadline_s) + 5,
                 backlog=4096, limit_concurrency=None,
                 timeout_keep_alive=75)  # idle keep-alive outlives a client's or load balancer's pool timeout

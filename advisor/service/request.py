@@ -11,9 +11,10 @@ advisor's own extension is the ``advisor`` object (or ``x-advisor-*`` request he
 
 from __future__ import annotations
 
-import functools
+import collections
 import json
 import re
+import threading
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -253,12 +254,12 @@ def _checked(req: ChatRequest) -> ChatRequest:
     for i, message in enumerate(req.messages):
         _check_role_fields(i, message)
     names = [t.function.name for t in req.tools or []]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = sorted(n for n, count in collections.Counter(names).items() if count > 1)  # (names.count: n² steps)
     if twice:
         raise RequestError(f"the tools name the function {', '.join(map(repr, twice))} more than once: a model's call "
                            f"could not say which it means", param="tools", code="invalid_value")
     for i, tool in enumerate(req.tools or []):
-        problem = _schema_problem(json.dumps(tool.function.parameters, sort_keys=True))
+        problem = schema_problem(json.dumps(tool.function.parameters, sort_keys=True))
         if problem is not None:
             raise RequestError(f"invalid 'tools.{i}.function.parameters': not a JSON Schema ({problem})",
                                param=f"tools.{i}.function.parameters", code="invalid_value")
@@ -294,9 +295,32 @@ def _check_role_fields(i: int, message: Message) -> None:
                            param=f"messages.{i}.tool_call_id", code="invalid_value")
 
 
-@functools.lru_cache(maxsize=256)  # clients send the same tools with every request; a check costs about 1 ms
-def _schema_problem(schema_json: str) -> str | None:
-    """What makes a function's ``parameters`` (as canonical JSON) no valid JSON Schema, or None."""
+_SCHEMA_CACHE_SIZE = 256  #: clients send the same tools with every request; a check costs about 1 ms
+_schema_problems: "collections.OrderedDict[str, str | None]" = collections.OrderedDict()
+_schema_lock = threading.Lock()
+
+
+def schema_cached(schema_json: str) -> bool:
+    """Whether `schema_problem` knows the answer for these ``parameters`` already (then it costs nothing)."""
+    return schema_json in _schema_problems
+
+
+def schema_problem(schema_json: str) -> str | None:
+    """What makes a function's ``parameters`` (as canonical JSON) no valid JSON Schema, or None (the last
+    answers are cached; thread-safe: `advisor.service.limits` checks new schemas in a thread)."""
+    with _schema_lock:
+        if schema_json in _schema_problems:
+            _schema_problems.move_to_end(schema_json)
+            return _schema_problems[schema_json]
+    problem = _check_schema(schema_json)
+    with _schema_lock:
+        _schema_problems[schema_json] = problem
+        while len(_schema_problems) > _SCHEMA_CACHE_SIZE:
+            _schema_problems.popitem(last=False)
+    return problem
+
+
+def _check_schema(schema_json: str) -> str | None:
     # heavy dependency, imported on use: jsonschema
     import jsonschema
     from jsonschema.validators import validator_for

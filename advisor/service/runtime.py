@@ -23,6 +23,7 @@ from advisor.service.metrics import Metrics
 from advisor.service.recording import SegmentWriter
 from advisor.service.reload import current, load_serving
 from advisor.service.shipping import DatabaseRecorder
+from advisor.service.supervision import triton_status
 from advisor.triton.client import TritonClient
 from advisor.verifier.build import build_verifier
 
@@ -49,6 +50,8 @@ class ServeSettings:
     verifier_rates: dict[str, list[float]] = field(default_factory=dict)
     #: a PostgreSQL store's URL: records are shipped there from the spool (`advisor.service.shipping`)
     store_url: str | None = None
+    #: the file where `advisor.service.supervision` says why Triton is not serving (read by /readyz)
+    triton_status: str | None = None
 
     def to_json(self) -> str:
         """The settings as JSON."""
@@ -141,6 +144,8 @@ class Runtime:
         ok = bool(ready)
         why = (f"router loaded; rungs ready: {', '.join(ready)}" if ok else
                f"no rung is ready on Triton ({self.settings.served_by})")
+        if not ok:
+            why += f": {triton_status(self.settings.triton_status) or 'it does not answer'}"
         self._ready = (time.monotonic(), ok, why)
         return ok, why
 

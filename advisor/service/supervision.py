@@ -1,0 +1,216 @@
+"""The processes of ``advisor serve`` die together, and the service watches the Triton that serves its rungs.
+
+- Workers die with their parent: `die_with_parent` (Linux ``PR_SET_PDEATHSIG``) in each uvicorn worker, so a
+  SIGKILL of ``advisor serve --workers N`` no longer leaves workers holding the port and answering 503 (they get
+  SIGTERM, drain and exit). The embedded tritonserver gets the same from PyTriton; stubs it leaves are stopped
+  at the next start (`advisor.triton.server.clean_leaked`).
+- `clean_stale_workdirs` removes the ``advisor-serve-<pid>-*`` temporary folders of services that no longer run
+  (a SIGKILL leaves its folder, a trained ``router.json`` of several MB among others).
+- `watched_triton` yields where the rungs are served, as `advisor.probe.session.serving` does, and watches that
+  Triton from a thread: the embedded one it started is restarted with backoff when it dies (its death logged
+  once); a Triton given with ``--url`` (or a real ladder's) is probed and reported, never restarted. The state is
+  written to a small JSON file the workers read for ``/readyz`` (`triton_status`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+from advisor.errors import BackendError
+
+#: environment variable naming the ``advisor serve`` process, for its workers
+PARENT_ENV = "ADVISOR_SERVE_PARENT"
+#: prefix of the service's temporary folder; its pid follows
+WORKDIR_PREFIX = "advisor-serve-"
+#: seconds between two looks at Triton, and the longest wait between two restarts
+WATCH_EVERY_S, MAX_BACKOFF_S = 0.5, 30.0
+
+
+def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
+    """Ask the kernel to send `sig` to this process when its parent ends (Linux; elsewhere nothing); if the parent
+    `parent_pid` is gone already, send it now."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(1, sig)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent_pid:  # the parent died before the prctl
+        os.kill(os.getpid(), sig)
+
+
+def worker_started() -> None:
+    """Called in every process that builds the app: a uvicorn worker of ``advisor serve`` dies with it."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if parent.isdigit() and int(parent) != os.getpid():
+        die_with_parent(int(parent))
+
+
+def workdir() -> tempfile.TemporaryDirectory:
+    """The service's temporary folder, named after this process (`clean_stale_workdirs` finds the dead ones)."""
+    return tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
+
+
+def clean_stale_workdirs(root: Path | None = None) -> list[Path]:
+    """Remove the temporary folders of ``advisor serve`` processes that no longer run; the folders removed."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = path.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists() and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def triton_status(path: str | None) -> str | None:
+    """Why Triton is not serving, as the watcher last wrote it (None when it is, or nothing is known)."""
+    if not path:
+        return None
+    try:
+        state = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return None if state.get("up") else state.get("why")
+
+
+class _Status:
+    """The watcher's state file (written whole, then renamed: a reader never sees half of it)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.write(True, "")
+
+    def write(self, up: bool, why: str) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"up": up, "why": why, "at": time.time()}))
+        os.replace(tmp, self.path)
+
+
+class EmbeddedWatch(threading.Thread):
+    """Restart the embedded Triton when it dies: the death logged once, restarts after 1, 2, 4, ... s (at most
+    `MAX_BACKOFF_S`) on the same ports, a line when it serves again. The thread that restarted the server stops
+    it before ending (PyTriton ties tritonserver to the thread that started it)."""
+
+    def __init__(self, server, status: _Status, stop: threading.Event, echo: Callable[[str], None]):
+        super().__init__(name="triton-watch", daemon=True)
+        self.server, self.status, self.stop_event, self.echo = server, status, stop, echo
+        self.restarts = 0
+
+    def run(self) -> None:
+        started_here = False
+        try:
+            while not self.stop_event.wait(WATCH_EVERY_S):
+                if self.server._alive():  # noqa: SLF001 - the server's own liveness check
+                    continue
+                started_here = self._restart() or started_here
+        finally:
+            if started_here:
+                self.server.stop()
+
+    def _restart(self) -> bool:
+        why = "the embedded Triton exited"
+        self.echo(f"{why}; restarting it (requests get 503 until it is back)")
+        backoff = 1.0
+        while not self.stop_event.is_set():
+            self.status.write(False, f"{why}; restarting it (attempt {self.restarts + 1})")
+            if self.stop_event.wait(backoff):
+                return False
+            self.restarts += 1
+            self.server.stop()
+            try:
+                self.server.start()
+            except BackendError as exc:
+                self.status.write(False, f"{why}; restart {self.restarts} failed ({exc}); retrying in "
+                                         f"{min(backoff * 2, MAX_BACKOFF_S):g} s")
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                continue
+            self.echo(f"embedded Triton restarted (restart {self.restarts}) at grpc={self.server.grpc_url}")
+            self.status.write(True, "")
+            return True
+        return False
+
+
+class UrlProbe(threading.Thread):
+    """Probe a Triton the service did not start (``--url``, a real ladder's addresses) and report when it stops or
+    starts answering; never restart it."""
+
+    def __init__(self, urls: list[str], protocol: str, status: _Status, stop: threading.Event,
+                 echo: Callable[[str], None], every_s: float = 2.0):
+        super().__init__(name="triton-probe", daemon=True)
+        self.urls, self.protocol, self.status, self.stop_event, self.echo = urls, protocol, status, stop, echo
+        self.every_s = every_s
+
+    def run(self) -> None:
+        down: dict[str, str] = {}
+        while not self.stop_event.wait(self.every_s):
+            for url in self.urls:
+                problem = _unreachable(url, self.protocol)
+                if problem and url not in down:
+                    self.echo(f"Triton at {url} does not answer ({problem}); not restarted: advisor did not start it")
+                elif not problem and url in down:
+                    self.echo(f"Triton at {url} answers again")
+                if problem:
+                    down[url] = problem
+                else:
+                    down.pop(url, None)
+            self.status.write(not down, "; ".join(f"Triton at {u} does not answer ({p})" for u, p in down.items()))
+
+
+def _unreachable(url: str, protocol: str) -> str | None:
+    """Why Triton at `url` is not live, or None when it is."""
+    try:
+        if protocol == "http":
+            # heavy dependency, imported on use: tritonclient
+            import tritonclient.http as client
+
+            live = client.InferenceServerClient(url.removeprefix("http://"), connection_timeout=2,
+                                                network_timeout=2).is_server_live()
+        else:
+            # heavy dependency, imported on use: tritonclient
+            import tritonclient.grpc as client
+
+            with client.InferenceServerClient(url.removeprefix("grpc://")) as c:
+                live = c.is_server_live(client_timeout=2)
+    except Exception as exc:  # noqa: BLE001 - any failure is "not answering"
+        return type(exc).__name__ + (f": {str(exc).splitlines()[0][:120]}" if str(exc) else "")
+    return None if live else "not live"
+
+
+@contextlib.contextmanager
+def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, protocol: str,
+                   echo: Callable[[str], None]) -> Iterator[tuple[dict[str, str], str]]:
+    """``(url by model name, served_by)`` as `advisor.probe.session.serving` gives them, with the Triton behind
+    them watched until exit (see the module docstring)."""
+    # lazy: only the serving process starts or watches Triton (workers import this module for `triton_status`)
+    from advisor.probe.session import serving
+    from advisor.triton.server import EmbeddedTriton
+
+    status, stop = _Status(status_path), threading.Event()
+    if probe_config.url or not ladder.simulated:
+        with serving(probe_config, ladder, suite_path) as (urls, served_by):
+            watch = UrlProbe(sorted(set(urls.values())), protocol, status, stop, echo)
+            watch.start()
+            try:
+                yield urls, served_by
+            finally:
+                stop.set()
+                watch.join(timeout=10)
+        return
+    with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
+        watch = EmbeddedWatch(server, status, stop, echo)
+        watch.start()
+        try:
+            yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
+        finally:
+            stop.set()
+            watch.join(timeout=30)
