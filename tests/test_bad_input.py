@@ -459,3 +459,64 @@ def test_bom_csv_imports_prompt_column(tmp_path, capsys):
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["runs_added"] == 2 and report["shape"] == "long"
+
+
+def _tools(n: int, parameters: dict | None = None) -> list[dict]:
+    return [{"type": "function", "function": {"name": f"f{i}", "parameters": parameters or {"type": "object"}}}
+            for i in range(n)]
+
+
+def _deep_schema(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+_HI = [{"role": "user", "content": "hi"}]
+#: (case, raw body, x-advisor-* headers, setting named in the one-line 400) of the service's request limits (issue 30)
+SERVICE_REQUESTS = [
+    ("deep-json", b'{"model": "auto", "messages": [], "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", {},
+     "limits.max_json_depth"),
+    ("deep-tool-schema", json.dumps({"model": "auto", "messages": _HI, "tools": _tools(1, _deep_schema(400))}).encode(),
+     {}, "limits.max_json_depth"),
+    ("many-tools", json.dumps({"model": "auto", "messages": _HI, "tools": _tools(4000)}).encode(), {},
+     "limits.max_tools"),
+    ("big-tool-schema", json.dumps({"model": "auto", "messages": _HI, "tools": _tools(
+        1, {"type": "object", "description": "x" * 40_000})}).encode(), {}, "limits.max_tool_schema_bytes"),
+    ("long-class-header", b'{"model": "auto", "messages": [{"role": "user", "content": "hi"}]}',
+     {"x-advisor-class": "c" * 300}, "limits.max_label_chars"),
+    ("long-class", json.dumps({"model": "auto", "messages": _HI, "advisor": {"class": "c" * 300}}).encode(), {},
+     "limits.max_label_chars"),
+    ("long-user", json.dumps({"model": "auto", "messages": _HI, "user": "u" * 300}).encode(), {},
+     "limits.max_label_chars"),
+]
+
+
+@pytest.mark.parametrize("case, raw, headers, setting", SERVICE_REQUESTS, ids=[c[0] for c in SERVICE_REQUESTS])
+def test_service_request_limits_refuse_with_one_line_naming_the_setting(case, raw, headers, setting):
+    """The service's request checks (the ones before any rung is asked; end to end in test_service_limits.py)
+    refuse each hostile request with a 400 whose one-line message names the limit (no RecursionError, no 500)."""
+    import asyncio
+
+    from advisor.service.config import Limits
+    from advisor.service.limits import check_header_values, parse_bounded
+    from advisor.service.request import RequestError
+
+    async def check():
+        check_header_values(headers, Limits())
+        await parse_bounded(raw, headers, Limits())
+
+    with pytest.raises(RequestError) as err:
+        asyncio.run(check())
+    message = str(err.value)
+    assert err.value.status == 400 and setting in message and "\n" not in message and len(message) < 300, message
+
+
+def test_service_limit_settings_are_checked_with_file_key_and_line(tmp_path):
+    from advisor.errors import ConfigError
+    from advisor.service.config import load_config
+
+    path = _write(tmp_path, "service.yaml", "version: 1\nlimits:\n  max_json_depth: 100000\n")
+    with pytest.raises(ConfigError, match=r"service.yaml:3: limits.max_json_depth: .*128"):
+        load_config(path)
