@@ -60,13 +60,13 @@ def check_header_values(headers, limits) -> None:
 
 
 def check_labels(req, limits) -> None:
-    """RequestError 400 when a label the service stores or echoes (the task class, the end user, a rung name) is
-    longer than ``limits.max_label_chars``."""
+    """RequestError 400 when a label the service stores or echoes (the task class, the session, the end user, a
+    rung name) is longer than ``limits.max_label_chars``."""
     most = limits.max_label_chars
     prefs = req.advisor
     labels = [("user", req.user)]
     if prefs is not None:
-        labels.append(("advisor.class", prefs.task_class))
+        labels += [("advisor.class", prefs.task_class), ("advisor.session", prefs.session)]
         labels += [(f"advisor.rungs.{i}", r) for i, r in enumerate(prefs.rungs or [])]
     for param, value in labels:
         if value is not None and len(value) > most:
