@@ -63,6 +63,54 @@ def test_tools_number_size_and_labels_are_bounded():
         check_labels(req, limits)
 
 
+def test_the_http_protocol_answers_431_and_408_and_closes_idle_connections():
+    """`LimitedHttpToolsProtocol` under uvicorn with a minimal app (its limits from the lifespan state)."""
+    import uvicorn
+
+    from advisor.service.config import Limits
+    from advisor.service.http_protocol import HTTP_PROTOCOL, STATE_KEY
+    from advisor.triton.server import free_port
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] == "lifespan.startup":
+                scope["state"][STATE_KEY] = Limits(read_timeout_s=1, max_header_bytes=2048)
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, http=HTTP_PROTOCOL, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+
+        def answer(payload: bytes, timeout: float = 5) -> tuple[str, float]:
+            started = time.monotonic()
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(payload)
+                return _status_line(sock, timeout), time.monotonic() - started
+
+        assert answer(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")[0] == "HTTP/1.1 200 OK"
+        big = b"GET / HTTP/1.1\r\nhost: x\r\nx-big: " + b"b" * 4000
+        for payload in (big, big + b"\r\n\r\n"):  # a head that has not ended, and one that has
+            line, took = answer(payload)
+            assert line == "HTTP/1.1 431 Request Header Fields Too Large" and took < 0.9
+        for payload in (b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 10\r\n\r\nab", b"POST / HTTP/1.1\r\n"):
+            line, took = answer(payload)
+            assert line == "HTTP/1.1 408 Request Timeout" and 0.9 < took < 3, (line, took)
+        assert answer(b"", 3) == ("", pytest.approx(1, abs=0.5))  # an idle connection is closed, not answered
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
 # ------------------------------------------------------------------------------------------- the service
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory, triton_server):
