@@ -60,7 +60,7 @@ class Replica:
     def ready(self) -> dict:
         import httpx
 
-        return httpx.get(self.base + "/readyz", timeout=5).json()
+        return httpx.get(self.base + "/readyz", headers={"Authorization": f"Bearer {load_test.KEY}"}, timeout=5).json()
 
 
 class Balancer:

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.test_service import DEMO, KEY, SUITE, Service, _chat
+from tests.test_service import AUTH, DEMO, KEY, SUITE, Service, _chat
 
 pytestmark = pytest.mark.triton
 
@@ -109,7 +109,7 @@ def test_repeated_tool_errors_escalate_once_and_latch_above(session_service):
     assert row["session_step"] == 3 and row["chosen_rung"] == "nano-30b"
     later, _ = session_service.records(seen[4][2])
     assert later["escalation"] is None and later["chosen_rung"] == "nano-30b"
-    metrics = client._client.get(session_service.base + "/metrics").text  # summed over the two workers
+    metrics = client._client.get(session_service.base + "/metrics", headers=AUTH).text  # summed over the two workers
     assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="tool_errors",to_rung="nano-30b"} 1.0' \
         in metrics
 
@@ -128,7 +128,7 @@ def test_stuck_loop_escalates_a_derived_session_once(session_service):
     # the second identical call is stuck by the session rule (stuck_repeats 2), before the agent loop's own 3
     assert [o[0] for o in out] == ["nano-12b", "nano-12b", "nano-30b", "nano-30b", "nano-30b"]
     assert [o[1] for o in out] == [None, None, "stuck nano-12b->nano-30b", None, None]
-    metrics = client._client.get(session_service.base + "/metrics").text
+    metrics = client._client.get(session_service.base + "/metrics", headers=AUTH).text
     assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="stuck",to_rung="nano-30b"} 1.0' in metrics
 
 
