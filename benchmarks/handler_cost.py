@@ -58,7 +58,7 @@ class InstantClient:
                                        input_tokens=40, output_tokens=9, tokens_from_server=True, latency_s=0.0,
                                        model=RUNG)
 
-    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None):
+    async def generate(self, model, prompt, *, max_tokens, sampling=None, timeout_s=None, request_id=None, **chat):
         return self.result
 
     async def __aenter__(self):

@@ -55,7 +55,7 @@ def run_example(name: str, **namespace) -> types.ModuleType:
 
 
 def test_the_page_has_an_example_of_every_part():
-    assert {"check", "check suite", "tool", "format", "importer", "policy", "fake"} <= set(blocks())
+    assert {"check", "check suite", "tool", "format", "importer", "policy", "fake", "backend"} <= set(blocks())
 
 
 def test_a_check_is_one_module_plus_a_registration(registries, tmp_path):
@@ -171,3 +171,34 @@ def test_a_routing_policy_is_one_module_plus_a_registration(registries):
         assert all(d.reason["rule"] == "cheapest_likely" and d.reason["p"] == 0.7 for d in decisions)
     with pytest.raises(UnknownNameError, match="Did you mean 'cheapest_likely'"):
         policies.make_policy("cheapest_likley", ctx)
+
+
+def test_a_backend_is_one_class_plus_a_registration(monkeypatch, tmp_path):
+    from advisor.backends import BACKENDS, client_for
+    from advisor.ladder import load_ladder
+
+    monkeypatch.setattr(BACKENDS, "_items", dict(BACKENDS.items()))
+    run_example("backend")
+    ladder_text = """version: 1
+name: toy
+rungs:
+  - name: loud
+    hf_id: example/loud
+    params_total_b: 1
+    triton_model: loud
+    backend: function
+    url: "func:shout"
+    price: {basis: tokens, usd_per_m_input: 0.1, usd_per_m_output: 0.4, source: example, as_of: "2026-12"}
+    context_length: 8192
+    tool_call_format: hermes
+"""
+    path = tmp_path / "ladder.yaml"
+    path.write_text(ladder_text)
+    rung = load_ladder(path).rungs[0]
+    client = client_for(rung, load_ladder(path))
+    result = asyncio.run(client.generate(rung.triton_model, "say hi", max_tokens=8))
+    assert (result.text, result.finish_reason, result.tokens_from_server) == ("SAY HI", "stop", False)
+    path.write_text(ladder_text.replace("backend: function", "backend: functon"))
+    with pytest.raises(ConfigError, match=r"ladder.yaml:8: rungs.0.backend: Value error, unknown backend "
+                                          "'functon'. Did you mean 'function'"):
+        load_ladder(path)

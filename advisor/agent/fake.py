@@ -111,7 +111,8 @@ class FakeModel:
         return self._script[min(len(self.calls), len(self._script)) - 1]
 
     async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                       timeout_s: float | None = None, request_id: str | None = None) -> GenerationResult:
+                       timeout_s: float | None = None, request_id: str | None = None,
+                       messages: list | None = None, tools: list | None = None) -> GenerationResult:
         """Record the call and answer it from the script (`TritonClient.generate`'s signature and result)."""
         started = time.perf_counter()
         call = FakeCall(model, prompt, max_tokens, sampling, request_id)

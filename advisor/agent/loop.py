@@ -37,10 +37,11 @@ RECORD_CHARS = 2000  #: observation text kept in a TurnRecord
 
 
 class ModelClient(Protocol):
-    """What the loop needs from a backend (`advisor.triton.client.TritonClient` satisfies it)."""
+    """What the loop needs from a backend (any `advisor.backends.ModelBackend`)."""
 
     async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                       timeout_s: float | None = None, request_id: str | None = None) -> Any:
+                       timeout_s: float | None = None, request_id: str | None = None,
+                       messages: list | None = None, tools: list | None = None) -> Any:
         """One generation: an object with text, finish_reason, input_tokens, output_tokens, tokens_from_server."""
 
 
@@ -128,7 +129,7 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
         try:
             gen = await asyncio.wait_for(
                 client.generate(model.triton_model, prompt, max_tokens=max_out, sampling=sampling,
-                                timeout_s=remaining, request_id=rid),
+                                timeout_s=remaining, request_id=rid, messages=list(messages), tools=specs),
                 timeout=remaining)
         except asyncio.TimeoutError:
             return stop(StopReason.TIMEOUT, f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
@@ -185,8 +186,9 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
             record.action = parsed.name
             record.arguments_json = json.dumps(parsed.arguments, default=str)
             record.observation = _clip(observation, RECORD_CHARS)
-            messages += [{"role": "assistant", "content": text},
-                         {"role": "tool", "content": _clip(observation, OBSERVATION_CHARS)}]
+            hint = getattr(fmt, "observation_hint", None)  # a format's reminder of how to finish
+            shown = _clip(observation, OBSERVATION_CHARS) + (f"\n{hint}" if hint else "")
+            messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": shown}]
             actions.append(_signature(parsed.name, parsed.arguments))
             if is_stuck(actions):
                 return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")

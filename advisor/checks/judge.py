@@ -189,10 +189,10 @@ class TritonJudge:
         if ladder.roles.judge is None:
             raise AdvisorError(f"ladder {ladder.name!r} has no judge role; add roles.judge or use deterministic checks")
         # lazy: this module is loaded by `import advisor`, which stays light
-        from advisor.triton.client import TritonClient
+        from advisor.backends import client_for
 
         judge = ladder.roles.judge
-        return cls(TritonClient(url or judge.url or ladder.url), judge, max_tokens)
+        return cls(client_for(judge, ladder, url=url), judge, max_tokens)
 
     async def _generate(self, prompt: str):
         generate = self.client.generate

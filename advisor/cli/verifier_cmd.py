@@ -63,20 +63,15 @@ def measure(
     suite = stored_suite_name(suite_file, suite_name)
     lad = load_ladder(ladder) if ladder else None
     cfg = load_config(config, lad)
-    clients: dict[str, object] = {}
+    from advisor.backends import BackendPool
 
-    def client_for(model):
-        from advisor.triton.client import TritonClient
-
-        address = url or lad.url_of(model)
-        return clients.setdefault(address, TritonClient(address))
+    client_for = BackendPool(lad, url=url)
 
     async def run(db):
         try:
             return await measure_verifiers(db, cfg, lad, client_for, bar=bar, suite_name=suite, classes=task_class)
         finally:
-            for client in clients.values():
-                await client.close()
+            await client_for.close()
 
     with Store.open(store) as db:
         measurements = asyncio.run(run(db))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 import advisor
+from advisor.backends import BackendOptions, BackendPool
 from advisor.checks.base import needs_judge
 from advisor.checks.judge import TritonJudge
 from advisor.errors import ConfigError
@@ -30,7 +31,6 @@ from advisor.store import Store
 from advisor.suite import load_suite
 from advisor.tools.base import available_tools
 from advisor.tools.sandbox import require_sandbox, runs_code, sandbox_status
-from advisor.triton.client import TritonClient
 from advisor.triton.server import EmbeddedTriton
 
 DEFAULT_LADDER = "ladders/demo.yaml"
@@ -193,7 +193,7 @@ def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dic
     """
     if config.url:
         yield {m.name: config.url for m in ladder.models()}, config.url
-    elif ladder.simulated:
+    elif ladder.simulated or ladder.embeddable:
         with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
             yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:
@@ -203,15 +203,14 @@ def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dic
 
 @contextlib.asynccontextmanager
 async def clients_for(urls: dict[str, str], config: ProbeConfig) -> AsyncIterator[Callable[[Any], Any]]:
-    """One Triton client per address, closed on exit; yields ``client_for_rung(model)`` for `execute`."""
-    clients = {url: TritonClient(url, timeout_s=config.client_timeout_s, retries=config.client_retries)
-               for url in set(urls.values())}
+    """A `BackendPool` over the models' endpoints (one client per address for Triton), closed on exit; yields
+    ``client_for_rung(model)`` for `execute`."""
+    pool = BackendPool(urls=urls, options=BackendOptions(timeout_s=config.client_timeout_s,
+                                                         retries=config.client_retries))
     try:
-        yield lambda model: clients[urls[model.name]]
+        yield pool
     finally:
-        for client in clients.values():
-            with contextlib.suppress(Exception):
-                await client.close()
+        await pool.close()
 
 
 def judge_for(ladder, suite, client_for_rung: Callable[[Any], Any]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.errors import BackendError
-from advisor.service.chat import Reply, parse_reply, render_prompt
+from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
 from advisor.triton.client import GenerationTimeout
 
 
@@ -93,11 +93,13 @@ def max_tokens_for(rt, req, model) -> int:
 async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
     """One attempt (never raises for backend failures: the attempt records them)."""
     model = rt.rungs[rung]
-    attempt, text = await call_model(rt, req, plan, model, lambda: render_prompt(model, req), deadline)
+    attempt, text = await call_model(rt, req, plan, model, lambda: render_prompt(model, req), deadline,
+                                     chat=chat_inputs(model, req))
     return attempt, (None if text is None else parse_reply(model, text, req))
 
 
-async def call_model(rt, req, plan: Plan, model, prompt, deadline: float) -> tuple[Attempt, str | None]:
+async def call_model(rt, req, plan: Plan, model, prompt, deadline: float,
+                     chat: dict | None = None) -> tuple[Attempt, str | None]:
     """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
     failed: the attempt's error says why; a timeout or a backend that is down is a failover). The call is
     counted in the metrics here (`Metrics.count_call`), for every mode."""
@@ -110,7 +112,8 @@ async def call_model(rt, req, plan: Plan, model, prompt, deadline: float) -> tup
         try:
             result = await rt.client_for(model).generate(
                 model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
-                timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id)
+                timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id,
+                **(chat or {}))
         except GenerationTimeout as exc:
             attempt.error, attempt.failover = f"timeout: {exc}", True
         except BackendError as exc:

@@ -45,6 +45,20 @@ def tool_demand(request) -> str | None:
 
 def render_prompt(model, request) -> str:
     """The text_input for `model` (a ladder rung): the chat template applied to the converted messages."""
+    return template_for(model).render(prompt_messages(model, request), add_generation_prompt=True)
+
+
+def chat_inputs(model, request) -> dict[str, Any]:
+    """The ``messages`` and ``tools`` keywords for a backend that takes chat messages (not Triton: it takes the
+    rendered prompt, and gets nothing more)."""
+    if getattr(model, "backend", "triton") == "triton":
+        return {}
+    return {"messages": prompt_messages(model, request), "tools": tool_specs(request) or None}
+
+
+def prompt_messages(model, request) -> list[dict[str, str]]:
+    """The request's messages as the rung sees them: tools described in the system prompt by the rung's format,
+    earlier tool calls written the way it writes them."""
     fmt = format_for(model.tool_call_format)
     specs = tool_specs(request)
     messages: list[dict[str, str]] = []
@@ -70,7 +84,7 @@ def render_prompt(model, request) -> str:
             messages.append({"role": "assistant", "content": "\n".join(filter(None, [m.text(), *calls]))})
         else:
             messages.append({"role": m.role, "content": m.text()})
-    return template_for(model).render(messages, add_generation_prompt=True)
+    return messages
 
 
 def request_text(request) -> str:

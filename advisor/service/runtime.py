@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from advisor.backends import BackendOptions, BackendPool
 from advisor.ladder import load_ladder
 from advisor.scores import Verifier
 from advisor.service.auth import KeyRing
@@ -24,7 +25,6 @@ from advisor.service.recording import SegmentWriter
 from advisor.service.reload import current, load_serving
 from advisor.service.shipping import DatabaseRecorder
 from advisor.service.supervision import triton_status
-from advisor.triton.client import TritonClient
 from advisor.verifier.build import build_verifier
 
 SETTINGS_ENV = "ADVISOR_SERVE_SETTINGS"
@@ -80,7 +80,7 @@ class Runtime:
         else:
             self.writer = SegmentWriter(settings.spool, self.worker)
         self.policy_name = self.config.routing.policy
-        self._clients: dict[str, Any] = {}
+        self._pool: Any = None  #: `BackendPool`, built on first use
         self._verifiers: dict[str, Any] = {}
         self._ready: tuple[float, bool, str] = (0.0, False, "not checked yet")
         for cname, cls in self.config.classes.items():
@@ -98,14 +98,12 @@ class Runtime:
         return current(self).model
 
     def client_for(self, model):
-        """The Triton client serving a ladder model (one per address)."""
-        url = self.settings.urls.get(model.name) or self.ladder.url_of(model)
-        client = self._clients.get(url)
-        if client is None:
-            client = self._clients[url] = TritonClient(url, protocol=self.settings.protocol,
-                                                       timeout_s=self.config.limits.attempt_timeout_s,
-                                                       retries=self.settings.client_retries)
-        return client
+        """The client serving a ladder model, through its backend (`advisor.backends.BackendPool`)."""
+        if self._pool is None:
+            self._pool = BackendPool(self.ladder, urls=self.settings.urls, options=BackendOptions(
+                timeout_s=self.config.limits.attempt_timeout_s, retries=self.settings.client_retries,
+                protocol=self.settings.protocol))
+        return self._pool(model)
 
     def verifier_for(self, task_class: str | None):
         """The verifier of a class (None when it has none)."""
@@ -152,11 +150,8 @@ class Runtime:
     async def close(self) -> None:
         """Close clients and the current segment."""
         self.writer.close()
-        for client in self._clients.values():
-            try:
-                await client.close()
-            except Exception:  # noqa: BLE001 - best effort on the way out
-                pass
+        if self._pool is not None:
+            await self._pool.close()
 
 
 class _null:

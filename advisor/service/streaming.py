@@ -18,7 +18,7 @@ from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
 from advisor.service.attempts import Attempt, Outcome, Plan, failover_order, fill_attempt, max_tokens_for
-from advisor.service.chat import parse_reply, render_prompt, safe_prefix
+from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 
 
@@ -41,7 +41,7 @@ async def open_stream(rt, req, plan: Plan, out: Outcome, deadline: float):
         parts = rt.client_for(model).generate_stream(
             model.triton_model, prompt, max_tokens=max_tokens_for(rt, req, model),
             sampling=req.sampling(), timeout_s=min(rt.config.limits.attempt_timeout_s, remaining),
-            request_id=plan.decision_id)
+            request_id=plan.decision_id, **chat_inputs(model, req))
         try:
             first = await parts.__anext__()
         except StopAsyncIteration:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
+
+from advisor.backends.base import Part  # noqa: F401 - the transports build these
 
 #: Boolean inputs sent with every generation (values: stream false, the rest true).
 FLAG_INPUTS = ("stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",
@@ -72,16 +73,6 @@ def classify_grpc(exc: BaseException) -> Transient | ServerError:
     if status in TRANSIENT_GRPC_CODES:
         return Transient(message, status)
     return ServerError(message, status)
-
-
-@dataclass
-class Part:
-    """One streamed response of a generation (outputs it lacked are None)."""
-
-    text: str
-    finish_reason: str | None
-    num_input_tokens: int | None
-    num_output_tokens: int | None
 
 
 class Transport(Protocol):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass
 
+from advisor.backends import BackendOptions, BackendPool
 from advisor.errors import AdvisorError, BackendError, ContractError, did_you_mean
 from advisor.orchestrator.formatcheck import format_probe, judge_reply
-from advisor.triton.client import TritonClient
 
 #: Prompt and budget of the check's one generation.
 CHECK_PROMPT = "Reply with the single word OK."
@@ -115,8 +115,10 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
 
     Raises `BackendError` when no server of the ladder can be reached at all.
     """
-    rows = [(role, m, url or ladder.url_of(m)) for role, m in _roles(ladder)]
-    clients = {u: TritonClient(u, protocol=protocol, timeout_s=timeout_s, retries=1) for u in {u for *_, u in rows}}
+    pool = BackendPool(ladder, url=url, options=BackendOptions(timeout_s=timeout_s, retries=1, protocol=protocol))
+    rows = [(role, m, pool.endpoint(m)) for role, m in _roles(ladder)]
+    clients = {u: pool(m) for _, m, u in rows}  # one per endpoint asked for reachability (shared or not)
+    by_model = {m.name: pool(m) for _, m, _ in rows}
     try:
         reachable: dict[str, str | None] = {}
         for u, client in clients.items():
@@ -132,11 +134,10 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
             if reachable[u] is not None:
                 checks.append(_unreachable(role, model, u, reachable[u]))
             else:
-                checks.append(_check_one(clients[u], role, model, u, timeout_s, ladder))
+                checks.append(_check_one(by_model[model.name], role, model, u, timeout_s, ladder))
         return list(await asyncio.gather(*checks))
     finally:
-        for client in clients.values():
-            await client.close()
+        await pool.close()
 
 
 async def _unreachable(role: str, model, url: str, error: str) -> ModelCheck:

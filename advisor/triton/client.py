@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import re
 import time
-from dataclasses import dataclass
 
+from advisor.backends.base import GenerationResult, estimate_tokens, result_from_parts
 from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp
 from advisor.triton.contract import check_model
@@ -32,20 +31,6 @@ HEALTH_POLL_S = 2.0
 
 class GenerationTimeout(BackendError):
     """A generation did not finish within its time limit."""
-
-
-@dataclass
-class GenerationResult:
-    """One generation with the server's token counts, finish reason and wall-clock latency."""
-
-    text: str
-    finish_reason: str  #: stop | length | (whatever the server said; "unknown" when it said nothing)
-    input_tokens: int
-    output_tokens: int
-    tokens_from_server: bool  #: False when the server returned no counts and they were estimated (see note)
-    latency_s: float
-    model: str
-    note: str | None = None
 
 
 def _deadline(seconds: float):
@@ -72,15 +57,6 @@ class _WaitFor:  # pragma: no cover - Python 3.10 fallback without cancellation 
         return False
 
 
-_WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-
-
-def estimate_tokens(text: str) -> int:
-    """A stated fallback when the server returns no token counts: words and punctuation marks (the rule the
-    stand-in rungs tokenize by; about 1.3 per English word), not the model's tokenizer."""
-    return len(_WORDS.findall(text))
-
-
 class TritonClient:
     """Async client for models served with the vLLM backend's contract (or the embedded stand-ins).
 
@@ -99,6 +75,11 @@ class TritonClient:
         self._transport: tp.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._checked: dict[str, asyncio.Future] = {}
+
+    @property
+    def endpoint(self) -> str:
+        """The server address (`advisor.backends.ModelBackend.endpoint`)."""
+        return self.url
 
     # plumbing ------------------------------------------------------------------------------------------
     def _t(self) -> tp.Transport:
@@ -223,10 +204,12 @@ class TritonClient:
 
     # generation -------------------------------------------------------------------------------------------
     async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                       timeout_s: float | None = None, request_id: str | None = None) -> GenerationResult:
+                       timeout_s: float | None = None, request_id: str | None = None,
+                       messages: list | None = None, tools: list | None = None) -> GenerationResult:
         """Generate from `model` and return text, finish reason, token counts and latency.
 
         `sampling` holds further vLLM SamplingParams (temperature, stop, seed, ...); `max_tokens` always wins.
+        `messages` and `tools` are ignored: Triton takes the prompt the chat template rendered from them.
         Raises UnknownModelError, ContractError, GenerationTimeout or BackendError.
         """
         if max_tokens < 1:
@@ -254,7 +237,8 @@ class TritonClient:
         return self._result(model, prompt, parts, time.perf_counter() - started)
 
     async def generate_stream(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                              timeout_s: float | None = None, request_id: str | None = None):
+                              timeout_s: float | None = None, request_id: str | None = None,
+                              messages: list | None = None, tools: list | None = None):
         """Stream a generation: yield each partial `Part` as Triton's decoupled stream delivers it.
 
         Same checks and errors as `generate` (no retry once parts have arrived); the time limit covers the
@@ -313,21 +297,7 @@ class TritonClient:
         return BackendError(f"model {model!r} on Triton at {self.url} failed: {message}")
 
     def _result(self, model: str, prompt: str, parts: list[tp.Part], latency_s: float) -> GenerationResult:
-        text = "".join(p.text for p in parts)
-        finish = next((p.finish_reason for p in reversed(parts) if p.finish_reason), None) or "unknown"
-        n_in = max((p.num_input_tokens for p in parts if p.num_input_tokens is not None), default=None)
-        outs = [p.num_output_tokens for p in parts if p.num_output_tokens is not None]
-        n_out = sum(outs) if outs else None
-        missing = [name for name, v in (("num_input_tokens", n_in), ("num_output_tokens", n_out)) if v is None]
-        note = None
-        if missing:
-            note = (f"server returned no {' / '.join(missing)}; estimated with the word-and-punctuation count "
-                    "(advisor.triton.client.estimate_tokens), not the model's tokenizer")
-        return GenerationResult(
-            text=text, finish_reason=finish,
-            input_tokens=n_in if n_in is not None else estimate_tokens(prompt),
-            output_tokens=n_out if n_out is not None else estimate_tokens(text),
-            tokens_from_server=not missing, latency_s=latency_s, model=model, note=note)
+        return result_from_parts(model, prompt, parts, latency_s)
 
 
 __all__ = ["GenerationResult", "GenerationTimeout", "TritonClient", "estimate_tokens"]
