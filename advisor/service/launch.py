@@ -130,7 +130,9 @@ def serve(options: ServeOptions) -> None:
         status_path = Path(tmp) / "triton-status.json"
         with watched_triton(probe_config, ladder, suite_path, status_path, options.protocol, echo) as (urls, served_by):
             if served_by == "embedded":
-                echo(f"embedded Triton serving SIMULATED stand-ins of ladder {ladder.name!r} at "
+                from advisor.triton.server import served_what
+
+                echo(f"embedded Triton serving {served_what(ladder)} of ladder {ladder.name!r} at "
                      f"grpc={urls[ladder.rungs[0].name]}")
             settings = ServeSettings(
                 ladder_path=str(ladder_path), router_path=str(router_path), spool=str(spool), urls=urls,

@@ -1,8 +1,9 @@
-"""The embedded Triton server: a real `tritonserver` (via nvidia-pytriton) hosting a SIMULATED ladder's stand-ins.
+"""The embedded Triton server: a real `tritonserver` (via nvidia-pytriton) hosting a SIMULATED ladder's stand-ins
+or a CPU ladder's real GGUF models (llama.cpp, `advisor.triton.llama_model`).
 
-Every stand-in model is bound as a decoupled model exposing exactly the vLLM backend's tensors, so clients
-cannot tell it from a GPU deployment. Real ladders are never served here: Triton's vLLM backend serves them
-from the repository `advisor triton render` writes.
+Every model is bound as a decoupled model exposing exactly the vLLM backend's tensors, so clients cannot tell it
+from a GPU deployment. GPU ladders are not served here: Triton's vLLM backend serves them from the repository
+`advisor triton render` writes.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Sequence
 
 from advisor import standin
 from advisor.errors import BackendError, ConfigError
+from advisor.triton import llama_model
 from advisor.triton.standin_model import infer_function, pytriton_tensors
 
 #: Seconds to wait for tritonserver to answer its health endpoint.
@@ -133,10 +135,10 @@ class EmbeddedTriton:
     def __init__(self, ladder, *, suite_paths: Sequence[str | Path] = (), grpc_port: int | None = None,
                  http_port: int | None = None, metrics_port: int | None = None, host: str = "127.0.0.1",
                  verbose: bool = False, workers: int = 32):
-        if not getattr(ladder, "simulated", False):
+        if not getattr(ladder, "embeddable", getattr(ladder, "simulated", False)):
             raise ConfigError(
-                f"ladder {ladder.name!r} is not simulated: real ladders are served by Triton's vLLM backend; "
-                "use `advisor triton render` to write its model repository")
+                f"ladder {ladder.name!r} has models that are neither stand-ins nor llama_cpp models: GPU ladders are "
+                "served by Triton's vLLM backend; use `advisor triton render` to write its model repository")
         self.ladder = ladder
         self.suite_paths = tuple(suite_paths)
         self.host = host
@@ -145,6 +147,7 @@ class EmbeddedTriton:
         self._workers = workers
         self._triton = None
         self._executor: ThreadPoolExecutor | None = None
+        self._llamas: list = []  #: `LlamaServer` of each real model
 
     # addresses -----------------------------------------------------------------------------------------
     @property
@@ -197,6 +200,16 @@ class EmbeddedTriton:
         self._executor = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="standin")
         inputs, outputs = pytriton_tensors()
         for model in self.ladder.models():
+            if getattr(model, "llama_cpp", None) is not None:
+                try:
+                    server = llama_model.LlamaServer(model)
+                except BaseException:
+                    self.stop()
+                    raise
+                self._llamas.append(server)
+                triton.bind(model_name=model.triton_model, infer_func=llama_model.infer_function(server),
+                            inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
+                continue
             respond = standin.responder_for(model, self.suite_paths)
             latency_s = model.standin.latency_ms / 1000.0 if model.standin else 0.0
             triton.bind(model_name=model.triton_model, infer_func=infer_function(respond, latency_s, self._executor),
@@ -227,6 +240,9 @@ class EmbeddedTriton:
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        llamas, self._llamas = self._llamas, []
+        for server in llamas:
+            server.close()
 
     def __enter__(self) -> "EmbeddedTriton":
         return self.start()
@@ -336,8 +352,8 @@ def serve_forever(server: EmbeddedTriton, out=sys.stdout) -> None:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.start()
-        sims = ", ".join(server.models)
-        print(f"embedded Triton serving SIMULATED stand-ins of ladder {server.ladder.name!r}: {sims}", file=out)
+        print(f"embedded Triton serving {served_what(server.ladder)} of ladder {server.ladder.name!r}: "
+              f"{', '.join(server.models)}", file=out)
         print(f"  gRPC    {server.grpc_url}\n  HTTP    {server.http_url}\n  metrics {server.metrics_url}", file=out)
         print(server.ready_line(), file=out, flush=True)
         while not stop.wait(0.5):
@@ -348,3 +364,11 @@ def serve_forever(server: EmbeddedTriton, out=sys.stdout) -> None:
         server.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def served_what(ladder) -> str:
+    """What the embedded Triton serves for `ladder`, for messages: SIMULATED stand-ins or real CPU models."""
+    real = [m for m in ladder.models() if getattr(m, "llama_cpp", None) is not None]
+    if not real:
+        return "SIMULATED stand-ins"
+    return "real CPU models (llama.cpp)" if len(real) == len(ladder.models()) else "real CPU models and SIMULATED stand-ins"
