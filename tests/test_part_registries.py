@@ -20,7 +20,7 @@ def test_builtin_parts_are_registered():
     assert get_check("judge").needs_judge and not get_check("regex").needs_judge
     assert {"list_files", "read_file", "write_file", "search_docs", "read_doc", "http_request",
             "run_python"} <= set(TOOLS.names())
-    assert FORMATS.names() == ["hermes", "nemotron_json", "qwen3_coder", "qwen3_xml"]
+    assert FORMATS.names() == ["hermes", "hermes_json", "nemotron_json", "qwen3_coder", "qwen3_xml"]
     assert {"recorded": "runs", "tessl": "suite"} == {n: i.produces for n, i in IMPORTERS.items().items()}
 
 

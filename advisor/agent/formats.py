@@ -4,6 +4,7 @@ Each rung declares the `tool_call_format` its vLLM tool-call parser understands 
 names are those registered in `FORMATS` (``register_format``; see docs/extending.md):
 
 - ``hermes``: ``<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>``
+- ``hermes_json``: hermes, and also a bare JSON call naming an offered tool (what small models emit)
 - ``qwen3_coder`` / ``qwen3_xml``:
   ``<tool_call><function=read_file><parameter=path>a.py</parameter></function></tool_call>``
 - ``nemotron_json``: ``<TOOLCALL>[{"name": "read_file", "arguments": {"path": "a.py"}}]</TOOLCALL>``
@@ -267,7 +268,45 @@ class QwenXmlFormat:
         return Parsed("call", name=name, arguments=args, extra_calls=len(blocks) - 1)
 
 
+class HermesJsonFormat(HermesFormat):
+    """hermes, plus what small models really emit: a bare JSON call ``{"name": ..., "arguments": {...}}`` (also
+    in a code fence or after ``FINAL ANSWER:``) is a call when it names one of the offered tools. A JSON answer
+    that is not such a call stays the final answer. After each tool result the loop reminds the model how to
+    finish (`observation_hint`)."""
+
+    name = "hermes_json"
+    observation_hint = (f"(If this result answers the task, reply now with '{FINAL_MARKER}' followed by the answer "
+                        "and no tool call. Call a tool again only if you still need something else.)")
+
+    def render_tools(self, specs: Sequence[Any]) -> str:
+        """The hermes tool list and instructions, plus how to end after a result."""
+        return (super().render_tools(specs) + " After a tool result that gives you what you need, do not call "
+                f"the tool again: reply with '{FINAL_MARKER}' and the answer.")
+
+    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
+        """A <tool_call> block as hermes; else the first bare JSON object naming an offered tool; else final."""
+        if "<tool_call>" in text:
+            return super().parse(text, specs)
+        names = {_spec_dict(s)["name"] for s in specs}
+        decoder = json.JSONDecoder()
+        calls = []
+        for match in re.finditer(r"\{", text):
+            try:
+                obj, _ = decoder.raw_decode(text, match.start())
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and obj.get("name") in names and ("arguments" in obj or "parameters" in obj):
+                got = _json_call(obj, "JSON call")
+                if isinstance(got, str):
+                    return Parsed("invalid", error=got)
+                calls.append(got)
+        if calls:
+            return Parsed("call", name=calls[0][0], arguments=calls[0][1], extra_calls=len(calls) - 1)
+        return _final_or_empty(text)
+
+
 register_format(HermesFormat())
+register_format(HermesJsonFormat())
 register_format(QwenXmlFormat("qwen3_coder"))
 register_format(QwenXmlFormat("qwen3_xml"))
 register_format(NemotronJsonFormat())

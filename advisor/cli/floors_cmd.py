@@ -100,6 +100,10 @@ def render_text(result, live=()) -> str:
              f"false reject {s.false_reject:g}"]
     if result.simulated_runs:
         lines.append(f"SIMULATED: {result.simulated_runs} runs come from stand-in rungs, not real models")
+    if 0 < result.simulated_runs < result.runs:
+        lines.append(f"MIXED: this table holds {result.simulated_runs} SIMULATED stand-in runs and "
+                     f"{result.runs - result.simulated_runs} real runs of the same suite; compare rungs of one kind "
+                     "only (a store per ladder keeps them apart)")
     if live_by:
         lines.append(LIVE_NOTE + ("; * = SIMULATED stand-in rungs answered" if any(c.simulated for c in live) else ""))
     for cf in result.classes:
