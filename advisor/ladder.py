@@ -225,7 +225,17 @@ class Ladder(_Strict):
 
     def config_hash(self) -> str:
         """sha256 of the resolved ladder (stable JSON), recorded as provenance with every result."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        data = self.model_dump(mode="json")
+        for model in [*data["rungs"], *(m for m in data["roles"].values() if m)]:
+            for key, default in _UNHASHED_DEFAULTS.items():  # fields newer than the hash: absent when at default
+                if model.get(key, default) == default:
+                    model.pop(key, None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+#: Model fields added after ladders were first hashed: left out of `config_hash` while at their default, so a
+#: ladder that does not use them keeps its hash (and its stored runs keep matching it).
+_UNHASHED_DEFAULTS = {"backend": "triton", "api_key_env": None, "llama_cpp": None}
 
 
 def load_ladder(path: str | Path) -> Ladder:

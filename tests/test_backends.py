@@ -162,3 +162,19 @@ def test_an_endpoint_that_is_down_is_one_line_naming_rung_and_endpoint():
     with pytest.raises(BackendError, match=r"^cannot reach rung 'hosted' at http://127.0.0.1:9/v1: ConnectError"):
         asyncio.run(backend.generate("ex/hosted", "p", max_tokens=5))
     assert asyncio.run(backend.server_ready()) is False
+
+
+def test_existing_ladders_keep_their_config_hash():
+    """Stored runs are matched by ladder hash: the new rung fields must not change the hash of a ladder that
+    does not use them (the hash is the dump without them, as before they existed)."""
+    import hashlib
+
+    demo = load_ladder(REPO / "ladders" / "demo.yaml")
+    data = demo.model_dump(mode="json")
+    for m in [*data["rungs"], *(m for m in data["roles"].values() if m)]:
+        for key in ("backend", "api_key_env", "llama_cpp"):
+            m.pop(key)
+    assert demo.config_hash() == hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    hosted = load_ladder(REPO / "ladders" / "nemotron-nim.yaml")
+    moved = hosted.model_copy(update={"rungs": [hosted.rungs[0].model_copy(update={"api_key_env": "OTHER"})]})
+    assert moved.config_hash() != hosted.model_copy(update={"rungs": hosted.rungs[:1]}).config_hash()
