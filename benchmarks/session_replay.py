@@ -106,7 +106,8 @@ class ServiceClient:
         return out
 
     async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                       timeout_s: float | None = None, request_id: str | None = None):
+                       timeout_s: float | None = None, request_id: str | None = None,
+                       messages: list | None = None, tools: list | None = None):
         """One step through the service; the reply as the loop's format writes it."""
         from advisor.agent.formats import format_for
         from advisor.errors import BackendError
