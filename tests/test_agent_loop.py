@@ -160,3 +160,20 @@ def test_each_format_drives_the_loop(fmt):
     res, client, _ = run([call, "FINAL ANSWER: done"], model=model)
     assert res.episode.stop_reason == "final" and res.episode.calls[0].arguments == {"path": "a.txt"}
     assert "read_file" in parse_default(client.prompts[0])[0]["content"]
+
+
+def test_a_task_without_tools_is_told_so_and_the_hermes_json_format_reminds_how_to_finish():
+    class NoToolsEnv(FakeEnv):
+        def specs(self):
+            return []
+
+    client = FakeModel(["FINAL ANSWER: 42"])
+    asyncio.run(run_episode(TASK, MODEL, client, NoToolsEnv(), Limits()))
+    system = parse_default(client.prompts[0])[0]["content"]
+    assert "You have no tools for this task" in system and "<tools>" not in system
+    small = SimpleNamespace(**{**vars(MODEL), "tool_call_format": "hermes_json"})
+    res, client, _ = run(['{"name": "read_file", "arguments": {"path": "a.txt"}}', "FINAL ANSWER: hello"],
+                         model=small)
+    assert res.episode.stop_reason == "final" and res.episode.calls[0].arguments == {"path": "a.txt"}
+    observation = parse_default(client.prompts[1])[-1]["content"]
+    assert observation.startswith("contents of a.txt\n(If this result answers the task, reply now with 'FINAL ANSWER:'")

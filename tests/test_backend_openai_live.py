@@ -58,12 +58,17 @@ def test_probe_and_service_through_the_openai_backend(upstream, tmp_path, monkey
     monkeypatch.setenv(KEY_ENV, KEY)
     ladder = openai_ladder(tmp_path / "via.yaml", upstream.base)
     store = tmp_path / "b.duckdb"
+    from advisor.suite import load_suite
+
+    first = {}
+    for task in load_suite(SUITE).tasks:
+        first.setdefault(task.task_class, task.id)  # one task per class: enough prompts to train a router
     run = run_probe(ProbeConfig(ladder_path=ladder, suite_path=SUITE, store_path=store, replicas=1,
-                                conditions=("baseline",), max_runs=6, client_timeout_s=30))
+                                conditions=("baseline",), tasks=list(first.values())[:4], client_timeout_s=30))
     assert run.served_by == upstream.base + "/v1"
     with Store.open(store, read_only=True) as s:
         rows = s.query("SELECT stop_reason, input_tokens, output_tokens, tokens_from_server, simulated FROM runs")
-    assert len(rows) == 6
+    assert len(rows) == 12
     assert all(r["stop_reason"] != "backend_error" for r in rows), rows
     assert all(r["tokens_from_server"] and r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in rows)
 
@@ -91,14 +96,16 @@ def test_probe_and_service_through_the_openai_backend(upstream, tmp_path, monkey
 
 
 def test_a_refused_key_is_one_line_naming_rung_and_endpoint(upstream, tmp_path, monkeypatch, capsys):
+    import json
+
     from advisor.cli import main
 
     monkeypatch.setenv(KEY_ENV, "sk-wrong")
     ladder = openai_ladder(tmp_path / "via.yaml", upstream.base)
-    code = main(["ladder", "check", str(ladder)])
-    out = capsys.readouterr()
-    text = out.out + out.err
+    code = main(["ladder", "check", str(ladder), "--json"])
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert code != 0
-    assert f"refused the API key (key from {KEY_ENV}): HTTP 401" in text
-    assert f"rung 'nano-12b' at {upstream.base}/v1" in text
-    assert "Traceback" not in text
+    error = rows["nano-12b"]["error"]
+    assert error.startswith(f"rung 'nano-12b' at {upstream.base}/v1 refused the API key (key from {KEY_ENV}): "
+                            "HTTP 401"), error
+    assert "\n" not in error and not rows["nano-12b"]["ok"]

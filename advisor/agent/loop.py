@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.agent.chat import ChatTemplate, system_prompt, template_for
-from advisor.agent.formats import format_for
+from advisor.agent.formats import FINAL_MARKER, format_for
 from advisor.records import Episode, Condition, StopReason, ToolCall, TurnRecord
 from advisor.errors import BackendError
 
@@ -34,6 +34,9 @@ STUCK_REPEATS = 3  #: identical consecutive actions that count as stuck
 STUCK_CYCLES = 3  #: full A-B cycles (A B A B A B) that count as stuck
 OBSERVATION_CHARS = 6000  #: observation text shown to the model (the rest is cut with a note)
 RECORD_CHARS = 2000  #: observation text kept in a TurnRecord
+#: The system prompt's tool section for a task without tools (an empty tool list invites invented calls).
+NO_TOOLS = (f"You have no tools for this task. Reply with '{FINAL_MARKER}' followed by your answer, and nothing "
+            "else.")
 
 
 class ModelClient(Protocol):
@@ -98,7 +101,7 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
     specs = list(env.specs())
     skill = task.skill_text if condition == Condition.SKILL else None
     messages: list[dict[str, str]] = [
-        {"role": "system", "content": system_prompt(fmt.render_tools(specs), skill)},
+        {"role": "system", "content": system_prompt(fmt.render_tools(specs) if specs else NO_TOOLS, skill)},
         {"role": "user", "content": task.instructions},
     ]
     res = EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS, workspace=getattr(env, "workspace", None)))

@@ -13,7 +13,8 @@ The library entry point is `execute` (the CLI and adaptive probing build on it):
   a finished episode's commit happens after it leaves the semaphore). A policy of the probe (``router``,
   ``cascade``, the orchestrator) has a semaphore of its own, like a rung: the calls its episodes make on the
   rungs are not counted against those rungs' semaphores, so with policies in a probe a rung can have up to
-  `concurrency` more calls in flight.
+  `concurrency` more calls in flight. A llama.cpp model (``llama_cpp:`` in the ladder) gets one slot: it serves
+  one request at a time.
 - Each finished run is committed at once with its turns and criterion results (`Store.add_run`, one
   transaction), so a crash or Ctrl-C loses at most the runs in flight. Commits run one at a time in a
   writer thread (the event loop keeps driving episodes meanwhile); `execute` waits for the last commit
@@ -107,6 +108,12 @@ def record_config(store: Any, ladder: Any, suite: Any) -> tuple[str, str]:
     return ladder_hash, suite_hash
 
 
+def _slots(model: Any, concurrency: int) -> int:
+    """Episodes in flight on one model: `concurrency`, but 1 for a llama.cpp model (it serves one request at a
+    time: more episodes would only wait inside the server, on their own time limits)."""
+    return 1 if getattr(model, "llama_cpp", None) is not None else max(1, concurrency)
+
+
 async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: Any,
                   client_for_rung: Callable[[Any], Any], concurrency: int = DEFAULT_CONCURRENCY,
                   max_cost: float | None = None, max_runs: int | None = None,
@@ -151,8 +158,8 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     served = {m.name for m in ladder.models()}  #: models with a server of their own (a chain policy's has none)
     policies = dict.fromkeys(specs[i].policy for i in todo)
     policy_models = {p: policy_model(ladder, p) for p in policies if p != "fixed"}  #: resolved once, not per run
-    semaphores = {name: asyncio.Semaphore(max(1, concurrency))
-                  for name in [*served, *(m.name for m in policy_models.values())]}
+    semaphores = {m.name: asyncio.Semaphore(_slots(m, concurrency))
+                  for m in [*ladder.models(), *policy_models.values()]}
     sandbox = contextlib.ExitStack()  # episode workspaces: a private 0700 folder of this call, removed at the end
     root = sandbox.enter_context(private_root(workdir))
     sandbox.enter_context(unsandboxed_allowed(allow_unsandboxed))
