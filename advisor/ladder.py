@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from advisor.backends import BACKENDS
 from advisor.errors import ConfigError, did_you_mean
 from advisor.yamlio import line_of, read_yaml, validate
 
@@ -142,8 +143,6 @@ class Model(_Strict):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from advisor.backends import BACKENDS
-
         if value not in BACKENDS:
             raise ValueError(f"unknown backend {value!r}.{did_you_mean(value, BACKENDS.names())}")
         return value

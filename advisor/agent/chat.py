@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 from advisor.errors import ConfigError
 from advisor.nesting import load_json
+from advisor.triton.weights import gguf_metadata, gguf_path
 
 DEFAULT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -159,8 +160,6 @@ _GGUF_TEMPLATES: dict[str, ChatTemplate] = {}
 def _gguf_template(model: Any) -> ChatTemplate:
     key = model.llama_cpp.weights.sha256
     if key not in _GGUF_TEMPLATES:
-        from advisor.triton.weights import gguf_chat_template, gguf_path
-
         _GGUF_TEMPLATES[key] = gguf_chat_template(gguf_path(model))
     return _GGUF_TEMPLATES[key]
 
@@ -169,3 +168,20 @@ def parse_default(prompt: str) -> list[dict[str, str]]:
     """Messages back from a prompt rendered with the default template (used by stand-in rungs)."""
     return [{"role": r, "content": c} for r, c in
             re.findall(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n", prompt, re.S)]
+
+
+def gguf_chat_template(path: str | Path):
+    """The model's own chat template from its GGUF metadata (`advisor.agent.chat.ChatTemplate`)."""
+    meta = gguf_metadata(path)
+    template = meta.get("tokenizer.chat_template")
+    if not isinstance(template, str) or not template.strip():
+        raise ConfigError(f"{path}: no tokenizer.chat_template in the GGUF metadata")
+    tokens = meta.get("tokenizer.ggml.tokens") or []
+
+    def token(key: str) -> str:
+        i = meta.get(key)
+        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else ""
+
+    source = f"{path} (GGUF tokenizer.chat_template)"
+    _compile(template, source)
+    return ChatTemplate(source, template, token("tokenizer.ggml.bos_token_id"), token("tokenizer.ggml.eos_token_id"))

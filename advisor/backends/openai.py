@@ -21,6 +21,9 @@ import random
 import time
 from typing import Any, AsyncIterator
 
+import httpx
+
+from advisor.agent.formats import _spec_dict, format_for
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
 from advisor.errors import BackendError, UnknownModelError
 
@@ -50,8 +53,6 @@ def openai_tools(specs: list | None) -> list[dict] | None:
     """Tool specs (name, description, parameters) as OpenAI ``tools``."""
     if not specs:
         return None
-    from advisor.agent.formats import _spec_dict
-
     return [{"type": "function", "function": _spec_dict(s)} for s in specs]
 
 
@@ -85,8 +86,6 @@ class OpenAIBackend:
         return headers
 
     def _client(self):
-        import httpx
-
         loop = asyncio.get_running_loop()
         if self._http is None or self._loop is not loop:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)))
@@ -104,8 +103,6 @@ class OpenAIBackend:
 
     async def _post(self, path: str, body: dict, model: str, stream: bool = False):
         """POST with retries on 429/5xx and dropped connections; returns the response (open when `stream`)."""
-        import httpx
-
         client = self._client()
         headers = self._headers()
         attempt = 0
@@ -142,8 +139,6 @@ class OpenAIBackend:
         return body
 
     def _calls_as_text(self, calls: list[dict]) -> str:
-        from advisor.agent.formats import format_for
-
         fmt = format_for(self.tool_call_format)
         out = []
         for call in calls:
@@ -244,8 +239,6 @@ class OpenAIBackend:
 
     async def models(self) -> list[str]:
         """The model ids ``GET /models`` lists (BackendError when the endpoint cannot be asked)."""
-        import httpx
-
         try:
             response = await self._client().get(self.endpoint + "/models", headers=self._headers())
         except httpx.TransportError as exc:

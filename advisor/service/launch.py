@@ -34,7 +34,7 @@ from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watche
 from advisor.store import Store, is_database_url, open_store
 from advisor.store.postgres import redact
 from advisor.store.protocols import duckdb_path
-from advisor.triton.server import free_port
+from advisor.triton.server import free_port, served_what
 from advisor.verifier.calibration import service_rates
 
 
@@ -130,8 +130,6 @@ def serve(options: ServeOptions) -> None:
         status_path = Path(tmp) / "triton-status.json"
         with watched_triton(probe_config, ladder, suite_path, status_path, options.protocol, echo) as (urls, served_by):
             if served_by == "embedded":
-                from advisor.triton.server import served_what
-
                 echo(f"embedded Triton serving {served_what(ladder)} of ladder {ladder.name!r} at "
                      f"grpc={urls[ladder.rungs[0].name]}")
             settings = ServeSettings(

@@ -22,6 +22,7 @@ import numpy as np
 
 from advisor.errors import ConfigError
 from advisor.triton.standin_model import BadRequest, parse_request
+from advisor.triton.weights import gguf_path
 
 #: vLLM sampling parameters passed to llama.cpp (the rest are ignored).
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty", "min_p")
@@ -29,10 +30,8 @@ SAMPLING_KEYS = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalt
 
 def load_llama(model) -> Any:
     """A llama.cpp context for a ladder model (weights checked first; ConfigError naming what to install)."""
-    from advisor.triton.weights import gguf_path
-
     path = gguf_path(model)
-    try:
+    try:  # heavy: llama.cpp (the optional cpu-models extra), loaded only to serve a llama_cpp model
         from llama_cpp import Llama
     except ImportError:
         raise ConfigError(f"rung {model.name!r} runs on llama.cpp: install the cpu-models extra "

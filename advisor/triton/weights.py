@@ -8,15 +8,17 @@ once into the cache folder (``$ADVISOR_CACHE`` or ``~/.cache/advisor``) under it
 the hash again (about 1 s per GB), once per process.
 
 `gguf_metadata` reads the key-value header of a GGUF file (the chat template, the special tokens) without
-loading the model.
+loading the model; `advisor.agent.chat.gguf_chat_template` builds the model's chat template from it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import struct
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,6 @@ def install_hint(weights) -> str:
 
 
 def _check_packages(weights, rung: str) -> None:
-    from importlib.metadata import PackageNotFoundError, version
-
     for spec in weights.packages:
         name, _, wanted = spec.partition("==")
         try:
@@ -51,8 +51,6 @@ def _check_packages(weights, rung: str) -> None:
 
 
 def _locate(relative: str, weights, rung: str) -> Path:
-    import importlib.util
-
     top, _, rest = relative.partition("/")
     spec = importlib.util.find_spec(top)
     folders = list(spec.submodule_search_locations or []) if spec else []
@@ -139,22 +137,3 @@ def gguf_metadata(path: str | Path, keep_arrays: tuple[str, ...] = ("tokenizer.g
             kind, = struct.unpack("<I", f.read(4))
             out[key] = value(kind, key in keep_arrays)
         return out
-
-
-def gguf_chat_template(path: str | Path):
-    """The model's own chat template from its GGUF metadata (`advisor.agent.chat.ChatTemplate`)."""
-    from advisor.agent.chat import ChatTemplate, _compile
-
-    meta = gguf_metadata(path)
-    template = meta.get("tokenizer.chat_template")
-    if not isinstance(template, str) or not template.strip():
-        raise ConfigError(f"{path}: no tokenizer.chat_template in the GGUF metadata")
-    tokens = meta.get("tokenizer.ggml.tokens") or []
-
-    def token(key: str) -> str:
-        i = meta.get(key)
-        return tokens[i] if isinstance(i, int) and 0 <= i < len(tokens) else ""
-
-    source = f"{path} (GGUF tokenizer.chat_template)"
-    _compile(template, source)
-    return ChatTemplate(source, template, token("tokenizer.ggml.bos_token_id"), token("tokenizer.ggml.eos_token_id"))
