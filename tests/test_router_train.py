@@ -99,7 +99,8 @@ def test_training_data_from_store_aggregates_and_skips_unscored(tmp_path):
     path = tmp_path / "l.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with Store.open(tmp_path / "s.duckdb") as store:
-        import_recorded(path, ladder, store, ImportOptions(suite_name="s"))
+        # p1 x nano-12b twice: intended replicas
+        import_recorded(path, ladder, store, ImportOptions(suite_name="s", replicas=True))
         run = store.runs(rung="super-120b")[0]
         from advisor.store import RunRecord
 

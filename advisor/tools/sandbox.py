@@ -6,8 +6,8 @@ The sandbox of one run (see docs/sandbox.md):
   links), the interpreter's own prefix, ``/etc/ld.so.cache``; ``/workspace``: as root a size-bounded tmpfs
   holding a copy of the episode workspace (bound at ``/.host/workspace``, out of the code's reach, and copied
   back when the run ends), otherwise the episode workspace bound read-write; a private, size-bounded tmpfs
-  ``/tmp``; a fresh ``/dev`` and the ``/proc`` of its own PID namespace. The root is remounted read-only. No ``/etc/shadow``, no home, no
-  other episode's workspace: they are not there;
+  ``/tmp``; a fresh ``/dev`` and the ``/proc`` of its own PID namespace. The root is remounted read-only.
+  No ``/etc/shadow``, no home, no other episode's workspace: they are not there;
 - its own PID, network (no interface but a private loopback), IPC, UTS and cgroup namespaces: no signal,
   socket or shared memory reaches a process outside; ``--die-with-parent`` and the PID namespace end every
   child (``setsid`` ones too) when the run ends; ``--new-session`` detaches it from the terminal;
