@@ -85,6 +85,7 @@ def test_probe_and_service_through_the_openai_backend(upstream, tmp_path, monkey
             model="nano-30b", messages=[{"role": "user", "content": "Say hello."}], max_tokens=64)
         reply = raw.parse()
         assert raw.headers["x-advisor-rung"] == "nano-30b"
+        assert raw.headers["x-advisor-simulated"] == "false"  # as far as the OpenAI API can tell (module docstring)
         assert reply.usage.prompt_tokens > 0 and reply.choices[0].message.content
         chunks = list(client.chat.completions.create(
             model="nano-30b", messages=[{"role": "user", "content": "Say hello."}], max_tokens=64, stream=True,

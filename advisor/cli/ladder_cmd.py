@@ -49,7 +49,8 @@ def ladder_warnings(lad) -> list[str]:
     models = [*lad.rungs, *(m for m in (lad.roles.orchestrator, lad.roles.judge) if m)]
     return [f"{m.name}: no tokenizer_path, so prompts use a generic chat template instead of the model's own; set "
             "tokenizer_path to a folder holding its tokenizer_config.json (downloaded with the weights)"
-            for m in models if not m.simulated and not m.tokenizer_path]
+            for m in models if not m.simulated and not m.tokenizer_path and m.llama_cpp is None
+            and m.backend == "triton"]  # a GGUF carries its template; a chat API applies its own
 
 
 def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:

@@ -75,8 +75,8 @@ def headers_of(rt, out) -> dict[str, str]:
         h["x-advisor-rung"] = out.rung
     if plan.session is not None:
         h.update(session_headers(plan))
-    if any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0])):
-        h["x-advisor-simulated"] = "true"
+    simulated = any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0]))
+    h["x-advisor-simulated"] = "true" if simulated else "false"  # said either way: a real answer says so too
     return h
 
 
