@@ -176,7 +176,9 @@ class HealthProbe:
 
     def waits(self) -> list[float]:
         out, _ = self.proc.communicate(timeout=120)
-        return json.loads(out)
+        waits = json.loads(out)
+        print(f"/healthz: {len(waits)} probes, median {_median(waits):.1f} ms, max {max(waits, default=0):.1f} ms")
+        return waits
 
 
 def _chat(svc, body: dict | bytes, headers: dict | None = None, timeout: float = 60) -> httpx.Response:
