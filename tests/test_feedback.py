@@ -6,6 +6,10 @@ higher) that the first router starts on the lower rung and escalates to the high
 same policy config as the service); class A's verifier demands the higher rung's first call (tool, or HTTP
 method), which the lower rung's does not match, so it rejects every answer of the lower rung. Class B's verifier
 accepts any. The retrained router must stop trying the lower rung first on class A.
+
+Each test stands alone: the `retrained` fixture sends the first traffic and trains the candidate for whichever
+test asks first, and every expectation is computed from the store's runs and the artifacts, not from the output
+it checks.
 """
 
 from __future__ import annotations
@@ -148,21 +152,30 @@ def _traffic(loop, n: int) -> list:
         return list(pool.map(lambda job: _send(loop, client, *job).headers, jobs))
 
 
-def test_live_loop_retrain_promote_reload_rollback(loop):
-    base = loop.svc.base
-    v1 = _readyz(base)["router_version"]
+@pytest.fixture(scope="module")
+def retrained(loop):
+    """The first router's traffic (300 requests, ingested) and the candidate trained on it with live outcomes."""
+    v1 = _readyz(loop.svc.base)["router_version"]
     headers = _traffic(loop, 300)
-    a_first = [h["x-advisor-chain"].split(",")[0] for h in headers if h["x-advisor-class"] == loop.class_a]
-    assert a_first.count(loop.rejected) > 0, f"the first router never tried {loop.rejected} on class A: {set(a_first)}"
     ingest_now(loop.svc.spool, loop.store)
     r2 = loop.tmp / "r2.json"
     out = _cli("router", "train", "--store", str(loop.store), "--out", str(r2), "--folds", "3", "--live",
                "--live-holdout", "100", "--service-config", str(loop.config)).stdout
-    assert "live:" in out and "100 most recent decisions held out" in out
-    from advisor.router.model.artifact import load_router
-    from advisor.router.routing.route import route_one
-    from advisor.router.routing.rule import PolicyConfig, Preferences
+    ns = type("Retrained", (), {})()
+    ns.v1, ns.headers, ns.r2, ns.train_output = v1, headers, r2, out
+    return ns
 
+
+def test_live_loop_retrain_promote_reload_rollback(loop, retrained):
+    from advisor.router.model.artifact import load_router
+    from advisor.router.routing.rule import PolicyConfig, Preferences
+    from advisor.router.routing.route import route_one
+
+    base, v1, r2 = loop.svc.base, retrained.v1, retrained.r2
+    a_first = [h["x-advisor-chain"].split(",")[0] for h in retrained.headers if h["x-advisor-class"] == loop.class_a]
+    assert a_first.count(loop.rejected) > 0, f"the first router never tried {loop.rejected} on class A: {set(a_first)}"
+    out = retrained.train_output
+    assert "live:" in out and "100 most recent decisions held out" in out
     cand = load_router(r2)
     p_rej = cand.predict_one(loop.task_a.instructions, loop.class_a)[cand.rung_names.index(loop.rejected)]
     assert p_rej < 0.2, f"the candidate still expects {loop.rejected} to pass class A: {p_rej:.2f}"
@@ -219,12 +232,10 @@ def test_live_loop_retrain_promote_reload_rollback(loop):
     _wait_version(base, v1)
 
 
-def test_gate_refuses_a_worse_candidate(loop):
+def test_gate_refuses_a_worse_candidate(loop, retrained):
     """Serving: the retrained router. Candidate: the first router, which never learned that class A's rejected rung
     fails its verifier: worse on the window of recent outcomes, so refused with figures and recorded."""
-    r1, r2 = loop.store.parent / "r1.json", loop.store.parent / "r2.json"
-    if not r2.exists():
-        pytest.skip("needs the end-to-end test's retrained router")
+    r1, r2 = loop.store.parent / "r1.json", retrained.r2
     ingest_now(loop.svc.spool, loop.store)
     _cli("router", "promote", str(r2), "--store", str(loop.store), "--force")
     out = _cli("router", "promote", str(r1), "--store", str(loop.store), "--window", "150",
@@ -238,15 +249,32 @@ def test_gate_refuses_a_worse_candidate(loop):
     assert gate["interval"][1] > gate["margin"] and gate["brier_candidate"] > gate["brier_serving"]
 
 
-def test_drift_in_metrics_and_command(loop):
+THRESHOLD = 0.15  #: the documented drift threshold (docs/router.md; `advisor router drift` default)
+
+
+def _probe_usable_rate(store: Path, task_class: str, rung: str) -> float:
+    """The rung's usable rate in the class from the store's scored probe runs (overall >= the run's bar)."""
+    with Store.open(store, read_only=True) as s:
+        runs = [r for r in s.runs(kind=["probe", "imported"], task_class=task_class, rung=rung)
+                if not r["unscored"] and r["overall"] is not None]
+    assert runs, f"no scored probe runs of {rung} in {task_class}"
+    return sum(r["overall"] >= r["bar"] for r in runs) / len(runs)
+
+
+def test_drift_in_metrics_and_command(loop, retrained):
     """Class A's rejected rung: live accept rate 0 against its probe usable rate; flagged past the threshold."""
+    from advisor.router.model.artifact import load_router
+
     ingest_now(loop.svc.spool, loop.store)
+    probe_rate = _probe_usable_rate(loop.store, loop.class_a, loop.rejected)
     table = json.loads(_cli("router", "drift", "--store", str(loop.store), "--json").stdout)
     by = {c["task_class"]: c for c in table["classes"]}
     small = next(r for r in by[loop.class_a]["rungs"] if r["rung"] == loop.rejected)
     assert small["live_accept_rate"] == 0.0 and small["live_attempts"] >= 20
-    expected = small["probe_usable_rate"] is not None and abs(small["difference"]) > table["threshold"]
-    assert small["drifts"] == expected and by[loop.class_a]["flagged"] >= expected
+    assert small["probe_usable_rate"] == pytest.approx(probe_rate)
+    assert small["difference"] == pytest.approx(-probe_rate)
+    assert small["drifts"] == (probe_rate > THRESHOLD)
+    assert by[loop.class_a]["flagged"] >= (probe_rate > THRESHOLD)
     assert by[loop.class_b]["predicted_class_share"] == 0.0  # the class was given in a header
     with urllib.request.urlopen(loop.svc.base + "/metrics", timeout=5) as resp:
         text = resp.read().decode()
@@ -257,6 +285,10 @@ def test_drift_in_metrics_and_command(loop):
     values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
               if line.startswith("advisor_drift_") and labels in line}
     assert values["advisor_drift_live_accept_rate"] == 0.0, values
-    ref = values["advisor_drift_reference_usable_rate"]
-    assert values["advisor_drift_accept_minus_reference"] == -ref
-    assert values["advisor_drift_flag"] == float(ref > table["threshold"])
+    # the reference is the serving router's training usable rate of the rung in the class, read from its artifact
+    serving = {load_router(p).version_tag: load_router(p) for p in (loop.tmp / "r1.json", retrained.r2)}
+    model = serving[_readyz(loop.svc.base)["router_version"]]
+    ref = model.training["stats"]["class_rates"][loop.class_a][model.rung_names.index(loop.rejected)]
+    assert values["advisor_drift_reference_usable_rate"] == pytest.approx(ref)
+    assert values["advisor_drift_accept_minus_reference"] == pytest.approx(-ref)
+    assert values["advisor_drift_flag"] == float(ref > THRESHOLD)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from advisor.floors import FloorSettings
-from advisor.orchestrator.compare import Arm, compare, recommend, side_by_side
+from advisor.report.analysis import Arm, compare, recommend, side_by_side
 from advisor.orchestrator.loop import PolicyCall
 from advisor.store import Store
 

@@ -1,5 +1,5 @@
 """`advisor policies`: the floor rung vs routing policies (orchestrator, router, cascade) per class and
-condition, from a store, with the policy to run per class and why (`advisor.orchestrator.compare`)."""
+condition, from a store, with the policy to run per class and why (`advisor.report.analysis`)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     rates; then per class the policy to run and why."""
     from advisor.floors import FloorSettings, resolve_suite
     from advisor.ladder import load_ladder
-    from advisor.orchestrator.compare import advice_rows, compare, recommend, side_by_side
+    from advisor.report.analysis import advice_rows, compare, recommend, side_by_side
     from advisor.store import Store
 
     wanted = stored_suite_name(suite_file, suite_name)
@@ -59,7 +59,7 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
 def _stored_ladder(store, suite: str):
     """The ladder recorded with the suite's policy runs (DataError when there are none, or several)."""
     from advisor.errors import DataError
-    from advisor.orchestrator.compare import stored_policy_ladders
+    from advisor.report.analysis import stored_policy_ladders
 
     ladders = stored_policy_ladders(store, suite)
     if not ladders:

@@ -1,31 +1,27 @@
 """The ``orchestrator`` routing policy: registered with the other policies, run by the probe per episode.
 
-Unlike the router's policies, which pick a rung chain for a batch of requests up front (``decide``), the
-orchestrator routes **inside** an episode, turn by turn. It is registered in
-`advisor.router.routing.policies.POLICIES` under ``orchestrator`` so that every part finds policies by one name; its
-``episodic`` flag tells callers to run `episode(...)` instead of ``decide``. The probe runs it for
-``advisor probe --policy orchestrator`` (`advisor.probe.runner.run_one` takes the episode function).
+Unlike the router's batch policies, which pick a rung chain for a batch of requests up front (``decide``), the
+orchestrator routes **inside** an episode, turn by turn: an `EpisodicPolicy`, registered in
+`advisor.router.routing.policies.POLICIES` under ``orchestrator`` (this module is one of the registry's built-in
+modules, so the name is there on a fresh interpreter). It has no batch decision; the probe runs it for ``advisor
+probe --policy orchestrator`` (`advisor.probe.runner.run_one` takes the episode function `runner` returns).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from advisor.errors import ConfigError, RouterError
+from advisor.errors import ConfigError
 from advisor.orchestrator.experts import experts_for, probe_facts
 from advisor.orchestrator.loop import OrchestratorConfig, run_orchestrated
-from advisor.router.routing.policies import POLICIES, Policy
+from advisor.router.routing.policies import POLICIES, EpisodicPolicy
 
 
 @POLICIES.register("orchestrator")
-class OrchestratorPolicy(Policy):
+class OrchestratorPolicy(EpisodicPolicy):
     """Nemotron-Orchestrator-8B (the ladder's orchestrator role) hands each turn to a rung or acts itself."""
 
     name = "orchestrator"
-    episodic = True  #: routes per turn inside an episode: use `episode_runner`, not `decide`
-
-    def __init__(self, ctx: Any = None, **params: Any) -> None:  # noqa: D107 - no router context needed
-        self.ctx, self.params = ctx, params
 
     @staticmethod
     def model_of(ladder: Any) -> Any:
@@ -36,11 +32,6 @@ class OrchestratorPolicy(Policy):
     def runner(ladder: Any, client_for: Callable[[Any], Any], **options: Any):
         """The probe's episode function for this policy (`episode_runner`)."""
         return episode_runner(ladder, client_for, **options)
-
-    def decide(self, batch: Any):
-        """Not a batch decision: the orchestrator routes turn by turn (run it with ``advisor probe --policy``)."""
-        raise RouterError("the orchestrator policy routes turn by turn inside an episode; run it with "
-                          "`advisor probe --policy orchestrator`, not as a batch decision")
 
 
 def orchestrator_of(ladder: Any) -> Any:

@@ -25,7 +25,7 @@ What decides escalation (the probe's scorer is a verifier no production service 
   instruction-following checks), so it can accept an unusable attempt; it is applied only in classes whose
   suite entry says ``verifier: true``; elsewhere the cascade stops after its first rung. Every verified attempt
   stores the verdict and whether the attempt was in fact usable, so the verifier's false-accept and
-  false-reject rates are measured (`advisor.orchestrator.compare`).
+  false-reject rates are measured (`advisor.report.analysis`).
 """
 
 from __future__ import annotations
@@ -41,12 +41,11 @@ from advisor.checks import score_episode
 from advisor.errors import ConfigError, RouterError
 from advisor.orchestrator.loop import PolicyCall
 from advisor.router.model.artifact import load_router
-from advisor.router.routing.policies import Context, Requests, make_policy
+from advisor.router.routing.policies import Context, POLICIES, Requests, make_policy, probe_chain_policies
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.router.training.fit import fit_router, grouped_folds, training_data_from_store
 from advisor.tools.environment import Environment
 
-CHAIN_POLICIES = ("router", "cascade")
 VERIFIER = "deterministic task-completion checks (TC >= bar), in classes with verifier: true"
 CROSSFIT_FOLDS = 5  #: grouped folds of the router policy's out-of-sample decisions
 
@@ -137,7 +136,7 @@ def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> di
     tasks = list(tasks)
     if not tasks:
         return {}
-    mode = "single" if policy == "router" else "escalate"
+    mode = POLICIES.get(policy).probe_mode
     ctx = Context(router, PolicyConfig(mode=mode), prefs or Preferences())
     batch = Requests.score(router, [t.instructions for t in tasks], [t.task_class for t in tasks])
     choice = make_policy(policy, ctx).decide(batch)
@@ -161,8 +160,8 @@ async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None
 def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, store: Any, suite: Any,
                  router_path: str | Path | None = None, prefs: Any = None, bar: float = 75.0):
     """The probe's episode function for `policy` (``router`` or ``cascade``), with `run_episode`'s signature."""
-    if policy not in CHAIN_POLICIES:
-        raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(CHAIN_POLICIES)}")
+    if policy not in probe_chain_policies():
+        raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(probe_chain_policies())}")
     chains, router, how = plan_chains(policy, store, suite, ladder, router_path, prefs)
     verified = {c.name for c in suite.classes if c.verifier} if policy == "cascade" else set()
 

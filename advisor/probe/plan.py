@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-import advisor.orchestrator.policy
 from advisor.errors import ConfigError, did_you_mean
-from advisor.probe.chain import CHAIN_POLICIES, arm_of
+from advisor.probe.chain import arm_of
 from advisor.records import CONDITIONS, Condition, RunKind, make_run_key
-from advisor.router.routing.policies import POLICIES
+from advisor.router.routing.policies import POLICIES, episodic_policies, probe_chain_policies
 
 
 @dataclass(frozen=True)
@@ -80,12 +79,11 @@ def full_grid(suite: Any, ladder: Any, replicas: int = 3, conditions: Sequence[s
 def policy_model(ladder: Any, policy: str) -> Any:
     """The model a policy's runs are stored under (the orchestrator role; for ``router`` and ``cascade`` a
     `advisor.probe.chain.PolicyArm` named after the policy); ConfigError for a policy the probe cannot run."""
-    if policy in CHAIN_POLICIES:
+    if policy in probe_chain_policies():
         return arm_of(ladder, policy)
-
     if policy not in POLICIES:
         raise ConfigError(f"unknown policy {policy!r}.{did_you_mean(policy, ['rung', *POLICIES.names()])}")
-    if not getattr(POLICIES.get(policy), "episodic", False):
-        raise ConfigError(f"policy {policy!r} is not one the probe runs; use rung, orchestrator, "
-                          f"{', '.join(CHAIN_POLICIES)}")
+    if policy not in episodic_policies():
+        raise ConfigError(f"policy {policy!r} is not one the probe runs; use rung, "
+                          f"{', '.join([*episodic_policies(), *probe_chain_policies()])}")
     return POLICIES.get(policy).model_of(ladder)

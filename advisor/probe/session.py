@@ -21,12 +21,12 @@ from advisor.checks.base import needs_judge
 from advisor.checks.judge import TritonJudge
 from advisor.errors import ConfigError
 from advisor.ladder import load_ladder
-from advisor.probe.chain import CHAIN_POLICIES, chain_runner
+from advisor.probe.chain import chain_runner
 from advisor.probe.planners import FullGridPlanner, run_waves
 from advisor.probe.runner import DEFAULT_CONCURRENCY, ProbeOutcome, RunResult, execute
 from advisor.probe.summary import summarize
 from advisor.records import RunKind
-from advisor.router.routing.policies import POLICIES
+from advisor.router.routing.policies import POLICIES, probe_chain_policies
 from advisor.store import Store
 from advisor.suite import load_suite
 from advisor.tools.base import available_tools
@@ -242,8 +242,9 @@ def _episode_functions(config: ProbeConfig, ladder, suite, store, client_for_run
     its registered policy; ``router`` and ``cascade`` chains from `advisor.probe.chain` (deciding with the
     registered rules)."""
     runners = {}
+    chains = probe_chain_policies()
     for p in config.policies:
-        if p in CHAIN_POLICIES:
+        if p in chains:
             runners[p] = chain_runner(p, ladder, client_for_rung, store=store, suite=suite,
                                       router_path=config.router_path, prefs=config.policy_options.get("prefs"))
         elif p != "rung":

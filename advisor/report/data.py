@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import advisor
 from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
-from advisor.orchestrator.compare import recommend, stored_comparison
+from advisor.report.analysis import recommend, stored_comparison
 from advisor.report.live import live_section
 from advisor.store import Store
 
@@ -59,14 +59,14 @@ class ReportData:
     simulated_runs: int
     rung_order: list[str] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
-    policies: list[Any] = field(default_factory=list)  #: `advisor.orchestrator.compare.Arm`s, when policies ran
-    #: (class, condition) -> (policy to run, why): `advisor.orchestrator.compare.recommend`, computed once
+    policies: list[Any] = field(default_factory=list)  #: `advisor.report.analysis.Arm`s, when policies ran
+    #: (class, condition) -> (policy to run, why): `advisor.report.analysis.recommend`, computed once
     policy_advice: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     live: dict[str, Any] | None = None  #: the Live section (`advisor.report.live.live_section`), when served
 
 
 def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[str] | None) -> list[Any]:
-    """Rungs vs policies (`advisor.orchestrator.compare`) when the store holds policy runs of the suite."""
+    """Rungs vs policies (`advisor.report.analysis`) when the store holds policy runs of the suite."""
     arms = stored_comparison(store, suite, settings)
     return [a for a in arms if not classes or a.task_class in classes]
 

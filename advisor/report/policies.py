@@ -1,7 +1,7 @@
 """The report's Policies section: the floor rung vs the orchestrator, the learned router and the cascade.
 
 Shown when the store holds policy runs of the suite (``advisor probe --policy ...``). Three parts, from the
-arms of `advisor.orchestrator.compare` (the same numbers ``advisor policies`` prints):
+arms of `advisor.report.analysis` (the same numbers ``advisor policies`` prints):
 
 - a table per class and condition: the floor rung and each policy's usable rate with its interval, $ per
   usable result (retries and escalations counted alike), latency, rung calls, the two biases and the cascade
@@ -9,7 +9,7 @@ arms of `advisor.orchestrator.compare` (the same numbers ``advisor policies`` pr
 - a figure of the **rung-call distribution** per policy and class (orchestrator: turns handed to each rung;
   router and cascade: attempts per rung), marked SIMULATED when stand-ins answered;
 - one line per class and condition saying which policy a platform team should run and why
-  (`advisor.orchestrator.compare.recommend`).
+  (`advisor.report.analysis.recommend`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import base64
 from typing import Any
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
-from advisor.orchestrator.compare import side_by_side
+from advisor.report.analysis import side_by_side
 from advisor.report.tables import Table, fmt_interval, fmt_share, table_md
 
 TITLE = "Policies: floor rung vs orchestrator, learned router and cascade"

@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any, Callable
 
 from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
-from advisor.orchestrator.compare import advice_rows
+from advisor.report.analysis import advice_rows
 from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows
 from advisor.report.decision import LARGE_LIFT, to_dict
 from advisor.report.glossary import glossary

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAn
 from advisor.checks.base import CheckSpec, validate_check
 from advisor.errors import ConfigError, did_you_mean
 from advisor.registry import UnknownNameError
-from advisor.router.routing.policies import POLICIES
+from advisor.router.routing.policies import POLICIES, batch_policies
 from advisor.yamlio import line_of, load_model, read_yaml
 
 CONFIG_VERSION = 1
@@ -133,6 +133,9 @@ class RoutingConfig(_Strict):
                 POLICIES.get(value)
             except UnknownNameError as exc:  # a KeyError: as a ValueError it is named with file, key and line
                 raise ValueError(exc.args[0]) from None
+            if value not in batch_policies():
+                raise ValueError(f"{value!r} routes inside an episode, not per request; use one of "
+                                 f"{', '.join(batch_policies())}")
         return value
 
     max_chain: int = Field(default=3, ge=1, description="At most this many rungs in an escalation chain.")

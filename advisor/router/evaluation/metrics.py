@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-BASELINES = ("baseline", "class_floor", "threshold", "cascade")
+from advisor.router.routing.policies import baseline_policies
+
 BOOTSTRAP = 1000
 
 
@@ -108,7 +109,7 @@ def summarise(cv: dict[str, Any], seed: int = 0) -> dict[str, Any]:
             d = dict(curves["default"][0])
             d["dominated_by"] = [
                 {"policy": name, **p} for name, pts in curves.items()
-                if name in BASELINES or name.startswith("rung:") for p in pts
+                if name in baseline_policies() or name.startswith("rung:") for p in pts
                 if p["quality"] > d["quality"] + 1e-9 and p["cost"] < d["cost"] - 1e-15]
             s["default"] = d
         s["oracle"] = curves["oracle"][0]

@@ -1,6 +1,7 @@
-"""Routing policies by name: one object per policy, one vectorised decision over a batch of requests.
+"""Routing policies by name: **batch** policies decide over a batch of requests, **episodic** ones act inside an
+episode.
 
-A policy is built from a `Context` (the trained router, the `PolicyConfig`, the user's `Preferences`, and the
+A batch policy (`Policy`) is built from a `Context` (the trained router, the `PolicyConfig`, the user's `Preferences`, and the
 baseline model when there is one) plus its own parameters, and answers `decide(batch) -> Choice`: per request
 the chain of rung indices, its predicted expected cost and P(usable), and a structured reason. One request is a
 batch of one. Policies are registered in `POLICIES` (`advisor.registry.Registry`); other parts add theirs the
@@ -10,8 +11,18 @@ same way::
     class MyPolicy(Policy):
         def decide(self, batch): ...
 
-`route_one` reuses a built policy for every request with the same settings (`routing.built_policy`):
+`route_one` reuses a built policy for every request with the same settings (`route.built_policy`):
 `decide` must not change the policy object.
+
+An episodic policy (`EpisodicPolicy`) routes turn by turn inside an episode and has no batch decision: the probe
+runs it (``advisor probe --policy orchestrator``) through its `runner`; `make_policy` refuses it in one line.
+
+Every built-in registers itself where it is defined, and `POLICIES` lists the modules that define them
+(``builtins``), imported on its first lookup: ``POLICIES.names()`` on a fresh interpreter lists them all, and
+importing this module imports none of the episodic ones. Callers read what they need from the registry:
+`batch_policies`, `episodic_policies`, `probe_chain_policies` (the batch policies ``advisor probe`` runs as
+chains: class attribute ``probe_mode``) and `baseline_policies` (the comparisons the offline evaluation judges
+the router against: ``baseline = True``).
 
 Built in: ``router`` (the target rule: lowest cost per usable result among candidates reaching a P(usable)
 target), ``value`` (highest value x P(usable) - cost), ``default`` (the rule and operating point chosen in
@@ -33,7 +44,9 @@ from advisor.registry import Registry
 from advisor.router.routing.rule import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
                                          chain_outcome_batch, chosen_chains, describe, eligible, select)
 
-POLICIES: Registry[type] = Registry("routing policy", builtins=("advisor.router.routing.policies",),
+#: Every routing policy class by name; the built-in modules register theirs on the first lookup.
+POLICIES: Registry[type] = Registry("routing policy",
+                                   builtins=("advisor.router.routing.policies", "advisor.orchestrator.policy"),
                                    entry_points="advisor.policies")
 
 
@@ -88,9 +101,12 @@ class Choice:
 
 
 class Policy:
-    """Base class: subclasses set `name` by registration and implement `decide`."""
+    """A batch policy: subclasses set `name` by registration and implement `decide`."""
 
     name = "policy"
+    kind = "batch"
+    probe_mode: str | None = None  #: "single" | "escalate": ``advisor probe --policy NAME`` runs it as chains
+    baseline = False  #: a comparison the offline evaluation judges the router's default against
 
     def __init__(self, ctx: Context, **params: Any) -> None:
         self.ctx = ctx
@@ -148,6 +164,7 @@ class TargetRule(Policy):
     """Lowest (weighted) expected cost per usable result among candidates with P(usable) >= target."""
 
     name = "router"
+    probe_mode = "single"  #: the probe's router arm: the rung it picks, one attempt, no verifier
 
     def decide(self, batch: Requests) -> Choice:
         cfg = self.ctx.config
@@ -173,6 +190,7 @@ class ValueRule(TargetRule):
     """Highest value x P(usable) - (weighted) expected cost (``value_usd``: what a usable result is worth)."""
 
     name = "value"
+    probe_mode = None
 
     def __init__(self, ctx: Context, **params: Any) -> None:
         if params.get("value_usd") is None:
@@ -216,6 +234,7 @@ class ClassFloor(Policy):
     """Per class, the cheapest rung whose training usable rate reaches ``target`` (else the best rung)."""
 
     name = "class_floor"
+    baseline = True
 
     def decide(self, batch: Requests) -> Choice:
         stats = self.ctx.model.training["stats"]
@@ -238,6 +257,7 @@ class Threshold(Policy):
     """RouteLLM-style: the cheap rung when the router's P(usable | cheap) >= ``threshold``, else the best."""
 
     name = "threshold"
+    baseline = True
 
     def decide(self, batch: Requests) -> Choice:
         stats = self.ctx.model.training["stats"]
@@ -263,6 +283,8 @@ class Cascade(Policy):
     accepted answer; in single-shot mode: the cheapest rung)."""
 
     name = "cascade"
+    probe_mode = "escalate"  #: the probe's cascade arm: cheapest first while the verifier rejects
+    baseline = True
 
     def decide(self, batch: Requests) -> Choice:
         mcost = np.array(self.ctx.model.training["stats"]["rung_mean_cost"], float)
@@ -279,6 +301,7 @@ class Baseline(Policy):
     """Per-rung tf-idf logistic regression; argmax p - lambda x mean cost (``value_usd`` = 1 / lambda)."""
 
     name = "baseline"
+    baseline = True
 
     def decide(self, batch: Requests) -> Choice:
         if self.ctx.baseline is None:
@@ -295,9 +318,61 @@ class Baseline(Policy):
                             f"tf-idf logistic baseline: argmax P - cost / {value:g}"})
 
 
+class EpisodicPolicy:
+    """An episodic policy: routes inside an episode, turn by turn, so it has no batch decision. Subclasses give
+    the model its runs are stored under (`model_of`) and the probe's episode function (`runner`)."""
+
+    name = "episodic"
+    kind = "episodic"
+
+    def __init__(self, ctx: Any = None, **params: Any) -> None:
+        self.ctx, self.params = ctx, params
+
+    @staticmethod
+    def model_of(ladder: Any) -> Any:  # pragma: no cover - interface
+        """The model the policy's runs are stored under."""
+        raise NotImplementedError
+
+    @staticmethod
+    def runner(ladder: Any, client_for: Any, **options: Any):  # pragma: no cover - interface
+        """An episode function with `advisor.agent.loop.run_episode`'s signature."""
+        raise NotImplementedError
+
+
+def _names(keep) -> list[str]:
+    return [name for name, cls in POLICIES.items().items() if keep(cls)]
+
+
+def batch_policies() -> list[str]:
+    """The registered policies that decide over a batch (`Policy`), sorted."""
+    return _names(lambda cls: getattr(cls, "kind", "batch") == "batch")
+
+
+def episodic_policies() -> list[str]:
+    """The registered policies that act inside an episode (`EpisodicPolicy`), sorted."""
+    return _names(lambda cls: getattr(cls, "kind", "batch") == "episodic")
+
+
+def probe_chain_policies() -> list[str]:
+    """The batch policies the probe runs as chains of rung episodes: single-shot ones first, then escalating."""
+    found = _names(lambda cls: getattr(cls, "kind", "batch") == "batch" and getattr(cls, "probe_mode", None))
+    return sorted(found, key=lambda n: (POLICIES.get(n).probe_mode != "single", n))
+
+
+def baseline_policies() -> list[str]:
+    """The batch policies the offline evaluation compares the router's default with, sorted."""
+    return _names(lambda cls: getattr(cls, "baseline", False))
+
+
 def make_policy(name: str, ctx: Context, **params: Any) -> Policy:
-    """The policy registered as `name`, built for `ctx` (UnknownNameError with did-you-mean otherwise)."""
-    return POLICIES.get(name)(ctx, **params)
+    """The batch policy registered as `name`, built for `ctx` (UnknownNameError with did-you-mean otherwise;
+    RouterError for an episodic policy, which has no batch decision)."""
+    cls = POLICIES.get(name)
+    if getattr(cls, "kind", "batch") != "batch":
+        raise RouterError(f"{name!r} is an episodic policy: it routes turn by turn inside an episode (run it with "
+                          f"`advisor probe --policy {name}`), not over a batch of requests; batch policies: "
+                          f"{', '.join(batch_policies())}")
+    return cls(ctx, **params)
 
 
 def to_decisions(choice: Choice, batch: Requests, ctx: Context, excluded: dict[str, str],

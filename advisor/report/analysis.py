@@ -30,10 +30,10 @@ from advisor.floors import FloorSettings, cell_stats, decide
 from advisor.ladder import Ladder
 from advisor.money import per_1k_usable
 from advisor.orchestrator.experts import family
+from advisor.router.routing.policies import episodic_policies, probe_chain_policies
 from advisor.shares import share
 
 POLICY_POSITION = 1000  #: policy arms sort after the rungs
-POLICY_ORDER = ("orchestrator", "router", "cascade")
 
 
 @dataclass
@@ -128,7 +128,9 @@ def compare(store: Any, suite: str, ladder: Any, settings: FloorSettings = Floor
 
 
 def _order(policy: str) -> int:
-    return POLICY_ORDER.index(policy) if policy in POLICY_ORDER else len(POLICY_ORDER)
+    """Episodic policies first, then the probe's chain policies (single-shot before escalating), as registered."""
+    order = [*episodic_policies(), *probe_chain_policies()]
+    return order.index(policy) if policy in order else len(order)
 
 
 def side_by_side(arms: list[Arm]) -> list[Arm]:
