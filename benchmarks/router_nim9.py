@@ -88,6 +88,9 @@ def run(argv: list[str] | None = None) -> dict:
     ap.add_argument("--window", default=None, type=_window, metavar="HEAD,TAIL|none",
                     help="characters of a long prompt the features read (default: the router's, "
                          "advisor.router.model.features.WINDOW; 'none': the whole text)")
+    ap.add_argument("--predictors", default=None, metavar="NAME,...",
+                    help="the candidate probability models the training chooses among in grouped CV "
+                         "(advisor.router.training.predictors; default: every registered one)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -119,6 +122,7 @@ def run(argv: list[str] | None = None) -> dict:
                            fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings,
                                        "stack": not args.no_stack,
                                        "predict_classes": not args.no_class_model,
+                                       **({"predictors": args.predictors.split(",")} if args.predictors else {}),
                                        **({} if args.window is None else {"window": args.window[0]})},
                            hide_test_classes=args.hide_test_classes,
                            progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -141,6 +145,7 @@ def run(argv: list[str] | None = None) -> dict:
           f"false reject {args.false_reject}, chains of at most {args.max_chain} rungs in ladder order; "
           f"{elapsed:.0f}s")
     print_models(cv)
+    print_predictors(cv)
     for mode in ("single", "escalate"):
         print_mode(summary, mode)
     if args.out_dir:
@@ -156,6 +161,14 @@ def print_models(cv: dict) -> None:
     from advisor.router.evaluation.tables import model_lines
 
     for line in model_lines(cv["fold_metrics"], cv["rungs"]):
+        print(line)
+
+
+def print_predictors(cv: dict) -> None:
+    """Which probability model each outer fold's training chose, and every candidate's inner-CV figures."""
+    from advisor.router.evaluation.tables import predictor_lines
+
+    for line in predictor_lines(cv["fold_metrics"]):
         print(line)
 
 

@@ -115,3 +115,26 @@ def model_lines(fold_metrics: Sequence[dict], rungs: Sequence[str]) -> list[str]
                    f"in class {'n/a' if wc is None else format(wc, '.3f')}  Brier {mean('brier'):.3f}  "
                    f"ECE {mean('ece'):.3f}  cost MdAPE {'n/a' if mdape is None else format(mdape, '.1%')}{note}{fb}")
     return out
+
+
+def predictor_lines(fold_metrics: Sequence[dict]) -> list[str]:
+    """The per-rung probability model chosen in each outer fold's training (grouped CV inside the fold), and per
+    candidate its inner-CV AIQ (single-shot, escalation, mean) and Brier, averaged over the outer folds."""
+    records = [m["predictor"] for m in fold_metrics if m.get("predictor")]
+    if not records:
+        return ["predictor: not chosen (models trained before the choice existed)"]
+    chosen = [r["chosen"] for r in records]
+    counts = ", ".join(f"{name} in {chosen.count(name)} of {len(chosen)}" for name in dict.fromkeys(chosen))
+    out = [f"predictor chosen by grouped CV inside each outer fold's training data: {counts}",
+           "  candidate      inner-CV AIQ single  escalate  mean    Brier   (mean over the outer folds)"]
+    for name in records[0]["candidates"]:
+        figs = [r["candidates"][name] for r in records if name in r["candidates"]]
+
+        def mean(key: str) -> str:
+            vals = [f[key] for f in figs if f.get(key) is not None]
+            return f"{np.mean(vals):.4f}" if vals else "n/a"
+
+        mark = " <- chosen" if chosen.count(name) == len(chosen) else ""
+        out.append(f"  {name:<14} {mean('aiq_single'):>19}  {mean('aiq_escalate'):>8}  {mean('aiq'):>6}  "
+                   f"{mean('brier'):>6}{mark}")
+    return out

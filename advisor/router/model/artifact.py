@@ -127,6 +127,13 @@ class RouterModel:
         onehot = dense[..., len(CUE_NAMES): len(CUE_NAMES) + self.stack_w.shape[0] - R]
         return 1.0 / (1.0 + np.exp(-(z @ self.stack_w[:R] + onehot @ self.stack_w[R:] + self.stack_b)))
 
+    @property
+    def predictor(self) -> dict[str, Any]:
+        """Which per-rung probability model the artifact carries and the cross-validated figures it was chosen by
+        (`advisor.router.training.predictors`); an artifact written before the choice carries the router's."""
+        return (self.training or {}).get("predictor") or {
+            "chosen": "router", "candidates": {}, "how": "artifact written before the predictor was chosen in CV"}
+
     def predict_one(self, text: str, task_class: str | None = None) -> np.ndarray:
         """Calibrated P(usable) per rung for one request."""
         return self.score_one(text, task_class)[0]

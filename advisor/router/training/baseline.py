@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from advisor.router.training.fit import _fit_linear, _rows_for_rung
+from advisor.router.training.linear import fit_linear, rows_for_rung
 
 
 class TfidfLogistic:
@@ -49,8 +49,8 @@ class TfidfLogistic:
         R = data.usable.shape[1]
         self.coef, self.intercept = np.zeros((X.shape[1], R)), np.zeros(R)
         for j in range(R):
-            rows, y, w = _rows_for_rung(data.usable, data.runs, j)
-            coef, b = _fit_linear(X[rows], y, w, self.C, 0)
+            rows, y, w = rows_for_rung(data.usable, data.runs, j)
+            coef, b = fit_linear(X[rows], y, w, self.C, 0)
             if coef is not None:
                 self.coef[:, j] = coef
             self.intercept[j] = b

@@ -23,6 +23,8 @@ from advisor.ladder import Ladder
 from advisor.router.model.artifact import RouterModel, RungModel
 from advisor.router.model.costmodel import fit_cost_model, mdape
 from advisor.router.model.features import CUE_NAMES, WINDOW, Featurizer
+from advisor.router.training.linear import class_means, class_names, class_rates, fit_linear, rows_for_rung
+from advisor.router.training.predictors import FitContext, Fitted, choose_predictor
 from advisor.router.training.tuning import tune_default
 
 
@@ -128,27 +130,8 @@ def grouped_folds(groups: Sequence[str], n_folds: int, seed: int = 0) -> list[tu
     return [(np.flatnonzero(assign != f), np.flatnonzero(assign == f)) for f in range(n_folds)]
 
 
-def _rows_for_rung(usable: np.ndarray, runs: np.ndarray, j: int):
-    """Binary rows (index, label, weight) for rung j; fractional outcomes become two weighted rows."""
-    ok = ~np.isnan(usable[:, j])
-    idx = np.flatnonzero(ok)
-    f, n = usable[idx, j], runs[idx, j]
-    pos, neg = f > 0, f < 1
-    rows = np.concatenate([idx[pos], idx[neg]])
-    y = np.concatenate([np.ones(pos.sum()), np.zeros(neg.sum())])
-    w = np.concatenate([(f * n)[pos], ((1 - f) * n)[neg]])
-    return rows, y, w
 
 
-def _fit_linear(X, y, w, C: float, seed: int):
-    # heavy dependency, imported on use: scikit-learn
-    from sklearn.linear_model import LogisticRegression
-
-    if len(np.unique(y)) < 2:
-        return None, (10.0 if y[0] == 1 else -10.0)
-    clf = LogisticRegression(C=C, solver="liblinear", max_iter=300, random_state=seed)
-    clf.fit(X, y, sample_weight=w)
-    return clf.coef_.ravel(), float(clf.intercept_[0])
 
 
 def _calibrator(raw: np.ndarray, y: np.ndarray, w: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
@@ -217,33 +200,22 @@ def training_stats(data: TrainingData) -> dict[str, Any]:
 AUC_FLOOR = 0.55  #: below this cross-validated AUC a rung's model has no signal: class-level rate instead
 
 
-def _class_means(col: np.ndarray, cls: np.ndarray) -> tuple[dict[str, float], float]:
-    """Per class of `cls` (an array of class names, "" for none) the mean of `col`'s finite values, and the
-    overall mean (0.5 when `col` has none)."""
-    known = np.isfinite(col)
-    overall = float(col[known].mean()) if known.any() else 0.5
-    return {c: float(col[known & (cls == c)].mean()) for c in np.unique(cls[known])}, overall
 
 
-def _class_names(classes: Sequence[str | None]) -> np.ndarray:
-    return np.array([c or "" for c in classes])
 
 
-def _class_rates(usable: np.ndarray, classes: Sequence[str | None], names: Sequence[str], j: int) -> np.ndarray:
-    """Per class in `names` the mean usable fraction of rung j (the rung's overall rate for an absent class)."""
-    means, overall = _class_means(usable[:, j], _class_names(classes))
-    return np.clip(np.array([means.get(c, overall) for c in names]), 1e-3, 1 - 1e-3)
 
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,
                use_embeddings: bool = False, n_hash: int = 2 ** 16, tune: bool = True,
                stack: bool = True, predict_classes: bool = True,
-               window: tuple[int, int] | None = WINDOW) -> RouterModel:
+               window: tuple[int, int] | None = WINDOW, predictors: Sequence[str] | None = None) -> RouterModel:
     """Train the per-rung calibrated models and the cost model on `data` (see the module docstring); with
     `tune`, choose the default operating point and the chain dependence on out-of-fold predictions; with
     `predict_classes`, the featuriser carries a class model for requests without a class (`classpred.py`);
     `window`: the (head, tail) characters of a long prompt the features read (`features.text_window`; None:
-    the whole text)."""
+    the whole text); `predictors`: the candidate probability models to choose among in cross-validation
+    (`predictors.py`; default every registered one)."""
     # heavy dependency, imported on use: scipy
     import scipy.sparse as sp
 
@@ -261,14 +233,14 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
     P_oof = np.full((n, R), np.nan)
     base = feat.n_sparse + len(CUE_NAMES)
     for j, rung in enumerate(data.rungs):
-        rows, y, w = _rows_for_rung(data.usable, data.runs, j)
+        rows, y, w = rows_for_rung(data.usable, data.runs, j)
         method = calibration if calibration != "auto" else ("isotonic" if len(rows) >= 400 else "sigmoid")
         raw_oof = np.zeros(len(rows))
         fold_of_row = np.zeros(len(rows), dtype=int)
         for f, (_, test_prompts) in enumerate(cv):
             in_test = np.isin(rows, test_prompts)
             fold_of_row[in_test] = f
-            coef, b = _fit_linear(X[rows[~in_test]], y[~in_test], w[~in_test], C, seed)
+            coef, b = fit_linear(X[rows[~in_test]], y[~in_test], w[~in_test], C, seed)
             raw_oof[in_test] = (X[rows[in_test]] @ coef + b) if coef is not None else b
         p_oof = np.zeros(len(rows))
         for f in range(folds):  # cross-fitted calibration for honest metrics
@@ -285,14 +257,14 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
                           "using its class-level usable rate instead", stacklevel=2)
             cls_of = np.array([feat.classes.index(c) if c in feat.classes else -1 for c in data.classes])
             for f, (train_prompts, test_prompts) in enumerate(cv):
-                rates = _class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
+                rates = class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
                                      feat.classes, j)
                 P_oof[test_prompts, j] = np.where(cls_of[test_prompts] >= 0, rates[cls_of[test_prompts]],
                                                   float(np.mean(rates)) if len(rates) else 0.5)
             m2 = np.isfinite(data.usable[:, j])
             P_oof[~m2, j] = np.nan
             metrics[rung.name]["fallback"] = "class-level rate (AUC below %.2f)" % AUC_FLOOR
-            rates = _class_rates(data.usable, data.classes, feat.classes, j)
+            rates = class_rates(data.usable, data.classes, feat.classes, j)
             W[base: base + len(feat.classes), j] = np.log(rates / (1 - rates))
             grid = np.linspace(-12.0, 12.0, 97)
             cx.append(grid)
@@ -300,7 +272,7 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
             continue
         P_oof[rows, j] = p_oof
         kx, ky = _calibrator(raw_oof, y, w, method)
-        coef, b = _fit_linear(X[rows], y, w, C, seed)
+        coef, b = fit_linear(X[rows], y, w, C, seed)
         if coef is not None:
             W[:, j] = coef
         bias[j] = b
@@ -324,6 +296,10 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
     stack_w = stack_b = None
     if stack:
         stack_w, stack_b, P_oof = _fit_stack(P_oof, xd[:, len(CUE_NAMES): n_cost], data, cv, C, seed, metrics)
+    router = Fitted(W, bias, cx, cy, stack_w, stack_b, P_oof)
+    chosen, fitted, choice = choose_predictor(FitContext(data, X, feat, cv, C, seed, router=router), C_oof, predictors)
+    W, bias, cx, cy = fitted.w, fitted.bias, fitted.calib_x, fitted.calib_y
+    stack_w, stack_b, P_oof = fitted.stack_w, fitted.stack_b, fitted.p_oof
     stats = training_stats(data)
     aucs = [m["auc"] for m in metrics.values() if m["auc"] is not None]
     summary = {"macro_auc": float(np.mean(aucs)) if aucs else None,
@@ -335,9 +311,12 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
         provenance=dict(data.provenance),
         metrics={"per_rung": metrics, **summary, "how": f"{folds}-fold CV grouped by prompt; out-of-fold "
                  "probabilities with cross-fitted calibration; cost error = median absolute percentage error "
-                 "of the out-of-fold predicted attempt cost", "fallback_rungs": fallback},
-        training={"stats": stats, "model": "L2 logistic regression per rung (liblinear)"
-                  + (" + a second stage across rungs (stacked logits and class)" if stack else ""), "C": C, "calibration": calibration,
+                 "of the out-of-fold predicted attempt cost (per-rung figures: the router candidate)",
+                 "fallback_rungs": fallback, "predictor": choice},
+        training={"stats": stats, "predictor": choice, "model": (
+                      "L2 logistic regression per rung (liblinear)"
+                      + (" + a second stage across rungs (stacked logits and class)" if stack else "")
+                      if chosen == "router" else choice["description"]), "C": C, "calibration": calibration,
                   "folds": folds, "seed": seed, "features": {"sparse": feat.n_sparse,
                                                              "dense": feat.dense_names()[:40]}})
     if tune:
@@ -357,11 +336,11 @@ def _impute_by_class(P: np.ndarray, classes: Sequence[str | None]) -> np.ndarray
     dropping prompts with a missing rung would keep only the rejected first attempts and bias the second stage;
     the class mean carries no label of the prompt itself."""
     out = P.copy()
-    cls = _class_names(classes)
+    cls = class_names(classes)
     for j in range(P.shape[1]):
         miss = ~np.isfinite(P[:, j])
         if miss.any():
-            means, overall = _class_means(P[:, j], cls)
+            means, overall = class_means(P[:, j], cls)
             out[miss, j] = [means.get(c, overall) for c in cls[miss]]
     return out
 
@@ -376,16 +355,16 @@ def _fit_stack(P_oof: np.ndarray, onehot: np.ndarray, data: TrainingData, cv, C:
     W, b = np.zeros((Z.shape[1], R)), np.zeros(R)
     out = np.full_like(P_oof, np.nan)
     for j, rung in enumerate(data.rungs):
-        rows, y, w = _rows_for_rung(data.usable, data.runs, j)
+        rows, y, w = rows_for_rung(data.usable, data.runs, j)
         p2 = np.zeros(len(rows))
         for _, test_prompts in cv:
             m = np.isin(rows, test_prompts)
-            coef, bb = _fit_linear(Z[rows[~m]], y[~m], w[~m], C, seed)
+            coef, bb = fit_linear(Z[rows[~m]], y[~m], w[~m], C, seed)
             p2[m] = 1 / (1 + np.exp(-((Z[rows[m]] @ coef + bb) if coef is not None else bb)))
         out[rows, j] = p2
         metrics[rung.name].update({**calibration_metrics(p2, y, w), "stacked": True,
                                    "auc_within_class": within_class_auc(p2, y, w, [data.classes[i] for i in rows])})
-        coef, bb = _fit_linear(Z[rows], y, w, C, seed)
+        coef, bb = fit_linear(Z[rows], y, w, C, seed)
         if coef is not None:
             W[:, j] = coef
         b[j] = bb
