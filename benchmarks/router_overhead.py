@@ -9,13 +9,7 @@ the CPU time of the deciding thread (time.thread_time) is reported beside it.
 
 Run:  python benchmarks/router_overhead.py [PATH] [--n 3000] [--no-embeddings] [--cold-caches]
 
-Measured (2 shared cores, `--train-rows 800 --no-embeddings --n 2000 --stages`, CPU time, two runs): single-shot
-p50 0.230 / 0.304 ms, p99 0.545 / 0.924 ms; escalation p50 0.229 / 0.264 ms, p99 0.429 / 0.606 ms (before the
-text window and the other changes of docs/router-results.md "Overhead": single-shot p99 1.6-1.8 ms, escalation
-p99 1.2-2.0 ms). Single-shot, timed first, meets most prompts with empty n-gram caches (only 50 warm-up calls).
-After the few-numpy-calls decision (docs/service-overhead.md, issue 11 third pass), one run: single-shot p50 0.201, p99
-0.559 ms; escalation p50 0.221, p99 0.504 ms. With `--cold-caches --n 600`: single-shot p50 0.526, p99 1.097 ms;
-escalation p50 0.546, p99 0.964 ms (before: 0.576 / 0.971 and 0.624 / 0.963 ms).
+Current figures, with the command, machine and date: docs/router-results.md ("Overhead").
 """
 
 from __future__ import annotations

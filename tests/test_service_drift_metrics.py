@@ -97,7 +97,7 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     from advisor.agent.formats import format_for
     from advisor.ladder import load_ladder
     from advisor.orchestrator.experts import EXPERT_TOOL, experts_for
-    from advisor.service.attempts import Plan
+    from advisor.service.attempts import RequestPlan
     from advisor.service.config import load_config
     from advisor.service.orchestrated import run_orchestrated
     from advisor.service.request import parse_request
@@ -122,7 +122,7 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     rt = SimpleNamespace(ladder=ladder, rungs={r.name: r for r in ladder.rungs}, config=load_config(None, ladder),
                          metrics=metrics, simulated=lambda name: True, client_for=lambda model: Client())
     req = parse_request({"model": "orchestrator", "messages": [{"role": "user", "content": "Refund window?"}]}, {})
-    plan = Plan("dec_x", "Refund window?", "a", "given", "orchestrator", "orchestrator", [], 1, Verifier(),
+    plan = RequestPlan("dec_x", "Refund window?", "a", "given", "orchestrator", "orchestrator", [], 1, Verifier(),
                 [r.name for r in ladder.rungs])
     out = asyncio.run(run_orchestrated(rt, req, plan, time.monotonic() + 30))
     assert out.status == 200 and out.rung == expert.name and out.verdict == "accepted"

@@ -76,13 +76,13 @@ def _spec_dict(spec: Any) -> dict[str, Any]:
             "parameters": getattr(spec, "parameters", None) or {"type": "object", "properties": {}}}
 
 
-def _final_text(text: str) -> str:
+def final_text(text: str) -> str:
     idx = text.rfind(FINAL_MARKER)
     return (text[idx + len(FINAL_MARKER):] if idx >= 0 else text).strip()
 
 
 def _final_or_empty(text: str) -> Parsed:
-    final = _final_text(text)
+    final = final_text(text)
     if not final:
         return Parsed("invalid", error="empty reply: write a tool call, or your answer after 'FINAL ANSWER:'")
     return Parsed("final", final=final)

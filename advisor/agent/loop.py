@@ -66,7 +66,7 @@ class EpisodeResult:
         return model.attempt_cost(self.input_tokens, self.output_tokens)
 
 
-def _signature(name: str, args: dict[str, Any]) -> str:
+def call_signature(name: str, args: dict[str, Any]) -> str:
     return name + "\x00" + json.dumps(args, sort_keys=True, default=str)
 
 
@@ -83,7 +83,7 @@ def is_stuck(actions: list[str], repeats: int = STUCK_REPEATS, cycles: int = STU
     return False
 
 
-def _clip(text: str, limit: int) -> str:
+def clip_text(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
 
 
@@ -162,7 +162,7 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
         elif parsed.kind == "invalid":
             error = f"could not parse your reply: {parsed.error}"
         if parsed is not None and parsed.kind == "final":
-            record.action, record.observation = "final", _clip(parsed.final or "", RECORD_CHARS)
+            record.action, record.observation = "final", clip_text(parsed.final or "", RECORD_CHARS)
             ep.final = parsed.final
             return stop(StopReason.FINAL)
         if parsed is None or parsed.kind == "invalid":
@@ -188,11 +188,11 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
                                 f"{parsed.extra_calls} more ignored]")
             record.action = parsed.name
             record.arguments_json = json.dumps(parsed.arguments, default=str)
-            record.observation = _clip(observation, RECORD_CHARS)
+            record.observation = clip_text(observation, RECORD_CHARS)
             hint = getattr(fmt, "observation_hint", None)  # a format's reminder of how to finish
-            shown = _clip(observation, OBSERVATION_CHARS) + (f"\n{hint}" if hint else "")
+            shown = clip_text(observation, OBSERVATION_CHARS) + (f"\n{hint}" if hint else "")
             messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": shown}]
-            actions.append(_signature(parsed.name, parsed.arguments))
+            actions.append(call_signature(parsed.name, parsed.arguments))
             if is_stuck(actions):
                 return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")
         if res.input_tokens + res.output_tokens >= limits.max_tokens:

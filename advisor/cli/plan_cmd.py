@@ -24,7 +24,7 @@ def load(ladder: Path | None, suite: Path | None):
 
 
 def render(p) -> None:
-    """Print a `Plan` as tables (stdout)."""
+    """Print a `ProbeBudget` as tables (stdout)."""
     from rich import box
     from rich.console import Console
     from rich.table import Table

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from advisor.agent.chat import system_prompt, template_for
 from advisor.agent.formats import Parsed, format_for
-from advisor.agent.loop import OBSERVATION_CHARS, RECORD_CHARS, EpisodeResult, _clip, _signature, is_stuck
+from advisor.agent.loop import OBSERVATION_CHARS, RECORD_CHARS, EpisodeResult, clip_text, call_signature, is_stuck
 from advisor.errors import BackendError, ConfigError
 from advisor.orchestrator.experts import EXPERT_TOOL, Expert, expert_tool
 from advisor.orchestrator.prompt import PREFS_MODES, offered, orchestrator_prompt, render_preferences, violations
@@ -180,7 +180,7 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
                              f"{', '.join(by_alias) or '(none offered)'}")
                     res.turns[-1].observation = error
                     steps.append(_Step(by, text, parsed, error))
-                    actions.append(_signature(EXPERT_TOOL, parsed.arguments))
+                    actions.append(call_signature(EXPERT_TOOL, parsed.arguments))
                     if is_stuck(actions):
                         return stop(StopReason.STUCK, f"repeating actions: last {EXPERT_TOOL!r}")
                     continue
@@ -199,7 +199,7 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
             return stop(StopReason.BACKEND_ERROR, f"round {rnd}: {exc}")
         record = res.turns[-1]
         if parsed.kind == "final":
-            record.action, record.observation = "final", _clip(parsed.final or "", RECORD_CHARS)
+            record.action, record.observation = "final", clip_text(parsed.final or "", RECORD_CHARS)
             ep.final = parsed.final
             return stop(StopReason.FINAL)
         if parsed.kind == "invalid":
@@ -225,9 +225,9 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
             observation += (f"\n[note: only the first tool call of the reply was run; "
                             f"{parsed.extra_calls} more ignored]")
         record.action, record.arguments_json = parsed.name, json.dumps(parsed.arguments, default=str)
-        record.observation = _clip(observation, RECORD_CHARS)
-        steps.append(_Step(by, text, parsed, _clip(observation, OBSERVATION_CHARS)))
-        actions.append(_signature(parsed.name, parsed.arguments))
+        record.observation = clip_text(observation, RECORD_CHARS)
+        steps.append(_Step(by, text, parsed, clip_text(observation, OBSERVATION_CHARS)))
+        actions.append(call_signature(parsed.name, parsed.arguments))
         if is_stuck(actions):
             return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")
     return stop(StopReason.MAX_TURNS, f"no final answer in {config.max_rounds} rounds")

@@ -84,7 +84,7 @@ class RungPlan:
 
 
 @dataclass
-class Plan:
+class ProbeBudget:
     """What a probe of a suite on a ladder would run and cost, and what it could decide."""
 
     suite: str
@@ -152,10 +152,10 @@ def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
 
 
 def make_plan(suite, ladder, replicas: int = 3, target: float = 0.8, confidence: float = 0.9,
-              margin: float = 0.1, tasks=None, rungs=None) -> Plan:
+              margin: float = 0.1, tasks=None, rungs=None) -> ProbeBudget:
     """The plan of probing `suite` on `ladder` (module docstring)."""
     specs = full_grid(suite, ladder, replicas, rungs=rungs, tasks=tasks)
-    plan = Plan(suite.name, ladder.name, replicas, target, confidence, z_for(confidence), runs=len(specs),
+    plan = ProbeBudget(suite.name, ladder.name, replicas, target, confidence, z_for(confidence), runs=len(specs),
                 problems=cpu_path_problems(suite, ladder, tasks))
     by_rung = {r.name: RungPlan(r.name, r.simulated) for r in ladder.rungs if rungs is None or r.name in rungs}
     judge = ladder.roles.judge

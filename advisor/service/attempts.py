@@ -35,7 +35,7 @@ class Attempt:
 
 
 @dataclass
-class Plan:
+class RequestPlan:
     """The routing decision for one request."""
 
     decision_id: str
@@ -61,7 +61,7 @@ class Plan:
 class Outcome:
     """What happened to one request."""
 
-    plan: Plan
+    plan: RequestPlan
     attempts: list[Attempt]
     reply: Reply | None = None
     rung: str | None = None  #: the rung whose answer is delivered
@@ -75,7 +75,7 @@ class Outcome:
         return sum(a.cost_usd for a in self.attempts)
 
 
-def failover_order(rt, plan: Plan, tried: set[str], failed: str) -> list[str]:
+def failover_order(rt, plan: RequestPlan, tried: set[str], failed: str) -> list[str]:
     """Rungs to fall back on after `failed` is down: rest of the chain, then allowed rungs above, then below."""
     names = [r.name for r in rt.ladder.rungs]
     rest = [n for n in plan.chain if n not in tried]
@@ -90,7 +90,7 @@ def max_tokens_for(rt, req, model) -> int:
     return min(asked or model.max_output_tokens, rt.config.limits.max_tokens)
 
 
-async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
+async def call_rung(rt, req, plan: RequestPlan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
     """One attempt (never raises for backend failures: the attempt records them)."""
     model = rt.rungs[rung]
     attempt, text = await call_model(rt, req, plan, model, lambda: render_prompt(model, req), deadline,
@@ -98,7 +98,7 @@ async def call_rung(rt, req, plan: Plan, rung: str, deadline: float) -> tuple[At
     return attempt, (None if text is None else parse_reply(model, text, req))
 
 
-async def call_model(rt, req, plan: Plan, model, prompt, deadline: float,
+async def call_model(rt, req, plan: RequestPlan, model, prompt, deadline: float,
                      chat: dict | None = None) -> tuple[Attempt, str | None]:
     """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
     failed: the attempt's error says why; a timeout or a backend that is down is a failover). The call is
@@ -133,7 +133,7 @@ def fill_attempt(attempt: Attempt, model, result) -> None:
     attempt.finish_reason, attempt.tokens_from_server = result.finish_reason, result.tokens_from_server
 
 
-async def settle(rt, plan: Plan, attempt: Attempt, reply: Reply) -> str:
+async def settle(rt, plan: RequestPlan, attempt: Attempt, reply: Reply) -> str:
     """The result of an answered attempt, counted (`Metrics.count_result`): ``unverified`` without a verifier,
     else the plan's verifier's ``accepted`` or ``rejected`` (its verdict and cost noted on the attempt)."""
     if plan.verifier is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from advisor.agent.chat import template_for
 from advisor.agent.formats import Parsed, format_for
-from advisor.agent.formats import _final_text as _final  # the loop's FINAL ANSWER rule
+from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
 from advisor.service.request import forced_tool
 
 _MARKERS = ("<tool_call>", "<TOOLCALL>", "<function=")

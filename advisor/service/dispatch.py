@@ -22,18 +22,18 @@ from advisor.errors import RouterError, did_you_mean
 from advisor.router.routing.route import route_one
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import Verifier
-from advisor.service.attempts import Outcome, Plan, call_rung, deliver, failover_order, settle
+from advisor.service.attempts import Outcome, RequestPlan, call_rung, deliver, failover_order, settle
 from advisor.service.chat import Reply, request_text
 from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, run_orchestrated, serves_orchestrator
 from advisor.service.request import RequestError
 from advisor.service.session_routing import route_session, session_columns
 from advisor.service.shadow import shadow_columns, shadow_decide
 from advisor.store import now, text_hash
-from advisor.triton.client import _deadline
+from advisor.triton.client import time_limit
 
 
 # ----------------------------------------------------------------------------------------------- deciding
-def decide(rt, req, key) -> Plan:
+def decide(rt, req, key) -> RequestPlan:
     """The plan for a validated request (RequestError 404/403/400 for unknown or forbidden rungs)."""
     started = time.perf_counter()
     text = request_text(req)
@@ -51,7 +51,7 @@ def decide(rt, req, key) -> Plan:
             if n not in names:
                 raise RequestError(f"unknown rung {n!r} in advisor.rungs.{did_you_mean(n, names)}", param="advisor.rungs")
         allowed = [n for n in allowed if n in prefs.rungs]
-    plan = Plan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
+    plan = RequestPlan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
                 verifier, allowed, end_user=req.user)
     if req.model == MODEL_ID and serves_orchestrator(rt):
         plan_orchestrated(rt, req, plan)  # the orchestrator role picks the rung (advisor.service.orchestrated)
@@ -82,7 +82,7 @@ def decide(rt, req, key) -> Plan:
     return plan
 
 
-def decide_auto(rt, req, plan: Plan, ccfg, key) -> None:
+def decide_auto(rt, req, plan: RequestPlan, ccfg, key) -> None:
     """The ``model: "auto"`` decision: the class's cascade (its ``chain``), else the routing policy."""
     if ccfg.chain:
         names = [r.name for r in rt.ladder.rungs]
@@ -106,7 +106,7 @@ def _p_of(rt, text: str, task_class: str | None, rung: str) -> float | None:
     return float(rt.router.predict_one(text, task_class)[rt.router.rung_names.index(rung)])
 
 
-def _route(rt, req, plan: Plan, ccfg, key) -> None:
+def _route(rt, req, plan: RequestPlan, ccfg, key) -> None:
     config, p = policy_inputs(rt, req, plan, ccfg, key)
     try:
         # explain=False: the plan's explanation keeps no candidate list, so none is built
@@ -119,7 +119,7 @@ def _route(rt, req, plan: Plan, ccfg, key) -> None:
                         "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
 
 
-def policy_inputs(rt, req, plan: Plan, ccfg, key) -> tuple[PolicyConfig, Preferences]:
+def policy_inputs(rt, req, plan: RequestPlan, ccfg, key) -> tuple[PolicyConfig, Preferences]:
     """The routing policy's settings and the request's preferences (RequestError when no rung is allowed)."""
     prefs = req.advisor
     routing = rt.config.routing
@@ -141,7 +141,7 @@ def policy_inputs(rt, req, plan: Plan, ccfg, key) -> tuple[PolicyConfig, Prefere
                                max_latency_s=prefs.max_latency_s if prefs else None)
 
 
-async def run(rt, req, plan: Plan) -> Outcome:
+async def run(rt, req, plan: RequestPlan) -> Outcome:
     """Walk the plan's chain (see the module docstring) and return the outcome (never past the deadline)."""
     deadline = time.monotonic() + rt.config.limits.deadline_s
     if plan.mode == "orchestrator":
@@ -179,13 +179,13 @@ async def run(rt, req, plan: Plan) -> Outcome:
     return out
 
 
-async def run_with_deadline(rt, req, plan: Plan) -> Outcome:
+async def run_with_deadline(rt, req, plan: RequestPlan) -> Outcome:
     """`run` bounded by the end-to-end deadline (a verifier or judge that hangs cannot hold the request).
 
     The bound runs in the request's own task (``asyncio.timeout``), not in a task of its own as
     ``asyncio.wait_for`` would on Python 3.11: one task less and fewer event-loop turns per request."""
     try:
-        async with _deadline(rt.config.limits.deadline_s + 1.0):
+        async with time_limit(rt.config.limits.deadline_s + 1.0):
             return await run(rt, req, plan)
     except asyncio.TimeoutError:
         return Outcome(plan, [], status=504, error=f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline")

@@ -214,7 +214,7 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float, max_header
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
     uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
-                workers=options.workers, loop="asyncio",  # uvloop slower: docs/service-overhead.md, 4th pass
+                workers=options.workers, loop="asyncio",  # uvloop measured no faster: docs/service-overhead.md
                 # httptools with the header-size (431) and read-time (408) limits; h11 bounds the head's size (400)
                 http=http, h11_max_incomplete_event_size=max_header_bytes,
                 log_level="warning", access_log=False, timeout_graceful_shutdown=int(deadline_s) + 5,

@@ -30,7 +30,7 @@ from advisor.agent.formats import format_for
 from advisor.orchestrator.experts import EXPERT_TOOL, expert_tool, experts_for
 from advisor.orchestrator.prompt import orchestrator_prompt, render_preferences
 from advisor.router.routing.rule import Preferences
-from advisor.service.attempts import Attempt, Outcome, Plan, call_model, call_rung, settle
+from advisor.service.attempts import Attempt, Outcome, RequestPlan, call_model, call_rung, settle
 from advisor.service.chat import parse_reply, render_prompt, tool_specs
 from advisor.service.request import Message, RequestError
 
@@ -43,7 +43,7 @@ def serves_orchestrator(rt: Any) -> bool:
     return rt.ladder.roles.orchestrator is not None
 
 
-def plan_orchestrated(rt: Any, req: Any, plan: Plan) -> None:
+def plan_orchestrated(rt: Any, req: Any, plan: RequestPlan) -> None:
     """Fill `plan` for a ``model: "orchestrator"`` request (the rung is chosen when it runs)."""
     if req.stream:
         raise RequestError(f"model {MODEL_ID!r} does not stream: the answering rung is known only once the "
@@ -56,13 +56,13 @@ def plan_orchestrated(rt: Any, req: Any, plan: Plan) -> None:
                         "orchestrator": rt.ladder.roles.orchestrator.name}
 
 
-def _preferences(req: Any, plan: Plan) -> Any:
+def _preferences(req: Any, plan: RequestPlan) -> Any:
     prefs = req.advisor
     return Preferences(allowed=list(plan.allowed), self_hosted_only=bool(prefs and prefs.self_hosted_only),
                        max_latency_s=prefs.max_latency_s if prefs else None)
 
 
-def _orchestrator_prompt(rt: Any, req: Any, plan: Plan):
+def _orchestrator_prompt(rt: Any, req: Any, plan: RequestPlan):
     """(prompt text, tool specs the reply is parsed against, aliases by name) for the orchestrator."""
     orch = rt.ladder.roles.orchestrator
     experts = [e for e in experts_for(rt.ladder) if e.name in plan.allowed]
@@ -75,7 +75,7 @@ def _orchestrator_prompt(rt: Any, req: Any, plan: Plan):
     return prompt, specs, {e.alias: e for e in experts}
 
 
-async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Outcome:
+async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float) -> Outcome:
     """Ask the orchestrator, run the expert it picks (or deliver its own reply), verify once; never past
     `deadline` (a monotonic time)."""
     orch = rt.ladder.roles.orchestrator
@@ -117,6 +117,6 @@ async def run_orchestrated(rt: Any, req: Any, plan: Plan, deadline: float) -> Ou
     return out
 
 
-async def _deliver(rt: Any, plan: Plan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
+async def _deliver(rt: Any, plan: RequestPlan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
     out.reply, out.rung, out.verdict = reply, rung, await settle(rt, plan, attempt, reply)
     return out

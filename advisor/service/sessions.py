@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.agent.loop import _signature, is_stuck
+from advisor.agent.loop import call_signature, is_stuck
 from advisor.store.latches import LatchStore
 
 DERIVED_PREFIX = "drv_"
@@ -121,7 +121,7 @@ def signals(messages, config) -> list[str]:
                     args = json.loads(call.function.arguments or "{}")
                 except ValueError:
                     args = {"_raw": call.function.arguments}
-                actions.append(_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
+                actions.append(call_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
                 stuck = stuck or (config.stuck and is_stuck(actions, config.stuck_repeats, config.stuck_cycles))
     if stuck:
         found.append("stuck")

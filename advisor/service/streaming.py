@@ -17,12 +17,12 @@ from typing import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
-from advisor.service.attempts import Attempt, Outcome, Plan, failover_order, fill_attempt, max_tokens_for
+from advisor.service.attempts import Attempt, Outcome, RequestPlan, failover_order, fill_attempt, max_tokens_for
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 
 
-async def open_stream(rt, req, plan: Plan, out: Outcome, deadline: float):
+async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float):
     """Start streaming on the first rung that answers: (rung, first part, parts iterator, started, prompt).
 
     Rungs that fail before their first part are recorded as failover attempts. Returns None when none answers.
@@ -100,7 +100,7 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
     yield sse(chunk(cid, created, rung, {}, finish))
 
 
-async def stream_response(rt, req, plan: Plan, key, started: float, started_at):
+async def stream_response(rt, req, plan: RequestPlan, key, started: float, started_at):
     """The SSE response of a streamed request without a verifier (headers name the rung that answers)."""
     out = Outcome(plan, [])
     deadline = time.monotonic() + rt.config.limits.deadline_s

@@ -74,7 +74,7 @@ class Action:
 
 
 @dataclass(frozen=True)
-class Plan:
+class EpisodePlan:
     """An episode's plan: the actions in order, then `repeat` forever (loops) or the last final."""
 
     outcome: str  #: converge | give_up | loop | malformed | unknown_task
@@ -141,10 +141,10 @@ def _call(step: Any) -> Action:
     return Action("call", step.tool, dict(step.arguments))
 
 
-def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed: Any, condition: str) -> Plan:
+def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed: Any, condition: str) -> EpisodePlan:
     """Draw the episode plan for a task (None = a task the stand-in does not know)."""
     if task is None or task.reference is None:
-        return Plan("unknown_task", (Action("final", text=GIVE_UP_TEXT),))
+        return EpisodePlan("unknown_task", (Action("final", text=GIVE_UP_TEXT),))
     ref = task.reference
     rng = random.Random(episode_seed(params.seed, task.id, condition, request_seed))
     cap = params.capability
@@ -185,7 +185,7 @@ def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed
         actions.append(_call(rng.choice(done_reads)))
     actions = _unstick(actions)
     actions.append(Action("final", text=final))
-    return Plan(outcome, tuple(actions), complied=complied, wrong=wrong)
+    return EpisodePlan(outcome, tuple(actions), complied=complied, wrong=wrong)
 
 
 def _unstick(actions: list[Action]) -> list[Action]:
@@ -198,7 +198,7 @@ def _unstick(actions: list[Action]) -> list[Action]:
     return out
 
 
-def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
+def _failure(rng: random.Random, ref: Any, redundancy: float) -> EpisodePlan:
     steps = list(ref.steps)
     mode = rng.choices(["give_up", "loop", "malformed"], [W_GIVE_UP, W_LOOP, W_MALFORMED])[0]
     k = rng.randint(0, max(0, min(2, len(steps) - 1)))  # a failing episode never completes the work
@@ -209,7 +209,7 @@ def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
             actions.append(_call(rng.choice(reads)))
         actions = _unstick(actions)
         text = ref.final_wrong if ref.final_wrong and rng.random() < P_GIVE_UP_WRONG else GIVE_UP_TEXT
-        return Plan("give_up", tuple(actions) + (Action("final", text=text),),
+        return EpisodePlan("give_up", tuple(actions) + (Action("final", text=text),),
                     complied=False, wrong=True)
     if mode == "loop":  # re-reading what it already has (a read step when there is one), alone or with another
         at = min(k, len(steps) - 1)
@@ -219,8 +219,8 @@ def _failure(rng: random.Random, ref: Any, redundancy: float) -> Plan:
         if len(steps) > 1 and rng.random() < 0.5:
             others = [i for i in range(len(steps)) if i != first and _is_read(steps[i])] or [(first + 1) % len(steps)]
             b = _call(steps[rng.choice(others)])
-            return Plan("loop", tuple(actions), repeat=(a, b) if a != b else (a,), complied=False, wrong=True)
-        return Plan("loop", tuple(actions), repeat=(a,), complied=False, wrong=True)
+            return EpisodePlan("loop", tuple(actions), repeat=(a, b) if a != b else (a,), complied=False, wrong=True)
+        return EpisodePlan("loop", tuple(actions), repeat=(a,), complied=False, wrong=True)
     bad = steps[min(k, len(steps) - 1)]
-    return Plan("malformed", tuple(actions), repeat=(Action("malformed", bad.tool, dict(bad.arguments)),),
+    return EpisodePlan("malformed", tuple(actions), repeat=(Action("malformed", bad.tool, dict(bad.arguments)),),
                 complied=False, wrong=True)

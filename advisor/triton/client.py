@@ -33,7 +33,7 @@ class GenerationTimeout(BackendError):
     """A generation did not finish within its time limit."""
 
 
-def _deadline(seconds: float):
+def time_limit(seconds: float):
     """An async context manager that cancels its body after `seconds` (asyncio.TimeoutError)."""
     if hasattr(asyncio, "timeout"):
         return asyncio.timeout(seconds)
@@ -101,7 +101,7 @@ class TritonClient:
             try:
                 if limit is None:
                     return await fn(*args)
-                async with _deadline(limit):
+                async with time_limit(limit):
                     return await fn(*args)
             except asyncio.TimeoutError:
                 if limit is None:
@@ -131,7 +131,7 @@ class TritonClient:
     async def server_ready(self) -> bool:
         """True when the server answers and says it is ready; False when it is down (never raises)."""
         try:
-            async with _deadline(self.timeout_s):
+            async with time_limit(self.timeout_s):
                 return await self._t().server_ready()
         except (tp.Transient, tp.ServerError, asyncio.TimeoutError):
             return False
@@ -224,7 +224,7 @@ class TritonClient:
         started = time.perf_counter()
         transport = self._t()
         try:
-            async with _deadline(limit):
+            async with time_limit(limit):
                 fut = self._checked.get(model)
                 if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
                     await self._ensure_checked(model)
@@ -251,7 +251,7 @@ class TritonClient:
         limit = self.timeout_s if timeout_s is None else timeout_s
         transport = self._t()
         try:
-            async with _deadline(limit):
+            async with time_limit(limit):
                 await self._ensure_checked(model)
                 try:
                     async for part in transport.stream(model, prompt, params_json, request_id or ""):
