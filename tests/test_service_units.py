@@ -418,3 +418,15 @@ def test_stop_line_says_what_the_store_holds_when_the_periodic_ingest_took_every
     assert counts["decisions"] == 0
     assert stop_line(store, before, counts["torn_lines"]) == (
         f"stopped; {store} holds 2 decisions and 0 attempts recorded while serving (3 and 0 in all)")
+
+
+def test_attempt_errors_are_kinds_not_strings_matched():
+    """An attempt's error is recorded as "<kind>: <detail>" (the stored column) with its kind as an enum, which
+    the chain walk, the orchestrator mode and the failover metric read instead of matching the text."""
+    from advisor.service.attempts import Attempt, AttemptError
+
+    late = Attempt("nano").fail(AttemptError.DEADLINE, "no time left for this attempt")
+    assert late.out_of_time and late.error == "deadline: no time left for this attempt" and not late.failover
+    down = Attempt("nano").fail(AttemptError.DOWN, "connection refused: deadline exceeded", failover=True)
+    assert not down.out_of_time and down.failover and down.error_kind is AttemptError.DOWN
+    assert [k.value for k in AttemptError] == ["deadline", "timeout", "down", "stream broke", "client disconnected"]

@@ -201,7 +201,7 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 return
             task = suite.task(spec.task_id)
             seed = spec.seed(suite_hash, ladder_hash)
-            record, turns, criteria = await run_one(
+            record, turns, criteria, calls = await run_one(
                 spec, task, model, suite=suite, ladder=ladder,
                 client=client_for_rung(model) if fixed else None, seed=seed,  # a policy calls through its client_for
                 run_key=key, suite_hash=suite_hash, ladder_hash=ladder_hash, thresholds=thresholds, judge=judge,
@@ -215,7 +215,6 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
                 await check_server(model)
         # committed outside the rung's semaphore: the rung's next episode starts meanwhile
         retried = key in failed
-        calls = getattr(record, "_policy_calls", ())
         await asyncio.get_running_loop().run_in_executor(writer, _commit, store, record, turns, criteria, retried, calls)
         results[i] = RunResult(spec, key, "done", record, retried)
         if on_result:
@@ -252,7 +251,8 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
                   root: Path, sampling: dict[str, Any], settings: dict[str, Any], version: str,
                   episode: Callable | None = None):
     """One episode: sandbox, agent loop (or a policy's `episode` function), scoring; returns (RunRecord, turns,
-    criteria) ready to store (a policy run's model calls ride along as ``record._policy_calls``)."""
+    criteria, policy calls) ready to store (the calls: a policy run's model calls, stored in policy_calls; none
+    for a fixed rung)."""
     limits = suite.limits_for(task)
     started_at = now()
     env = Environment.create(task.for_condition(spec.condition), root)
@@ -290,5 +290,4 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
         settings_json=json.dumps({**settings, **getattr(episode, "settings", {}), "limits": limits.model_dump()},
                                  sort_keys=True, default=str),
         error="; ".join(errors) or None, started_at=started_at, finished_at=now())
-    record._policy_calls = list(getattr(res, "calls", ()))  # not a column: stored in policy_calls
-    return record, res.turns, criteria
+    return record, res.turns, criteria, list(getattr(res, "calls", ()))

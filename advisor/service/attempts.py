@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from advisor.errors import BackendError
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
 from advisor.triton.client import GenerationTimeout
+
+
+class AttemptError(str, Enum):
+    """Why an attempt gave no answer: the word its recorded `Attempt.error` starts with (and the failover
+    metric's label). ``deadline``: the request's time was up before the call; ``timeout`` and ``down`` (the
+    backend): a failover; ``stream broke``: tokens had been sent; ``client disconnected``: the client left."""
+
+    DEADLINE = "deadline"
+    TIMEOUT = "timeout"
+    DOWN = "down"
+    STREAM_BROKE = "stream broke"
+    CLIENT_GONE = "client disconnected"
 
 
 @dataclass
@@ -32,6 +45,18 @@ class Attempt:
     failover: bool = False
     finish_reason: str | None = None
     tokens_from_server: bool = True
+    error_kind: AttemptError | None = None  #: why there is no answer (`error` holds the detail too)
+
+    def fail(self, kind: AttemptError, detail: str = "", failover: bool = False) -> "Attempt":
+        """Record why the attempt gave no answer: ``error`` is "<kind>: <detail>" (as stored)."""
+        self.error_kind, self.failover = kind, failover or self.failover
+        self.error = f"{kind.value}: {detail}" if detail else kind.value
+        return self
+
+    @property
+    def out_of_time(self) -> bool:
+        """The request's deadline stopped this attempt before it was made."""
+        return self.error_kind is AttemptError.DEADLINE
 
 
 @dataclass
@@ -106,7 +131,7 @@ async def call_model(rt, req, plan: RequestPlan, model, prompt, deadline: float,
     attempt, text = Attempt(model.name), None
     remaining = deadline - time.monotonic()
     if remaining <= 0:
-        attempt.error = "deadline: no time left for this attempt"
+        attempt.fail(AttemptError.DEADLINE, "no time left for this attempt")
     else:
         started = time.perf_counter()
         try:
@@ -115,9 +140,9 @@ async def call_model(rt, req, plan: RequestPlan, model, prompt, deadline: float,
                 timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id,
                 **(chat or {}))
         except GenerationTimeout as exc:
-            attempt.error, attempt.failover = f"timeout: {exc}", True
+            attempt.fail(AttemptError.TIMEOUT, str(exc), failover=True)
         except BackendError as exc:
-            attempt.error, attempt.failover = f"down: {exc}", True
+            attempt.fail(AttemptError.DOWN, str(exc), failover=True)
         attempt.latency_s = time.perf_counter() - started
         if not attempt.error:
             fill_attempt(attempt, model, result)

@@ -156,7 +156,7 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
             attempt, reply = await call_rung(rt, req, plan, rung, deadline)
             out.attempts.append(attempt)
             if reply is None:
-                if attempt.error.startswith("deadline"):
+                if attempt.out_of_time:
                     queue = []
                     break
                 if plan.mode != "pinned":
@@ -171,7 +171,7 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
                 rt.metrics.child(rt.metrics.escalations, rung, queue[0]).inc()
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
-    timed_out = any((a.error or "").startswith("deadline") for a in out.attempts)
+    timed_out = any(a.out_of_time for a in out.attempts)
     out.status = 504 if timed_out else 503
     errors = "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
     out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else

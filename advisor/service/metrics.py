@@ -93,7 +93,8 @@ class Metrics:
         if attempt.error:
             self.child(self.attempts, attempt.rung, "error", sim(simulated)).inc()
             if attempt.failover:
-                self.child(self.failovers, attempt.rung, attempt.error.split(":", 1)[0]).inc()
+                kind = getattr(attempt, "error_kind", None)
+                self.child(self.failovers, attempt.rung, kind.value if kind else attempt.error.split(":", 1)[0]).inc()
         else:
             self.child(self.cost, attempt.rung, sim(simulated)).inc(attempt.cost_usd)
 

@@ -87,7 +87,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
         attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
         out.attempts.append(attempt)
         if text is None:
-            out.status, out.error = (504 if attempt.error.startswith("deadline") else 503), \
+            out.status, out.error = (504 if attempt.out_of_time else 503), \
                 f"the orchestrator {orch.name} could not answer: {attempt.error}"
             return out
         parsed = fmt.parse(text, specs)

@@ -17,9 +17,11 @@ from typing import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
-from advisor.service.attempts import Attempt, Outcome, RequestPlan, failover_order, fill_attempt, max_tokens_for
+from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, failover_order, fill_attempt,
+                                      max_tokens_for)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
+from advisor.triton.client import GenerationTimeout
 
 
 async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float):
@@ -34,7 +36,7 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
         model = rt.rungs[rung]
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            out.attempts.append(Attempt(rung, error="deadline: no time left for this attempt"))
+            out.attempts.append(Attempt(rung).fail(AttemptError.DEADLINE, "no time left for this attempt"))
             return None
         started = time.perf_counter()
         prompt = render_prompt(model, req)
@@ -47,9 +49,9 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
         except StopAsyncIteration:
             first = None
         except BackendError as exc:
-            kind = "timeout" if "timed out" in str(exc) else "down"
-            out.attempts.append(Attempt(rung, error=f"{kind}: {exc}", failover=True,
-                                        latency_s=time.perf_counter() - started))
+            kind = AttemptError.TIMEOUT if isinstance(exc, GenerationTimeout) else AttemptError.DOWN
+            out.attempts.append(Attempt(rung, latency_s=time.perf_counter() - started).fail(kind, str(exc),
+                                                                                             failover=True))
             rt.metrics.count_call(out.attempts[-1], rt.simulated(rung))
             if plan.mode != "pinned":
                 queue = failover_order(rt, plan, tried, rung)
@@ -80,7 +82,8 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
             except StopAsyncIteration:
                 part = None
     except BackendError as exc:
-        attempt.error, attempt.latency_s = f"stream broke: {exc}", time.perf_counter() - started
+        attempt.fail(AttemptError.STREAM_BROKE, str(exc))
+        attempt.latency_s = time.perf_counter() - started
         out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {exc}"
         yield sse({"error": {"message": out.error, "type": "server_error", "param": None, "code": "rung_failed"}})
         return
@@ -110,7 +113,7 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
         _release(rt)
         raise
     if opened is None:
-        timed_out = any((a.error or "").startswith("deadline") for a in out.attempts)
+        timed_out = any(a.out_of_time for a in out.attempts)
         out.status = 504 if timed_out else 503
         out.error = "no rung could answer: " + "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
         _release(rt)
@@ -130,7 +133,8 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
             await opened[2].aclose()
             if out.attempts and out.attempts[-1].rung == out.rung and out.reply is None and out.status == 200:
                 out.status, out.error = 499, "the client went away mid-stream"
-                out.attempts[-1].error = out.attempts[-1].error or "client disconnected"
+                if not out.attempts[-1].error:
+                    out.attempts[-1].fail(AttemptError.CLIENT_GONE)
             record(rt, out, key, started, started_at)
             _release(rt)
 
