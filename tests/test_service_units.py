@@ -430,3 +430,19 @@ def test_attempt_errors_are_kinds_not_strings_matched():
     down = Attempt("nano").fail(AttemptError.DOWN, "connection refused: deadline exceeded", failover=True)
     assert not down.out_of_time and down.failover and down.error_kind is AttemptError.DOWN
     assert [k.value for k in AttemptError] == ["deadline", "timeout", "down", "stream broke", "client disconnected"]
+
+
+def test_the_service_config_is_as_strict_as_the_ladder(tmp_path):
+    """One strict base model (advisor.strict.StrictModel): "3" is no integer in a service config either."""
+    from advisor.errors import ConfigError
+    from advisor.ladder import Ladder
+    from advisor.service.config import ServiceConfig, load_config
+    from advisor.strict import StrictModel
+
+    assert issubclass(ServiceConfig, StrictModel) and issubclass(Ladder, StrictModel)
+    path = tmp_path / "service.yaml"
+    path.write_text('version: 1\nlimits: {max_messages: "3"}\n')
+    with pytest.raises(ConfigError, match="max_messages"):
+        load_config(path)
+    path.write_text("version: 1\nlimits: {max_messages: 3}\n")
+    assert load_config(path).limits.max_messages == 3

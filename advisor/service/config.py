@@ -30,12 +30,13 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, PlainValidator, SerializeAsAny, field_validator, model_validator
 
 from advisor.checks.base import CheckSpec, validate_check
 from advisor.errors import ConfigError, did_you_mean
 from advisor.registry import UnknownNameError
 from advisor.router.routing.policies import POLICIES, batch_policies
+from advisor.strict import StrictModel
 from advisor.yamlio import line_of, load_model, read_yaml
 
 CONFIG_VERSION = 1
@@ -57,18 +58,14 @@ def _reply_check(value: Any) -> CheckSpec:
 ReplyCheck = Annotated[SerializeAsAny[CheckSpec], PlainValidator(_reply_check)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class JudgeVerifier(_Strict):
+class JudgeVerifier(StrictModel):
     """Ask the ladder's judge role to grade the reply against a rubric."""
 
     rubric: str = Field(description="What an acceptable reply does.")
     threshold: float = Field(default=0.5, ge=0, le=1, description="Accept when the judge's score reaches this.")
 
 
-class VerifierConfig(_Strict):
+class VerifierConfig(StrictModel):
     """How replies of one class are verified: deterministic checks, the judge, or none (`verifier: none`)."""
 
     checks: list[ReplyCheck] = Field(default_factory=list, description="All must pass for the reply to be accepted.")
@@ -85,7 +82,7 @@ class VerifierConfig(_Strict):
         return self
 
 
-class ClassConfig(_Strict):
+class ClassConfig(StrictModel):
     """Routing and verification of one task class."""
 
     match: list[str] = Field(default_factory=list, description="Regexes on the request text that predict this class.")
@@ -117,7 +114,7 @@ class ClassConfig(_Strict):
         return self.verifier
 
 
-class RoutingConfig(_Strict):
+class RoutingConfig(StrictModel):
     """Defaults of the routing policy (a request's `advisor` preferences override target and value)."""
 
     policy: str | None = Field(default=None, description="A policy of the router's registry (router, value, default, "
@@ -142,7 +139,7 @@ class RoutingConfig(_Strict):
     order: Literal["ladder", "probability"] = "ladder"
 
 
-class Limits(_Strict):
+class Limits(StrictModel):
     """Bounds that keep one request, and the service, from running away."""
 
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Larger bodies get 413.")
@@ -164,7 +161,7 @@ class Limits(_Strict):
                                        "JSON); larger gets 400.")
 
 
-class SessionConfig(_Strict):
+class SessionConfig(StrictModel):
     """Agent sessions: routed once, latched, escalated on failure signals (`advisor.service.sessions`)."""
 
     enabled: bool = Field(default=True, description="Route sessions (model auto); off: every request on its own.")
@@ -198,19 +195,19 @@ class SessionConfig(_Strict):
         return value
 
 
-class ShadowConfig(_Strict):
+class ShadowConfig(StrictModel):
     """A candidate router that decides every routed request beside the serving one (`advisor.service.shadow`)."""
 
     artifact: str = Field(description="The candidate router artifact (or a promotion pointer).")
 
 
-class RecordConfig(_Strict):
+class RecordConfig(StrictModel):
     """What the service records."""
 
     store_prompts: bool = Field(default=False, description="Store prompt text; by default only its hash.")
 
 
-class ServiceConfig(_Strict):
+class ServiceConfig(StrictModel):
     """The whole service config file."""
 
     version: int = Field(description=f"Config format version (this advisor reads {CONFIG_VERSION}).")

@@ -17,9 +17,10 @@ import re
 import threading
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from advisor.errors import AdvisorError
+from advisor.strict import StrictModel
 
 
 class RequestError(AdvisorError):
@@ -31,28 +32,29 @@ class RequestError(AdvisorError):
         self.status, self.param, self.code, self.kind = status, param, code, kind
 
 
-class _Strict(BaseModel):
-    #: JSON's types as they are (``true`` is no number, ``"2"`` no integer), no field of its own, finite numbers
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+class _Request(StrictModel):
+    #: JSON's types as they are (``true`` is no number, ``"2"`` no integer), no field of its own, finite numbers;
+    #: a parsed request is filled in after validation (defaults from headers), so not frozen
+    model_config = ConfigDict(frozen=False)
 
 
-class FunctionCall(_Strict):
+class FunctionCall(_Request):
     name: str
     arguments: str = "{}"
 
 
-class ToolCallIn(_Strict):
+class ToolCallIn(_Request):
     id: str
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
-class ContentPart(_Strict):
+class ContentPart(_Request):
     type: Literal["text"]
     text: str
 
 
-class Message(_Strict):
+class Message(_Request):
     """One chat message (text content only)."""
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
@@ -68,23 +70,23 @@ class Message(_Strict):
         return self.content or ""
 
 
-class FunctionDef(_Strict):
+class FunctionDef(_Request):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")  #: OpenAI's rule for function names
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     strict: bool | None = None
 
 
-class Tool(_Strict):
+class Tool(_Request):
     type: Literal["function"]
     function: FunctionDef
 
 
-class StreamOptions(_Strict):
+class StreamOptions(_Request):
     include_usage: bool = False
 
 
-class AdvisorPrefs(_Strict):
+class AdvisorPrefs(_Request):
     """advisor's per-request preferences (the ``advisor`` body object or ``x-advisor-*`` headers)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -99,7 +101,7 @@ class AdvisorPrefs(_Strict):
     session: str | None = Field(default=None, min_length=1, max_length=200)  #: the agent session (sessions.py)
 
 
-class ChatRequest(_Strict):
+class ChatRequest(_Request):
     """A chat-completions request body."""
 
     model: str
