@@ -22,7 +22,7 @@ artifact written before the choice existed).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -81,10 +81,17 @@ class Predictor(Protocol):
 PREDICTORS: Registry[Predictor] = Registry("router predictor")
 
 
-def register_predictor(cls):
-    """Class decorator: register one instance of the candidate under its ``name``."""
-    PREDICTORS.add(cls.name, cls())
-    return cls
+@dataclass(frozen=True)
+class Candidate:
+    """A registered `Predictor` made of a name, a description and a fit function."""
+
+    name: str
+    description: str
+    fit_with: Callable[[FitContext], Fitted]
+
+    def fit(self, ctx: FitContext) -> Fitted:
+        """Fit on `ctx`."""
+        return self.fit_with(ctx)
 
 
 def _class_columns(ctx: FitContext) -> np.ndarray:
@@ -97,67 +104,63 @@ def _identity(R: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return [IDENTITY_GRID.copy() for _ in range(R)], [y.copy() for _ in range(R)]
 
 
-@register_predictor
-class RouterPredictor:
-    name = "router"
-    description = ("per-rung L2 logistic regression on every feature (character and word n-grams, cues, class), "
-                   "calibrated, with the second stage across rungs")
-
-    def fit(self, ctx: FitContext) -> Fitted:
-        if ctx.router is None:  # pragma: no cover - fit_router always fits it first
-            raise RouterError("the router candidate is fitted by fit_router")
-        return ctx.router
+def fit_router_candidate(ctx: FitContext) -> Fitted:
+    """Today's model, fitted by `fit.fit_router` before the choice (its arrays and out-of-fold P are reused)."""
+    if ctx.router is None:  # pragma: no cover - fit_router always fits it first
+        raise RouterError("the router candidate is fitted by fit_router")
+    return ctx.router
 
 
-@register_predictor
-class TfidfPredictor:
-    name = "tfidf"
-    description = ("per-rung L2 logistic regression on the word 1-2-gram tf-idf block and the class one-hot, "
-                   "logistic output, no second stage")
-
-    def fit(self, ctx: FitContext) -> Fitted:
-        feat, data = ctx.featurizer, ctx.data
-        cols = np.concatenate([np.arange(feat.n_hash, feat.n_sparse), _class_columns(ctx)])
-        Xc = ctx.X[:, cols]
-        n, R = data.usable.shape
-        W, bias, p_oof = np.zeros((ctx.X.shape[1], R)), np.zeros(R), np.full((n, R), np.nan)
-        for j in range(R):
-            rows, y, w = rows_for_rung(data.usable, data.runs, j)
-            for train_prompts, test_prompts in ctx.cv:
-                test = np.isin(rows, test_prompts)
-                coef, b = fit_linear(Xc[rows[~test]], y[~test], w[~test], ctx.C, ctx.seed)
-                z = (Xc[rows[test]] @ coef + b) if coef is not None else np.full(test.sum(), b)
-                p_oof[rows[test], j] = 1.0 / (1.0 + np.exp(-z))
-            coef, b = fit_linear(Xc[rows], y, w, ctx.C, ctx.seed)
-            if coef is not None:
-                W[cols, j] = coef
-            bias[j] = b
-        cx, cy = _identity(R)
-        return Fitted(W, bias, cx, cy, None, None, p_oof)
+def fit_tfidf(ctx: FitContext) -> Fitted:
+    """The tf-idf baseline in the artifact's features: weights only on the word n-gram and class columns."""
+    feat, data = ctx.featurizer, ctx.data
+    cols = np.concatenate([np.arange(feat.n_hash, feat.n_sparse), _class_columns(ctx)])
+    Xc = ctx.X[:, cols]
+    n, R = data.usable.shape
+    W, bias, p_oof = np.zeros((ctx.X.shape[1], R)), np.zeros(R), np.full((n, R), np.nan)
+    for j in range(R):
+        rows, y, w = rows_for_rung(data.usable, data.runs, j)
+        for train_prompts, test_prompts in ctx.cv:
+            test = np.isin(rows, test_prompts)
+            coef, b = fit_linear(Xc[rows[~test]], y[~test], w[~test], ctx.C, ctx.seed)
+            z = (Xc[rows[test]] @ coef + b) if coef is not None else np.full(test.sum(), b)
+            p_oof[rows[test], j] = 1.0 / (1.0 + np.exp(-z))
+        coef, b = fit_linear(Xc[rows], y, w, ctx.C, ctx.seed)
+        if coef is not None:
+            W[cols, j] = coef
+        bias[j] = b
+    cx, cy = _identity(R)
+    return Fitted(W, bias, cx, cy, None, None, p_oof)
 
 
-@register_predictor
-class ClassRatesPredictor:
-    name = "class_rates"
-    description = "each rung's training usable rate in the request's class (nothing from the text)"
+def fit_class_rates(ctx: FitContext) -> Fitted:
+    """The class alone: weights on the class one-hot only (logit of the training rates), no bias."""
+    feat, data = ctx.featurizer, ctx.data
+    n, R = data.usable.shape
+    cols = _class_columns(ctx)
+    cls_of = np.array([feat.classes.index(c) if c in feat.classes else -1 for c in data.classes])
+    W, p_oof = np.zeros((ctx.X.shape[1], R)), np.full((n, R), np.nan)
+    for j in range(R):
+        for train_prompts, test_prompts in ctx.cv:
+            rates = class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
+                                feat.classes, j)
+            p_oof[test_prompts, j] = np.where(cls_of[test_prompts] >= 0, rates[cls_of[test_prompts]],
+                                              float(np.mean(rates)) if len(rates) else 0.5)
+        p_oof[~np.isfinite(data.usable[:, j]), j] = np.nan
+        rates = class_rates(data.usable, data.classes, feat.classes, j)
+        W[cols, j] = np.log(rates / (1 - rates))
+    cx, cy = _identity(R)
+    return Fitted(W, np.zeros(R), cx, cy, None, None, p_oof)
 
-    def fit(self, ctx: FitContext) -> Fitted:
-        feat, data = ctx.featurizer, ctx.data
-        n, R = data.usable.shape
-        cols = _class_columns(ctx)
-        cls_of = np.array([feat.classes.index(c) if c in feat.classes else -1 for c in data.classes])
-        W, p_oof = np.zeros((ctx.X.shape[1], R)), np.full((n, R), np.nan)
-        for j in range(R):
-            for train_prompts, test_prompts in ctx.cv:
-                rates = class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
-                                    feat.classes, j)
-                p_oof[test_prompts, j] = np.where(cls_of[test_prompts] >= 0, rates[cls_of[test_prompts]],
-                                                  float(np.mean(rates)) if len(rates) else 0.5)
-            p_oof[~np.isfinite(data.usable[:, j]), j] = np.nan
-            rates = class_rates(data.usable, data.classes, feat.classes, j)
-            W[cols, j] = np.log(rates / (1 - rates))
-        cx, cy = _identity(R)
-        return Fitted(W, np.zeros(R), cx, cy, None, None, p_oof)
+
+for _candidate in (
+        Candidate("router", "per-rung L2 logistic regression on every feature (character and word n-grams, cues, "
+                  "class), calibrated, with the second stage across rungs", fit_router_candidate),
+        Candidate("tfidf", "per-rung L2 logistic regression on the word 1-2-gram tf-idf block and the class "
+                  "one-hot, logistic output, no second stage", fit_tfidf),
+        Candidate("class_rates", "each rung's training usable rate in the request's class (nothing from the text)",
+                  fit_class_rates)):
+    PREDICTORS.add(_candidate.name, _candidate)
 
 
 def cv_figures(p_oof: np.ndarray, c_oof: np.ndarray, data: Any) -> dict[str, float | None]:
