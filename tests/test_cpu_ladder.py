@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.cli.ladder_cmd import ladder_warnings
 from advisor.errors import ConfigError
 from advisor.ladder import load_ladder
 
@@ -127,3 +128,9 @@ def test_a_probe_of_the_real_rung_stores_real_runs(ladder, tmp_path):
     assert all(not r["simulated"] and r["tokens_from_server"] and r["input_tokens"] > 0 and r["output_tokens"] > 0
                for r in rows)
     assert all(r["stop_reason"] != "backend_error" for r in rows), rows
+
+
+def test_ladder_validate_does_not_ask_a_gguf_or_chat_api_rung_for_a_tokenizer(ladder):
+    assert ladder_warnings(ladder) == []
+    assert ladder_warnings(load_ladder(REPO / "ladders" / "nemotron-nim.yaml")) == []
+    assert len(ladder_warnings(load_ladder(REPO / "ladders" / "nemotron.yaml"))) > 0
