@@ -27,6 +27,10 @@ class BackendError(AdvisorError):
     exit_code = 3
 
 
+class KeyRefusedError(BackendError):
+    """The server answered, but refused the API key (HTTP 401/403): reachable, not usable."""
+
+
 class UnknownModelError(BackendError):
     """The server does not host the model a rung names."""
 

@@ -25,7 +25,7 @@ import httpx
 
 from advisor.agent.formats import _spec_dict, format_for
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
-from advisor.errors import BackendError, UnknownModelError
+from advisor.errors import BackendError, KeyRefusedError, UnknownModelError
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
 BACKOFF_S = 0.5
@@ -96,7 +96,7 @@ class OpenAIBackend:
         detail = " ".join(text.split())[:200]
         if status in (401, 403):
             key = f" (key from {self.api_key_env})" if self.api_key_env else " (no api_key_env on the rung)"
-            return BackendError(f"{self._where()} refused the API key{key}: HTTP {status} {detail}")
+            return KeyRefusedError(f"{self._where()} refused the API key{key}: HTTP {status} {detail}")
         if status == 404:
             return UnknownModelError(f"{self._where()}: no model {model!r} (or no /chat/completions): HTTP 404 {detail}")
         return BackendError(f"{self._where()} answered HTTP {status}: {detail}")

@@ -14,7 +14,7 @@ import asyncio
 from dataclasses import asdict, dataclass
 
 from advisor.backends import BackendOptions, BackendPool
-from advisor.errors import AdvisorError, BackendError, ContractError, did_you_mean
+from advisor.errors import AdvisorError, BackendError, ContractError, KeyRefusedError, did_you_mean
 from advisor.orchestrator.formatcheck import format_probe, judge_reply
 
 #: Prompt and budget of the check's one generation.
@@ -125,6 +125,8 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
             try:
                 await client.repository_index()
                 reachable[u] = None
+            except KeyRefusedError:
+                reachable[u] = None  # it answered: each model's own check names the refused key
             except BackendError as exc:
                 reachable[u] = str(exc)
         if all(err is not None for err in reachable.values()):
