@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from itertools import accumulate
 from typing import Any
 
 from advisor.errors import AdvisorError, ConfigError
@@ -21,9 +20,11 @@ from advisor.errors import AdvisorError, ConfigError
 DEFAULT_MAX_NESTING = 100  #: levels of nested objects/lists an input file may have unless ADVISOR_MAX_NESTING is set
 MAX_NESTING_ENV = "ADVISOR_MAX_NESTING"
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)  #: a JSON string (escapes included)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
-_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+#: a JSON string, escapes included (removed before brackets are counted: a prompt may hold "[[[")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+#: bytes.translate table: an opening bracket is +1, a closing one -1 (as int8), everything else is deleted
+_STEPS = bytes(1 if c in b"[{" else 255 if c in b"]}" else 0 for c in range(256))
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 def max_nesting() -> int:
@@ -42,12 +43,20 @@ def too_deep(source: str, what: str, limit: int) -> str:
             "flatten the data or raise the limit")
 
 
-def json_depth(text: str) -> int:
+def json_depth(text: str | bytes) -> int:
     """The deepest nesting of objects and lists in JSON text (brackets inside strings do not count)."""
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    # heavy dependency, imported on use: numpy
+    import numpy as np
+
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if b'\\"' in raw:  # a string holds an escaped quote (or ends with a backslash): find the strings' ends
+        outside = _STRING.sub(b"", raw)
+    else:  # the common case, faster: every quote starts or ends a string
+        outside = b"".join(raw.split(b'"')[::2])
+    brackets = outside.translate(_STEPS, _NOT_BRACKETS)
     if not brackets:
         return 0
-    return max(0, max(accumulate(_STEP[c] for c in brackets)))
+    return int(np.cumsum(np.frombuffer(brackets, dtype=np.int8), dtype=np.int64).max())
 
 
 def check_json_depth(text: str, source: str, error: type[AdvisorError] = ConfigError) -> None:

@@ -11,31 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from typing import Any
 
+from advisor.nesting import json_depth
 from advisor.service.request import RequestError, decode_body, parse_request, schema_cached
-
-#: a JSON string, escapes included (removed before brackets are counted: a prompt may hold "[[[")
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-#: bytes.translate table: an opening bracket is +1, a closing one -1 (as int8), everything else is deleted
-_STEPS = bytes(1 if c in b"[{" else 255 if c in b"]}" else 0 for c in range(256))
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
-
-
-def json_depth(raw: bytes) -> int:
-    """How deep the arrays and objects of a JSON text nest (brackets inside strings do not count)."""
-    # heavy dependency, imported on use: numpy
-    import numpy as np
-
-    if b'\\"' in raw:  # a string holds an escaped quote (or ends with a backslash): find the strings' ends
-        outside = _STRING.sub(b"", raw)
-    else:  # the common case, faster: every quote starts or ends a string
-        outside = b"".join(raw.split(b'"')[::2])
-    brackets = outside.translate(_STEPS, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    return int(np.cumsum(np.frombuffer(brackets, dtype=np.int8), dtype=np.int64).max())
 
 
 def check_depth(raw: bytes, limits) -> None:
