@@ -111,6 +111,7 @@ class Driver:
 
     def __init__(self, app) -> None:
         self.app = app
+        self.state: dict = {}  #: the lifespan state, copied into every request's scope (as uvicorn does)
         self.body = json.dumps(BODY).encode()
         self.scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
                       "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
@@ -122,6 +123,7 @@ class Driver:
     async def call(self, scope: dict, body: bytes) -> list[dict]:
         """Call the app once with `scope` and `body`, as uvicorn would; the messages it sent."""
         sent: list[dict] = []
+        scope = {**scope, "state": dict(self.state)}
         pending = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def receive():
@@ -155,7 +157,8 @@ class Driver:
         inbox: asyncio.Queue = asyncio.Queue()
         outbox: asyncio.Queue = asyncio.Queue()
         await inbox.put({"type": "lifespan.startup"})
-        task = asyncio.ensure_future(self.app({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get,
+        task = asyncio.ensure_future(self.app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": self.state},
+                                              inbox.get,
                                               outbox.put))
         started = await outbox.get()
         if started["type"] != "lifespan.startup.complete":

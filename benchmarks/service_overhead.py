@@ -237,21 +237,39 @@ def advisor_source(python: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
+def probe_with(python: str, url: str, store: Path) -> None:
+    """`small_probe` run by another interpreter into its own store: another checkout's code may not read a store
+    migrated by this one (a newer migration), so the 'against' service gets the same small probe made by its
+    own code."""
+    import subprocess
+
+    here = str(Path(__file__).resolve().parent)
+    subprocess.run([python, "-c", NOT_CWD + f"sys.path.insert(0, {here!r}); from pathlib import Path; import load_test; "
+                    f"load_test.small_probe({url!r}, Path({str(store)!r}))"], check=True, capture_output=True)
+
+
 def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True,
-                   memoised: bool = False) -> dict[str, tuple]:
+                   memoised: bool = False, sessions_off: bool = False) -> dict[str, tuple]:
     """The floor app (unless `floor` is false), the service under test, with `against` a second service run
-    by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a copy of the
-    store, and with `memoised` one whose routing decisions are memoised (`memoised_route`); name -> (process,
-    base URL)."""
+    by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a store that
+    interpreter probed (`probe_with`), with `memoised` one whose routing decisions are memoised
+    (`memoised_route`), and with `sessions_off` the same code with ``sessions: {enabled: false}`` (every request
+    routed on its own: the service less its session step); name -> (process, base URL)."""
     import shutil
 
     services = {"floor": start_floor(url)} if floor else {}
     services["service"] = start_service(url, store, workers, ["--ingest-every", "0"])
     if against:
         other = store.with_name("against.duckdb")
-        shutil.copy(store, other)
+        probe_with(against, url, other)
         services["against"] = start_service(url, other, workers, ["--ingest-every", "0"],
                                             advisor=[against, *ADVISOR[1:]])
+    if sessions_off:
+        other = store.with_name("no-sessions.duckdb")
+        shutil.copy(store, other)
+        config = store.with_name("no-sessions.yaml")
+        config.write_text("version: 1\nsessions: {enabled: false}\n")
+        services["no-sessions"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
     if memoised:
         other = store.with_name("memoised.duckdb")
         shutil.copy(store, other)
@@ -332,6 +350,9 @@ def main() -> None:
                              ".venv/bin/python), rounds alternated with the others: before/after in one run.")
     parser.add_argument("--memoised", action="store_true",
                         help="Also time a service whose routing decisions are memoised (one worker only).")
+    parser.add_argument("--sessions-off", action="store_true",
+                        help="Also time the same service with sessions: {enabled: false} ('no-sessions'): what the "
+                             "session step adds, in the same run.")
     parser.add_argument("--pin", action="store_true",
                         help="Give the servers (floor app and services) CPU 0 and the load generator and Triton the "
                              "other CPUs: the service on a core of its own, apart from the model server and the "
@@ -352,7 +373,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="advisor-overhead-") as tmp:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
-            services = start_services(url, store, args.workers, args.against, args.floor, args.memoised)
+            services = start_services(url, store, args.workers, args.against, args.floor, args.memoised,
+                                      args.sessions_off)
             if args.pin:
                 rest = set(range(1, os.cpu_count() or 1)) or {0}
                 for proc, _ in services.values():
@@ -390,13 +412,14 @@ def main() -> None:
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + (", 'memoised' = the service with its routing decisions memoised" if args.memoised else "")
+          + (", 'no-sessions' = the service with sessions: {enabled: false}" if args.sessions_off else "")
           + ("; PINNED: the servers on CPU 0, the load generator and Triton on the other CPUs" if args.pin else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print("  code: " + ", ".join(f"{name} from {src}" for name, src in sources.items()))
     print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
           "app or service; direct: the idle service) / triton tree")
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
-             *(["memoised"] if args.memoised else [])]
+             *(["memoised"] if args.memoised else []), *(["no-sessions"] if args.sessions_off else [])]
     for c in args.concurrency:
         row, path_cpu, pooled = {}, {}, {}
         for path in paths:
@@ -415,6 +438,12 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
+        for path in ("against", "no-sessions"):  # before/after in one run: the service's rounds against these
+            if path in row:
+                diff = [(pct(lat, .5) - pct(olat, .5)) * 1e3
+                        for (_, lat, _), (_, olat, _) in zip(results[("service", c)], results[(path, c)])]
+                print(f"  c={c:<3} service - {path}, p50 paired by round (median [min, max] over {len(diff)}): "
+                      f"{statistics.median(diff):+.2f} ms [{min(diff):+.2f}, {max(diff):+.2f}]")
         if c == 1:
             for path in row:
                 print("  " + bins_line(c, path, pooled[path]))
