@@ -15,7 +15,7 @@ the same tasks and seeds (the stand-ins draw one plan per rung, task and seed: c
 
 Per arm: episodes, usable rate with its Wilson 95% interval, USD (summed ``usage.advisor.cost_usd`` of every
 step), USD per usable trajectory, steps, and for the session arm the escalations by reason and the predicted
-session cost from the probe's rates (`advisor.service.sessions.expected_session_cost`). The goal line checks:
+session cost from the probe's runs (`advisor.service.session_costs`). The goal line checks:
 session usable rate inside the best fixed rung's interval at <= 60% of its USD, and session USD per usable below
 per-request routing's. Everything here is SIMULATED (stand-in rungs).
 
@@ -74,6 +74,7 @@ class ServiceClient:
     tools: list[dict]
     specs: list
     session: str | None = None
+    task_class: str | None = None  #: sent as ``advisor.task_class`` (None: the service's class rules decide)
     cost: float = 0.0
     rungs: list[str] = field(default_factory=list)
     escalations: list[str] = field(default_factory=list)
@@ -116,6 +117,8 @@ class ServiceClient:
                 "max_tokens": max_tokens}
         if sampling and "seed" in sampling:
             body["seed"] = sampling["seed"]
+        if self.task_class and model == "auto":
+            body["advisor"] = {"task_class": self.task_class}
         headers = {"x-advisor-session": self.session} if self.session else {}
         resp = await self.http.post("/v1/chat/completions", json=body, headers=headers, timeout=60)
         if resp.status_code != 200:
@@ -135,7 +138,7 @@ class ServiceClient:
                                output_tokens=usage["completion_tokens"], tokens_from_server=True)
 
 
-async def episode(base: str, arm: str, task, suite, seed: int, root: Path) -> dict:
+async def episode(base: str, arm: str, task, suite, seed: int, root: Path, send_class: bool = True) -> dict:
     """One scored episode of `task` on `arm` through the service at `base`."""
     import httpx
 
@@ -147,15 +150,17 @@ async def episode(base: str, arm: str, task, suite, seed: int, root: Path) -> di
     specs = list(env.specs())
     tools = [{"type": "function", "function": {"name": s.name, "description": s.description,
                                                "parameters": s.parameters}} for s in specs]
-    model = "auto" if arm in ("per-request", "session") else arm
+    routed = arm == "per-request" or arm.startswith("session")
+    model = "auto" if routed else arm
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"}) as http:
-        client = ServiceClient(http, tools, specs, session=f"{task.id}:{seed}" if arm == "session" else None)
+        client = ServiceClient(http, tools, specs, session=f"{task.id}:{seed}" if arm.startswith("session") else None,
+                               task_class=task.task_class if send_class else None)
         try:
             res = await run_episode(task, ServiceModel(model), client, env, suite.limits_for(task),
                                     sampling={"seed": seed}, template=JsonTemplate())
+            card = await score_episode(task, res.episode, None)  # before close: checks read the workspace
         finally:
             env.close()
-    card = await score_episode(task, res.episode, None)
     return {"arm": arm, "task": task.id, "task_class": task.task_class, "seed": seed,
             "stop": str(res.episode.stop_reason), "steps": res.model_calls, "cost": client.cost,
             "usable": card.overall is not None and card.overall >= 75.0, "unscored": card.overall is None,
@@ -163,13 +168,14 @@ async def episode(base: str, arm: str, task, suite, seed: int, root: Path) -> di
             "escalations": client.escalations}
 
 
-async def run_arm(base: str, arm: str, tasks, suite, replicas: int, concurrency: int, root: Path) -> list[dict]:
+async def run_arm(base: str, arm: str, tasks, suite, replicas: int, concurrency: int, root: Path,
+                  send_class: bool = True) -> list[dict]:
     """Every task x replica of one arm, `concurrency` episodes at a time."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task, r):
         async with gate:
-            return await episode(base, arm, task, suite, SEED0 + r, root)
+            return await episode(base, arm, task, suite, SEED0 + r, root, send_class)
 
     return await asyncio.gather(*(one(t, r) for t in tasks for r in range(replicas)))
 
@@ -188,23 +194,50 @@ def summary(rows: list[dict]) -> dict:
             "start_final": dict(Counter(f"{r['start']}->{r['final']}" for r in rows))}
 
 
-def predicted_session_usd(store_path: Path, rows: list[dict], ladder) -> float:
-    """Predicted USD of the session arm's episodes from the probe: per class and rung the mean episode cost and
-    the share of runs that stopped on an escalation signal (stuck, invalid_output), chained up from each
-    episode's start rung (`advisor.service.sessions.expected_session_cost`)."""
-    from advisor.service.sessions import expected_session_cost
+def predicted_session_usd(store_path: Path, rows: list[dict], ladder, sessions: str) -> float:
+    """Predicted USD of the session arm's episodes from the probe: per episode, the expected USD of a session of
+    its class started on its start rung (`advisor.service.session_costs`: the service's escalation rule replayed
+    over the probe's runs, escalations counted)."""
+    from advisor.service.config import SessionConfig
+    from advisor.service.session_costs import cells_from_store, SessionCell, start_options
     from advisor.store import Store
+    import yaml
 
+    config = SessionConfig.model_validate(yaml.safe_load(sessions) or {})
     with Store.open(store_path, read_only=True) as s:
-        probe = s.probe_escalation_rates()
-    cells = {(p["task_class"], p["rung"]): (p["cost"], p["q"]) for p in probe}
+        cells = {cls: {r: SessionCell(int(c[0]), *c[1:]) for r, c in by.items()}
+                 for cls, by in cells_from_store(s, ladder, config).items()}
     names = [r.name for r in ladder.rungs]
     total = 0.0
     for r in rows:
-        up = names[names.index(r["start"]):] if r["start"] in names else names
-        pairs = [cells.get((r["task_class"], n), (0.0, 0.0)) for n in up]
-        total += expected_session_cost([c for c, _ in pairs], [q for _, q in pairs])
+        by = cells.get(r["task_class"], {})
+        if r["start"] not in by or any(n not in by for n in names):
+            continue
+        options = start_options(names, names, {n: 0.0 for n in names}, by, config.escalate_by)
+        total += next(o.usd for o in options if o.rung == r["start"])
     return total
+
+
+def class_oracle(results: dict[str, list[dict]], fixed: list[str], rate: float) -> tuple[float, dict] | None:
+    """The cheapest assignment of one fixed rung per class whose usable rate, on this replay's own fixed-rung
+    episodes, reaches `rate`: (USD, class -> rung), or None when none does. Not a policy (it knows the
+    outcomes): a bound on what any per-class start can reach on these episodes."""
+    from itertools import product
+
+    cells: dict[str, dict[str, tuple[int, float]]] = {}
+    for arm in fixed:
+        for r in results[arm]:
+            u, c = cells.setdefault(r["task_class"], {}).get(arm, (0, 0.0))
+            cells[r["task_class"]][arm] = (u + r["usable"], c + r["cost"])
+    classes = sorted(cells)
+    episodes = len(results[fixed[0]])
+    best = None
+    for choice in product(fixed, repeat=len(classes)):
+        usable = sum(cells[c][a][0] for c, a in zip(classes, choice))
+        cost = sum(cells[c][a][1] for c, a in zip(classes, choice))
+        if usable / episodes >= rate and (best is None or cost < best[0]):
+            best = (cost, dict(zip(classes, choice)))
+    return best
 
 
 def main() -> None:
@@ -215,6 +248,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="Write every episode and the summaries here.")
     ap.add_argument("--sessions", default="{}", help="The session arm's `sessions:` config (YAML flow mapping), "
                     "e.g. '{stuck_repeats: 3}'.")
+    ap.add_argument("--probe-replicas", type=int, default=3, help="Replicas of the baseline probe the router and "
+                    "the session figures are trained on (its seeds differ from the replay's).")
+    ap.add_argument("--holdout", action="store_true", help="Probe (train on) every other task of each class and "
+                    "replay only the others: the router and the session figures never saw the replayed tasks.")
+    ap.add_argument("--no-class", dest="send_class", action="store_false", help="The client names no class "
+                    "(advisor.task_class); the service's class rules (none here) decide.")
     args = ap.parse_args()
 
     from advisor.ladder import load_ladder
@@ -223,39 +262,55 @@ def main() -> None:
 
     ladder, suite = load_ladder(DEMO), load_suite(SUITE)
     tasks = suite.tasks[: args.tasks] if args.tasks else suite.tasks
+    trained = tasks
+    if args.holdout:  # the probe sees every other task of each class; the replay runs the rest
+        by_class: dict[str, list] = {}
+        for t in tasks:
+            by_class.setdefault(t.task_class, []).append(t)
+        trained = [t for ts in by_class.values() for t in ts[0::2]]
+        tasks = [t for ts in by_class.values() for t in ts[1::2]]
     started = time.monotonic()
     triton, url = start_triton()
     tmp = Path(tempfile.mkdtemp(prefix="session-replay-"))
     services = []
     try:
         probe = tmp / "probe.duckdb"
-        run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=url, store_path=probe, replicas=1,
-                              conditions=("baseline",), tasks=[t.id for t in tasks]))
+        run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=url, store_path=probe, replicas=args.probe_replicas,
+                              conditions=("baseline",), tasks=[t.id for t in trained]))
         results: dict[str, list[dict]] = {}
-        for label, sessions in (("off", "{enabled: false}"), ("on", args.sessions)):
+        import yaml
+
+        router_start = yaml.safe_dump({**(yaml.safe_load(args.sessions) or {}), "start": "router"},
+                                      default_flow_style=True).strip()
+        for label, sessions in (("off", "{enabled: false}"), ("on", args.sessions), ("router-start", router_start)):
             cfg = tmp / f"service-{label}.yaml"
             cfg.write_text(f"version: 1\nsessions: {sessions}\n")
             store = tmp / f"live-{label}.duckdb"
             shutil.copy(probe, store)
             proc, base = start_service(url, store, 1, ["--config", str(cfg), "--ingest-every", "0"])
             services.append(proc)
-            arms = [r.name for r in ladder.rungs] + ["per-request"] if label == "off" else ["session"]
+            arms = {"off": [r.name for r in ladder.rungs] + ["per-request"], "on": ["session"],
+                    "router-start": ["session, router start"]}[label]
             for arm in arms:
-                results[arm] = asyncio.run(run_arm(base, arm, tasks, suite, args.replicas, args.concurrency, tmp))
+                results[arm] = asyncio.run(run_arm(base, arm, tasks, suite, args.replicas, args.concurrency, tmp,
+                                                   args.send_class))
             stop(proc)
         summaries = {arm: summary(rows) for arm, rows in results.items()}
-        predicted = predicted_session_usd(probe, results["session"], ladder)
+        predicted = predicted_session_usd(probe, results["session"], ladder, args.sessions)
     finally:
         for proc in services:
             stop(proc)
         stop(triton)
     print(f"SIMULATED (demo ladder stand-ins): {len(tasks)} example tasks x {args.replicas} seeds per arm, "
-          f"{time.monotonic() - started:.0f} s; router trained on a 1-replica baseline probe of the same tasks")
-    print(f"{'arm':<12} {'episodes':>8} {'usable':>7} {'rate':>6} {'95% CI':>15} {'USD':>10} {'USD/usable':>11} "
+          f"{time.monotonic() - started:.0f} s; router and session figures from a {args.probe_replicas}-replica "
+          + (f"baseline probe of {len(trained)} other tasks (HELD OUT: the replayed tasks were not probed); the client "
+             if args.holdout else "baseline probe of the same tasks (other seeds); the client ")
+          + ("names each task's class" if args.send_class else "names no class"))
+    print(f"{'arm':<21} {'episodes':>8} {'usable':>7} {'rate':>6} {'95% CI':>15} {'USD':>10} {'USD/usable':>11} "
           f"{'steps':>6} {'escalated':>9}")
     for arm, s in summaries.items():
         per = f"{s['usd_per_usable']:.5f}" if s["usd_per_usable"] is not None else "-"
-        print(f"{arm:<12} {s['episodes']:>8} {s['usable']:>7} {s['rate']:>6.3f} {s['ci'][0]:>7.3f}..{s['ci'][1]:.3f} "
+        print(f"{arm:<21} {s['episodes']:>8} {s['usable']:>7} {s['rate']:>6.3f} {s['ci'][0]:>7.3f}..{s['ci'][1]:.3f} "
               f"{s['usd']:>10.5f} {per:>11} {s['steps']:>6.1f} {s['escalated']:>9}")
     sess = summaries["session"]
     print(f"session escalations by reason: {sess['reasons'] or 'none'}; start->final rung: {sess['start_final']}")
@@ -272,6 +327,11 @@ def main() -> None:
           f"interval: {'met' if within else 'MISSED'} ({sess['rate']:.3f}); USD <= 60% of it: "
           f"{'met' if share <= 0.6 else 'MISSED'} ({share:.0%}); USD per usable below per-request routing's: "
           f"{'met' if beats else 'MISSED'}")
+    bound = class_oracle(results, fixed, b["ci"][0])
+    if bound:
+        print(f"bound (an oracle that knows this replay's outcomes, one fixed rung per class): the cheapest such "
+              f"assignment reaching {b['ci'][0]:.3f} costs {bound[0] / b['usd']:.0%} of {best}'s USD "
+              f"({', '.join(f'{c}: {r}' for c, r in sorted(bound[1].items()))})")
     if args.json:
         args.json.write_text(json.dumps({"summaries": summaries, "episodes": results, "predicted_session_usd": predicted},
                                         indent=1, default=str))

@@ -24,12 +24,13 @@ def session_service(tmp_path_factory, triton_server):
 
     tmp = tmp_path_factory.mktemp("sessions")
     suite = load_suite(SUITE)
-    first = {}
+    tasks = []  # one task of each class, three of extraction (the session start needs 3 runs per rung)
     for t in suite.tasks:
-        first.setdefault(t.task_class, t.id)
+        if sum(x.task_class == t.task_class for x in tasks) < (3 if t.task_class == "extraction" else 1):
+            tasks.append(t)
     run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url,
                           store_path=tmp / "probe.duckdb", replicas=1, conditions=("baseline",),
-                          tasks=list(first.values())))
+                          tasks=[t.id for t in tasks]))
     (tmp / "keys.txt").write_text(f"full {KEY}\n")
     from advisor.cli import main
 
@@ -130,6 +131,32 @@ def test_stuck_loop_escalates_a_derived_session_once(session_service):
     assert [o[1] for o in out] == [None, None, "stuck nano-12b->nano-30b", None, None]
     metrics = client._client.get(session_service.base + "/metrics", headers=AUTH).text
     assert 'advisor_session_escalations_total{from_rung="nano-12b",reason="stuck",to_rung="nano-30b"} 1.0' in metrics
+
+
+def test_a_session_with_tools_starts_on_the_least_usd_per_usable_trajectory(session_service):
+    client = session_service.client()
+    assert any("session start: least expected USD per usable trajectory, from" in line and "extraction" in line
+               for line in session_service.lines), "".join(session_service.lines)
+    convo = [{"role": "user", "content": "Extract the invoice number from the attached note (session start)."}]
+    _, h = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body={"advisor": {"task_class": "extraction"}},
+                 extra_headers={"x-advisor-session": "start-maths"})
+    row, _ = session_service.records(h["x-advisor-decision-id"])
+    assert row["policy"] == "session-start", row["policy"]
+    options = json.loads(row["explanation_json"])["session_start"]
+    assert set(options) == {"nano-12b", "nano-30b", "super-120b"}
+    per_usable = {r: o["expected_usd"] / o["p_usable"] for r, o in options.items() if o["p_usable"] > 0}
+    assert h["x-advisor-rung"] == min(per_usable, key=per_usable.get)
+    convo = convo + [_call(1, "note.txt"), _result(1, "invoice INV-7")]
+    _, later = _chat(client, model="auto", messages=convo, tools=TOOLS,
+                     extra_body={"advisor": {"task_class": "extraction"}}, extra_headers={"x-advisor-session": "start-maths"})
+    assert later["x-advisor-rung"] == h["x-advisor-rung"] and "x-advisor-escalation" not in later
+    # without tools (a plain chat) or for a class the probe measured too little, the router's policy starts it
+    _, plain = _chat(client, model="auto", messages=[{"role": "user", "content": "Extract the id from {\"id\": 4}."}],
+                     extra_body={"advisor": {"task_class": "extraction"}}, extra_headers={"x-advisor-session": "plain"})
+    assert session_service.records(plain["x-advisor-decision-id"])[0]["policy"] != "session-start"
+    _, thin = _chat(client, model="auto", messages=[{"role": "user", "content": "Fix the bug in app.py."}], tools=TOOLS,
+                    extra_body={"advisor": {"task_class": "code_change"}}, extra_headers={"x-advisor-session": "thin"})
+    assert session_service.records(thin["x-advisor-decision-id"])[0]["policy"] != "session-start"
 
 
 def test_shadow_candidate_is_recorded_beside_and_reported(session_service, capsys):

@@ -168,6 +168,12 @@ class SessionConfig(StrictModel):
     derive: bool = Field(default=True, description="Derive a session id from the first system and user messages "
                          "and the tools when the request names none (x-advisor-session / advisor.session).")
     escalate_by: int = Field(default=1, ge=1, description="Rungs a session moves up on an escalation signal.")
+    start: Literal["cost_per_usable", "router"] = Field(
+        default="cost_per_usable", description="How a session's first step with tools picks its rung: the least "
+        "expected USD per usable trajectory, escalations counted, from the store's probe runs "
+        "(advisor.service.session_costs), else the router's policy as for any request ('router').")
+    start_min_runs: int = Field(default=3, ge=1, description="Probe runs of the class needed on every allowed rung "
+                                "before cost_per_usable starts a session (fewer: the router's policy).")
     tool_errors: int = Field(default=2, ge=0, description="Tool results in a row matching tool_error_pattern that "
                              "escalate (0: off).")
     tool_error_pattern: str = Field(default=r"(?i)^\s*(error|exception|traceback)\b|\bHTTP [45]\d\d\b",

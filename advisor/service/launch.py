@@ -30,6 +30,7 @@ from advisor.service.config import load_config
 from advisor.service.recording import ingest, spool_for
 from advisor.service.reload import load_serving
 from advisor.service.runtime import SETTINGS_ENV, ServeSettings
+from advisor.service.session_costs import ANY_CLASS, cells_from_store
 from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
 from advisor.store import Store, is_database_url, open_store
 from advisor.store.postgres import redact
@@ -114,7 +115,8 @@ def serve(options: ServeOptions) -> None:
 
     config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
     rates, lines = service_rates(config, options.store_path)
-    for line in lines:
+    cells, line = session_start_cells(config, ladder, options.store_path)
+    for line in [*lines, *([line] if line else [])]:
         echo(line)
     keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     if not len(keys) and not options.no_auth:
@@ -137,7 +139,7 @@ def serve(options: ServeOptions) -> None:
                 served_by=served_by, config_path=str(options.config_path) if options.config_path else None,
                 keys=keys.to_state(), protocol=options.protocol, no_auth=options.no_auth,
                 verifier_rates={name: r.as_pair() for name, r in rates.items()}, store_url=options.store_url,
-                triton_status=str(status_path))
+                triton_status=str(status_path), session_cells=cells)
             os.environ[SETTINGS_ENV] = settings.to_json()
             os.environ[PARENT_ENV] = str(os.getpid())  # the workers die with this process
             if options.workers > 1:
@@ -164,6 +166,26 @@ def serve(options: ServeOptions) -> None:
              + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
         return
     echo(stop_line(options.store_path, before, counts["torn_lines"]))
+
+
+def session_start_cells(config, ladder, store_path) -> tuple[dict, str | None]:
+    """The session figures `advisor serve` hands its workers (`advisor.service.session_costs.cells_from_store`),
+    read once from the DuckDB store at `store_path`, and the startup line that says what sessions start by."""
+    sessions = config.sessions
+    if not sessions.enabled or sessions.start != "cost_per_usable":
+        return {}, None
+    cells: dict = {}
+    if Path(store_path).is_file():
+        try:
+            with Store.open(store_path, read_only=True) as store:
+                cells = cells_from_store(store, ladder, sessions)
+        except StoreError as exc:
+            return {}, f"session start: the store could not be read ({exc}); sessions start by the router's policy"
+    if not cells:
+        return {}, "session start: no probe runs of this ladder in the store; sessions start by the router's policy"
+    runs = sum(int(c[0]) for c in cells.get(ANY_CLASS, {}).values())
+    return cells, (f"session start: least expected USD per usable trajectory, from {runs} probe runs "
+                   f"({', '.join(sorted(c for c in cells if c != ANY_CLASS))})")
 
 
 def live_counts(store_path: Path) -> tuple[int, int]:

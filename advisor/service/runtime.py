@@ -52,6 +52,9 @@ class ServeSettings:
     store_url: str | None = None
     #: the file where `advisor.service.supervision` says why Triton is not serving (read by /readyz)
     triton_status: str | None = None
+    #: per class and rung, a session's figures from the store's probe runs (`advisor.service.session_costs.
+    #: SessionCell` as a list), resolved once by the serving process; empty: sessions start by the router's policy
+    session_cells: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The settings as JSON."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from advisor.service.session_costs import ANY_CLASS, SessionCell, start_options, start_rung
 from advisor.service.sessions import SessionState, SessionStep, latches, rung_above, session_of, signals, step_budget
 
 
@@ -27,6 +28,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
         decide_auto()
         if not plan.chain:
             return True
+        session_start(rt, req, plan)
         first = SessionState(plan.chain[0], plan.chain[0], plan.task_class)
         store.update(sid, lambda old: first)
         plan.session = SessionStep(sid, source, 1, first.start_rung, first=True)
@@ -62,19 +64,62 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
     return True
 
 
+def session_start(rt, req, plan) -> None:
+    """A session's first step with tools starts on the allowed rung with the least expected USD per usable
+    trajectory (`advisor.service.session_costs`: the router's P(usable) of the task, the probe's escalation
+    figures of its class); without tools, with a class cascade, with `start: router`, or when the probe has
+    fewer than `start_min_runs` runs of the class on an allowed rung, the ordinary decision's first rung stays."""
+    cfg = rt.config.sessions
+    router = rt.router
+    allowed = [n for n in plan.allowed if n in router.rung_names]
+    if cfg.start != "cost_per_usable" or not req.tools or len(allowed) < 2 or \
+            rt.config.class_config(plan.task_class).chain:
+        return
+    cells = session_cells(rt).get(plan.task_class or ANY_CLASS, {})
+    if any(n not in cells or cells[n].n < cfg.start_min_runs for n in allowed):
+        return
+    known = (plan.explanation or {}).get("probabilities") or {}
+    if not all(n in known for n in allowed):
+        probs = router.predict_one(plan.text, plan.task_class)
+        known = {n: float(probs[router.rung_names.index(n)]) for n in allowed}
+    options = start_options([r.name for r in rt.ladder.rungs], allowed, known, cells, cfg.escalate_by)
+    best = start_rung(options)
+    if best is None:
+        return
+    set_chain(rt, plan, best.rung)
+    plan.policy, plan.p_usable, plan.expected_cost = "session-start", best.p_usable, best.usd
+    plan.explanation = {**(plan.explanation or {}), "session_start": {
+        o.rung: {"expected_usd": o.usd, "p_usable": o.p_usable} for o in options}}
+
+
+def session_cells(rt) -> dict[str, dict[str, SessionCell]]:
+    """The worker's session figures by class and rung (from `ServeSettings.session_cells`, parsed once)."""
+    cells = getattr(rt, "_session_cells", None)
+    if cells is None:
+        cells = rt._session_cells = {cls: {rung: SessionCell(int(c[0]), *c[1:]) for rung, c in by_rung.items()}
+                                     for cls, by_rung in rt.settings.session_cells.items()}
+    return cells
+
+
+def set_chain(rt, plan, rung: str) -> None:
+    """A session step's chain: `rung`, then the allowed rungs above it when the class verifies answers."""
+    chain = [rung]
+    if plan.verifier is not None:
+        names = [r.name for r in rt.ladder.rungs]
+        above = [n for n in names[names.index(rung) + 1:] if n in plan.allowed]
+        chain += above[: rt.config.routing.max_chain - 1]
+    plan.chain = chain
+    plan.mode = "escalate" if plan.verifier is not None else "single"
+
+
 def latched_plan(rt, plan, st: SessionState) -> None:
     """The plan of a later step: the latched rung (then the rungs above it, when the class verifies answers)."""
     if plan.class_source != "given" and st.task_class != plan.task_class:
         plan.task_class, plan.class_source = st.task_class, "session: the class of its first step"
         plan.verifier = rt.verifier_for(st.task_class)
         plan.k = rt.config.class_config(st.task_class).retries if plan.verifier else 1
-    chain = [st.rung]
-    if plan.verifier is not None:
-        names = [r.name for r in rt.ladder.rungs]
-        above = [n for n in names[names.index(st.rung) + 1:] if n in plan.allowed]
-        chain += above[: rt.config.routing.max_chain - 1]
-    plan.chain, plan.policy = chain, "session"
-    plan.mode = "escalate" if plan.verifier is not None else "single"
+    set_chain(rt, plan, st.rung)
+    plan.policy = "session"
     router = rt.router
     if st.rung in router.rung_names:
         plan.p_usable = float(router.predict_one(plan.text, plan.task_class)[router.rung_names.index(st.rung)])

@@ -143,18 +143,6 @@ def rung_above(names: list[str], allowed: list[str], rung: str, by: int) -> str 
     return up[min(by, len(up)) - 1] if up else None
 
 
-def expected_session_cost(costs: list[float], escalate_p: list[float]) -> float:
-    """Expected USD of a session started on the first of `costs` (per-episode USD of each rung from there up),
-    counting expected escalations: ``E = c0 + q0 (c1 + q1 (c2 + ...))`` with ``q`` the share of probe runs of the
-    class on that rung that stopped on an escalation signal (the top rung is never left). An escalated session
-    pays only part of an episode on the rung it leaves, so this is an upper bound in that respect."""
-    total, reach = 0.0, 1.0
-    for c, q in zip(costs, escalate_p):
-        total += reach * c
-        reach *= q
-    return total
-
-
 # ----------------------------------------------------------------------------------------------- latch store
 def latch_path(spool: str | Path) -> Path:
     """The latch file of a service whose workers write to `spool`."""

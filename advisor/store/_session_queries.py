@@ -59,10 +59,21 @@ class SessionQueries:
             FROM live_outcomes o JOIN routing_decisions d USING (decision_id)
             WHERE {_FIRST} AND d.policy <> 'pinned'""")
 
-    def probe_escalation_rates(self) -> list[dict[str, Any]]:
-        """Per (class, rung) of probe runs: runs `n`, mean episode USD `cost`, and the share `q` that stopped on
-        a session escalation signal (``stuck``, ``invalid_output``): what a session would escalate on."""
-        return self._rows("""
-            SELECT task_class, rung, count(*) AS n, avg(cost_usd) AS cost,
-                   avg(CASE WHEN stop_reason IN ('stuck', 'invalid_output') THEN 1 ELSE 0 END) AS q
-            FROM runs WHERE kind = 'probe' GROUP BY 1, 2 ORDER BY 1, 2""")
+    def probe_run_turns(self, ladder_name: str) -> list[dict[str, Any]]:
+        """Every scored fixed-rung baseline probe run of ladder `ladder_name`: class, rung, usable (overall at or
+        above the run's bar) and its turns in order (action, arguments_json, observation, input and output
+        tokens): what `advisor.service.session_costs` replays the service's escalation rule over."""
+        rows = self._rows("""
+            SELECT r.run_key, r.task_class, r.rung, r.overall >= r.bar AS usable, t.action, t.arguments_json,
+                   t.observation, t.input_tokens, t.output_tokens
+            FROM runs r JOIN turns t USING (run_key)
+            WHERE r.kind = 'probe' AND r.policy = 'fixed' AND r.condition = 'baseline' AND NOT r.unscored
+              AND r.ladder_name = ?
+            ORDER BY r.run_key, t.turn""", [ladder_name])
+        runs: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            run = runs.setdefault(row["run_key"], {"task_class": row["task_class"], "rung": row["rung"],
+                                                   "usable": bool(row["usable"]), "turns": []})
+            run["turns"].append({k: row[k] for k in ("action", "arguments_json", "observation", "input_tokens",
+                                                     "output_tokens")})
+        return list(runs.values())

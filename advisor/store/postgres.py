@@ -121,7 +121,7 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
         """Probe runs live in the DuckDB store; a PostgreSQL store has none (see `advisor.store.LiveOverlay`)."""
         return []
 
-    def probe_escalation_rates(self) -> list[dict[str, Any]]:
+    def probe_run_turns(self, ladder_name: str) -> list[dict[str, Any]]:
         """Probe runs live in the DuckDB store; a PostgreSQL store has none."""
         return []
 
