@@ -208,3 +208,41 @@ def test_floors_and_report_show_live_sessions_apart_from_the_floor(session_servi
         tables = live_tables(live_section(s))
     sessions = next(t for t in tables if t.key == "live_sessions")
     assert sessions.simulated and any(r[0] == "agent" for r in sessions.rows)
+
+
+
+def _malformed_first_step(rung: str):
+    """A (task, seed) whose first reply on the stand-in `rung` is an unclosed tool call (the stand-in's own plan)."""
+    from advisor.ladder import load_ladder
+    from advisor.standin.behaviour import make_plan
+    from advisor.suite import load_suite
+
+    params = load_ladder(DEMO).rung(rung).standin
+    for task in load_suite(SUITE).tasks:
+        for seed in range(300):
+            if make_plan(params, task, False, seed, "baseline").action_at(0).kind == "malformed":
+                return task, seed
+    raise AssertionError(f"no task and seed gives a malformed first reply on {rung}")
+
+
+def test_a_streamed_step_is_inspected_for_the_next_one(session_service):
+    """A streamed step's reply is noted as a non-streamed one's is: an unclosed tool call moves the session up
+    on its next step."""
+    from tests.test_service import _task_tools
+
+    task, seed = _malformed_first_step("nano-12b")
+    client = session_service.client()
+    convo = [{"role": "user", "content": task.instructions}]
+    tools = _task_tools(task)
+    headers = {"x-advisor-session": "streamed", "x-advisor-class": "agent"}
+    with client.chat.completions.with_streaming_response.create(model="auto", messages=convo, tools=tools, seed=seed,
+                                                                 stream=True, extra_headers=headers) as resp:
+        assert resp.headers["x-advisor-session-step"] == "1" and resp.headers["x-advisor-rung"] == "nano-12b"
+        chunks = list(resp.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks), text
+    convo = convo + [{"role": "assistant", "content": text},
+                     {"role": "user", "content": "Your tool call could not be read; try again."}]
+    _, h = _chat(client, model="auto", messages=convo, tools=tools, seed=seed, extra_headers=headers)
+    assert h["x-advisor-session-step"] == "2"
+    assert h.get("x-advisor-escalation") == "unparseable_tool_call nano-12b->nano-30b", (text, dict(h))

@@ -21,6 +21,7 @@ from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPla
                                       max_tokens_for)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
+from advisor.service.session_routing import after_step
 from advisor.triton.client import GenerationTimeout
 
 
@@ -125,6 +126,8 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
         try:
             async for piece in relay(rt, req, out, opened, cid, created):
                 yield piece
+            if out.status == 200 and plan.session is not None:  # what the streamed reply says for the next step
+                after_step(rt, req, out)
             if out.status == 200 and req.stream_options and req.stream_options.include_usage:
                 yield sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": out.rung,
                            "choices": [], "usage": usage_of(rt, out)})
