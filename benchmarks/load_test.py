@@ -54,9 +54,9 @@ def _read_until(proc: subprocess.Popen, prefix: str, timeout: float = 180.0) -> 
     raise SystemExit(f"no {prefix!r} line within {timeout:.0f}s: {''.join(lines)}")
 
 
-def start_triton(ladder: Path = DEMO) -> tuple[subprocess.Popen, str]:
+def start_triton(ladder: Path = DEMO, suite: Path = SUITE) -> tuple[subprocess.Popen, str]:
     """`advisor triton serve` in its own process; (process, gRPC address)."""
-    proc = subprocess.Popen([*ADVISOR, "triton", "serve", "--ladder", str(ladder), "--suite", str(SUITE)],
+    proc = subprocess.Popen([*ADVISOR, "triton", "serve", "--ladder", str(ladder), "--suite", str(suite)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = _read_until(proc, "ready ")
     return proc, line.split("grpc=")[1].split()[0]
@@ -76,11 +76,11 @@ def small_probe(url: str, store: Path) -> None:
 
 
 def start_service(url: str, store: Path, workers: int, extra: list[str] = (),
-                  advisor: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+                  advisor: list[str] | None = None, ladder: Path = DEMO) -> tuple[subprocess.Popen, str]:
     """`advisor serve --url` in its own process, run by the `advisor` command (default: this interpreter's,
     `ADVISOR`); (process, base URL)."""
     env = {**os.environ, "ADVISOR_API_KEYS": KEY}
-    proc = subprocess.Popen([*(advisor or ADVISOR), "serve", "--url", url, "--ladder", str(DEMO), "--store", str(store),
+    proc = subprocess.Popen([*(advisor or ADVISOR), "serve", "--url", url, "--ladder", str(ladder), "--store", str(store),
                              "--port", "0", "--workers", str(workers), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     line = _read_until(proc, "ready http=")

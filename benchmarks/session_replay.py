@@ -1,25 +1,35 @@
 """Benchmark: does routing the session pay? The suite's agent tasks through the routing service, as an agent client.
 
-Starts the embedded Triton (`advisor triton serve`: the demo ladder's SIMULATED stand-ins), probes every example
-task once per rung (baseline; the router's training data, and the probe rates the predicted session cost uses),
-then starts `advisor serve --url` twice: sessions on (the default) and sessions off (`sessions: {enabled:
-false}`: today's per-request routing). Each episode is the agent loop (`advisor.agent.loop.run_episode`) pointed
-at a service through `ServiceClient`: every step is one ``POST /v1/chat/completions`` with the conversation so
-far (OpenAI messages, tool calls as ``tool_calls``), the task's tools, and the episode's seed; the episode is
-scored with the suite's checks as the probe scores it (usable: overall >= 75; judge criteria unscored). Arms, on
-the same tasks and seeds (the stand-ins draw one plan per rung, task and seed: common random numbers):
+Starts the embedded Triton (`advisor triton serve`: by default the demo ladder's SIMULATED stand-ins), probes
+the suite's tasks (`--probe-replicas` per rung, baseline: the router's training data and the session figures of
+`advisor.service.session_costs`), then starts `advisor serve --url` three times: sessions off (`sessions:
+{enabled: false}`: per-request routing), sessions on (the default: each session started on the least expected
+USD per usable trajectory), and sessions on with `start: router` (started by the router's policy). Each
+episode is the agent loop (`advisor.agent.loop.run_episode`) pointed at a service through `ServiceClient`: every
+step is one ``POST /v1/chat/completions`` with the conversation so far (OpenAI messages, tool calls as
+``tool_calls``), the task's tools, the task's class as ``advisor.task_class`` (unless `--no-class`) and the
+episode's seed; the episode is scored with the suite's checks as the probe scores it, before its workspace is
+closed (usable: overall >= 75; judge criteria unscored). Arms, on the same tasks and seeds (the stand-ins draw
+one plan per rung, task and seed: common random numbers):
 
-  * fixed <rung>: ``model: <rung>`` (pinned) for every step;
-  * per-request:  ``model: auto`` on the service with sessions off;
-  * session:      ``model: auto`` with ``x-advisor-session: <episode id>``: routed once, latched, escalated.
+  * fixed <rung>:          ``model: <rung>`` (pinned) for every step;
+  * per-request:           ``model: auto`` on the service with sessions off;
+  * session:               ``model: auto`` with ``x-advisor-session: <episode id>``: started, latched, escalated;
+  * session, router start: the same with ``sessions: {start: router}``.
 
 Per arm: episodes, usable rate with its Wilson 95% interval, USD (summed ``usage.advisor.cost_usd`` of every
 step), USD per usable trajectory, steps, and for the session arm the escalations by reason and the predicted
-session cost from the probe's runs (`advisor.service.session_costs`). The goal line checks:
-session usable rate inside the best fixed rung's interval at <= 60% of its USD, and session USD per usable below
-per-request routing's. Everything here is SIMULATED (stand-in rungs).
+session cost from the probe's runs. The goal line checks: session usable rate inside the best fixed rung's
+interval at <= 60% of its USD, and session USD per usable below per-request routing's; the bound line gives the
+cheapest one-fixed-rung-per-class assignment that reaches that interval with this replay's outcomes known (an
+oracle, not a policy). `--holdout` probes every other task of each class and replays the others. The first
+line says whether the rungs were SIMULATED stand-ins or real models.
 
     .venv/bin/python benchmarks/session_replay.py [--replicas 2] [--concurrency 4] [--json FILE] [--sessions YAML]
+        [--probe-replicas 3] [--holdout] [--no-class] [--no-router-start] [--ladder FILE --suite FILE]
+
+`--ladder ladders/cpu.yaml --suite suites/tiny/suite.yaml` runs it on the real small CPU models (after `make
+cpu-models`): the figures are then real, and labelled so.
 """
 
 from __future__ import annotations
@@ -250,6 +260,11 @@ def main() -> None:
                     "e.g. '{stuck_repeats: 3}'.")
     ap.add_argument("--probe-replicas", type=int, default=3, help="Replicas of the baseline probe the router and "
                     "the session figures are trained on (its seeds differ from the replay's).")
+    ap.add_argument("--ladder", type=Path, default=DEMO, help="Ladder (default: the demo ladder's stand-ins; "
+                    "ladders/cpu.yaml runs real small models, after `make cpu-models`).")
+    ap.add_argument("--suite", type=Path, default=SUITE, help="Suite whose tasks are probed and replayed.")
+    ap.add_argument("--no-router-start", dest="router_start", action="store_false", help="Leave out the 'session, "
+                    "router start' arm (sessions: {start: router}).")
     ap.add_argument("--holdout", action="store_true", help="Probe (train on) every other task of each class and "
                     "replay only the others: the router and the session figures never saw the replayed tasks.")
     ap.add_argument("--no-class", dest="send_class", action="store_false", help="The client names no class "
@@ -260,7 +275,7 @@ def main() -> None:
     from advisor.probe import ProbeConfig, run_probe
     from advisor.suite import load_suite
 
-    ladder, suite = load_ladder(DEMO), load_suite(SUITE)
+    ladder, suite = load_ladder(args.ladder), load_suite(args.suite)
     tasks = suite.tasks[: args.tasks] if args.tasks else suite.tasks
     trained = tasks
     if args.holdout:  # the probe sees every other task of each class; the replay runs the rest
@@ -270,24 +285,28 @@ def main() -> None:
         trained = [t for ts in by_class.values() for t in ts[0::2]]
         tasks = [t for ts in by_class.values() for t in ts[1::2]]
     started = time.monotonic()
-    triton, url = start_triton()
+    triton, url = start_triton(args.ladder, args.suite)
     tmp = Path(tempfile.mkdtemp(prefix="session-replay-"))
     services = []
     try:
         probe = tmp / "probe.duckdb"
-        run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=url, store_path=probe, replicas=args.probe_replicas,
+        run_probe(ProbeConfig(ladder_path=args.ladder, suite_path=args.suite, url=url, store_path=probe,
+                              replicas=args.probe_replicas,
                               conditions=("baseline",), tasks=[t.id for t in trained]))
         results: dict[str, list[dict]] = {}
         import yaml
 
         router_start = yaml.safe_dump({**(yaml.safe_load(args.sessions) or {}), "start": "router"},
                                       default_flow_style=True).strip()
-        for label, sessions in (("off", "{enabled: false}"), ("on", args.sessions), ("router-start", router_start)):
+        services_run = [("off", "{enabled: false}"), ("on", args.sessions)]
+        if args.router_start:
+            services_run.append(("router-start", router_start))
+        for label, sessions in services_run:
             cfg = tmp / f"service-{label}.yaml"
             cfg.write_text(f"version: 1\nsessions: {sessions}\n")
             store = tmp / f"live-{label}.duckdb"
             shutil.copy(probe, store)
-            proc, base = start_service(url, store, 1, ["--config", str(cfg), "--ingest-every", "0"])
+            proc, base = start_service(url, store, 1, ["--config", str(cfg), "--ingest-every", "0"], ladder=args.ladder)
             services.append(proc)
             arms = {"off": [r.name for r in ladder.rungs] + ["per-request"], "on": ["session"],
                     "router-start": ["session, router start"]}[label]
@@ -301,7 +320,9 @@ def main() -> None:
         for proc in services:
             stop(proc)
         stop(triton)
-    print(f"SIMULATED (demo ladder stand-ins): {len(tasks)} example tasks x {args.replicas} seeds per arm, "
+    kind = ("SIMULATED (stand-in rungs)" if any(r.simulated for r in ladder.rungs)
+            else "REAL models (no stand-in rung)")
+    print(f"{kind}: ladder {ladder.name!r}, suite {suite.name!r}: {len(tasks)} tasks x {args.replicas} seeds per arm, "
           f"{time.monotonic() - started:.0f} s; router and session figures from a {args.probe_replicas}-replica "
           + (f"baseline probe of {len(trained)} other tasks (HELD OUT: the replayed tasks were not probed); the client "
              if args.holdout else "baseline probe of the same tasks (other seeds); the client ")

@@ -138,25 +138,26 @@ def test_a_session_with_tools_starts_on_the_least_usd_per_usable_trajectory(sess
     assert any("session start: least expected USD per usable trajectory, from" in line and "extraction" in line
                for line in session_service.lines), "".join(session_service.lines)
     convo = [{"role": "user", "content": "Extract the invoice number from the attached note (session start)."}]
-    _, h = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body={"advisor": {"task_class": "extraction"}},
+    extraction = {"advisor": {"task_class": "extraction"}}
+    _, h = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body=extraction,
                  extra_headers={"x-advisor-session": "start-maths"})
     row, _ = session_service.records(h["x-advisor-decision-id"])
-    assert row["policy"] == "session-start", row["policy"]
+    assert row["policy"].startswith("session-start:") and row["router_version"] in row["policy"], row["policy"]
     options = json.loads(row["explanation_json"])["session_start"]
     assert set(options) == {"nano-12b", "nano-30b", "super-120b"}
     per_usable = {r: o["expected_usd"] / o["p_usable"] for r, o in options.items() if o["p_usable"] > 0}
     assert h["x-advisor-rung"] == min(per_usable, key=per_usable.get)
     convo = convo + [_call(1, "note.txt"), _result(1, "invoice INV-7")]
-    _, later = _chat(client, model="auto", messages=convo, tools=TOOLS,
-                     extra_body={"advisor": {"task_class": "extraction"}}, extra_headers={"x-advisor-session": "start-maths"})
+    _, later = _chat(client, model="auto", messages=convo, tools=TOOLS, extra_body=extraction,
+                     extra_headers={"x-advisor-session": "start-maths"})
     assert later["x-advisor-rung"] == h["x-advisor-rung"] and "x-advisor-escalation" not in later
     # without tools (a plain chat) or for a class the probe measured too little, the router's policy starts it
     _, plain = _chat(client, model="auto", messages=[{"role": "user", "content": "Extract the id from {\"id\": 4}."}],
                      extra_body={"advisor": {"task_class": "extraction"}}, extra_headers={"x-advisor-session": "plain"})
-    assert session_service.records(plain["x-advisor-decision-id"])[0]["policy"] != "session-start"
+    assert not session_service.records(plain["x-advisor-decision-id"])[0]["policy"].startswith("session-start")
     _, thin = _chat(client, model="auto", messages=[{"role": "user", "content": "Fix the bug in app.py."}], tools=TOOLS,
                     extra_body={"advisor": {"task_class": "code_change"}}, extra_headers={"x-advisor-session": "thin"})
-    assert session_service.records(thin["x-advisor-decision-id"])[0]["policy"] != "session-start"
+    assert not session_service.records(thin["x-advisor-decision-id"])[0]["policy"].startswith("session-start")
 
 
 def test_shadow_candidate_is_recorded_beside_and_reported(session_service, capsys):

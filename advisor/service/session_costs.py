@@ -18,11 +18,12 @@ allowed rungs; none above the top):
 
     U(s) = p(s) keep(s) + q(s) U(s')          E(s) = (1 - q(s)) stay(s) + q(s) (pre(s) + E(s'))
 
-``p(s)``: the router's P(usable) of the task on ``s``. On the top allowed rung ``U = p``, ``E = full``. The escalated part is counted as a fresh episode on ``s'``
-(its own probe figures), not as the rest of one. The **start rung** (`start_rung`) is the allowed rung with the
-least ``E / U``, the expected USD per usable trajectory; when no start has ``U > 0``, the one with the least
-``E``. A request without a class starts from every class's runs pooled (`ANY_CLASS`). A class with fewer than `min_runs` probe runs on an allowed rung gets no start from here (the ordinary
-decision starts it).
+``p(s)``: the router's P(usable) of the task on ``s``. On the top allowed rung ``U = p``, ``E = full``. The
+escalated part is counted as a fresh episode on ``s'`` (its own probe figures), not as the rest of one. The
+**start rung** (`start_rung`) is the allowed rung with the least ``E / U``, the expected USD per usable
+trajectory; when no start has ``U > 0``, the one with the least ``E``. A request without a class starts from
+every class's runs pooled (`ANY_CLASS`). The service (`advisor.service.session_routing.session_start`) leaves a
+class with fewer than ``start_min_runs`` probe runs on an allowed rung to the ordinary decision.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def session_start(rt, req, plan) -> None:
     if best is None:
         return
     set_chain(rt, plan, best.rung)
-    plan.policy, plan.p_usable, plan.expected_cost = "session-start", best.p_usable, best.usd
+    plan.policy, plan.p_usable, plan.expected_cost = f"session-start:{router.version_tag}", best.p_usable, best.usd
     plan.explanation = {**(plan.explanation or {}), "session_start": {
         o.rung: {"expected_usd": o.usd, "p_usable": o.p_usable} for o in options}}
 
