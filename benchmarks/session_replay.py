@@ -2,15 +2,16 @@
 
 Starts the embedded Triton (`advisor triton serve`: by default the demo ladder's SIMULATED stand-ins), probes
 the suite's tasks (`--probe-replicas` per rung, baseline: the router's training data and the session figures of
-`advisor.service.session_costs`), then starts `advisor serve --url` three times: sessions off (`sessions:
-{enabled: false}`: per-request routing), sessions on (the default: each session started on the least expected
-USD per usable trajectory), and sessions on with `start: router` (started by the router's policy). Each
-episode is the agent loop (`advisor.agent.loop.run_episode`) pointed at a service through `ServiceClient`: every
-step is one ``POST /v1/chat/completions`` with the conversation so far (OpenAI messages, tool calls as
-``tool_calls``), the task's tools, the task's class as ``advisor.task_class`` (unless `--no-class`) and the
-episode's seed; the episode is scored with the suite's checks as the probe scores it, before its workspace is
-closed (usable: overall >= 75; judge criteria unscored). Arms, on the same tasks and seeds (the stand-ins draw
-one plan per rung, task and seed: common random numbers):
+`advisor.service.session_costs`; the router is trained once and given to every service), then starts `advisor
+serve --url` three times: sessions off (`sessions: {enabled: false}`: per-request routing), sessions on (the
+default: each session started on the least expected USD per usable trajectory), and sessions on with `start:
+router` (started by the router's policy), each with time limits a CPU model's slow steps fit in (`LIMITS`).
+Each episode is the agent loop (`advisor.agent.loop.run_episode`) pointed at a service through
+`ServiceClient`: every step is one ``POST /v1/chat/completions`` with the conversation so far (OpenAI messages,
+tool calls as ``tool_calls``), the task's tools, the task's class as ``advisor.task_class`` (unless
+`--no-class`) and the episode's seed; the episode is scored with the suite's checks as the probe scores it,
+before its workspace is closed (usable: overall >= 75; judge criteria unscored). Arms, on the same tasks and
+seeds (the stand-ins draw one plan per rung, task and seed: common random numbers):
 
   * fixed <rung>:          ``model: <rung>`` (pinned) for every step;
   * per-request:           ``model: auto`` on the service with sessions off;
@@ -50,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_test import DEMO, KEY, SUITE, start_service, start_triton, stop  # noqa: E402
 
 FORMAT = "hermes"  #: how the client's loop writes tool calls to itself (the service re-renders them per rung)
+#: time limits for CPU models that take tens of seconds a step (a timed-out step would fail over to another rung)
+LIMITS = "limits: {attempt_timeout_s: 600, deadline_s: 1200}"
 SEED0 = 1000  #: replay seeds are SEED0 + replica (the probe's seeds are hashed: no overlap)
 
 
@@ -175,6 +178,7 @@ async def episode(base: str, arm: str, task, suite, seed: int, root: Path, send_
             "stop": str(res.episode.stop_reason), "steps": res.model_calls, "cost": client.cost,
             "usable": card.overall is not None and card.overall >= 75.0, "unscored": card.overall is None,
             "start": client.rungs[0] if client.rungs else None, "final": client.rungs[-1] if client.rungs else None,
+            "rungs": client.rungs,
             "escalations": client.escalations}
 
 
@@ -293,6 +297,9 @@ def main() -> None:
         run_probe(ProbeConfig(ladder_path=args.ladder, suite_path=args.suite, url=url, store_path=probe,
                               replicas=args.probe_replicas,
                               conditions=("baseline",), tasks=[t.id for t in trained]))
+        from advisor.service.launch import train_from_store
+
+        router = train_from_store(probe, ladder).save(tmp / "router.json")  # one router for every service
         results: dict[str, list[dict]] = {}
         import yaml
 
@@ -303,10 +310,11 @@ def main() -> None:
             services_run.append(("router-start", router_start))
         for label, sessions in services_run:
             cfg = tmp / f"service-{label}.yaml"
-            cfg.write_text(f"version: 1\nsessions: {sessions}\n")
+            cfg.write_text(f"version: 1\nsessions: {sessions}\n{LIMITS}\n")
             store = tmp / f"live-{label}.duckdb"
             shutil.copy(probe, store)
-            proc, base = start_service(url, store, 1, ["--config", str(cfg), "--ingest-every", "0"], ladder=args.ladder)
+            proc, base = start_service(url, store, 1, ["--config", str(cfg), "--ingest-every", "0",
+                                                       "--router", str(router)], ladder=args.ladder)
             services.append(proc)
             arms = {"off": [r.name for r in ladder.rungs] + ["per-request"], "on": ["session"],
                     "router-start": ["session, router start"]}[label]
