@@ -97,6 +97,13 @@ class LlamaCpp(StrictModel):
     n_ctx: int = Field(default=4096, ge=256, description="Context window the llama context is created with.")
 
 
+def _registered(value: str, registry, what: str) -> str:
+    """`value` when `registry` has it, else ValueError naming the closest registered names."""
+    if value not in registry:
+        raise ValueError(f"unknown {what} {value!r}.{did_you_mean(value, registry.names())}")
+    return value
+
+
 class Model(StrictModel):
     """A model served by Triton: a rung, or a role such as orchestrator or judge."""
 
@@ -132,16 +139,12 @@ class Model(StrictModel):
         # lazy: this module is loaded by `import advisor`, which stays light
         from advisor.agent.formats import FORMATS
 
-        if value not in FORMATS:
-            raise ValueError(f"unknown tool-call format {value!r}.{did_you_mean(value, FORMATS.names())}")
-        return value
+        return _registered(value, FORMATS, "tool-call format")
 
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        if value not in BACKENDS:
-            raise ValueError(f"unknown backend {value!r}.{did_you_mean(value, BACKENDS.names())}")
-        return value
+        return _registered(value, BACKENDS, "backend")
 
     @model_validator(mode="after")
     def _endpoint(self) -> "Model":

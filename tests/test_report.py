@@ -13,7 +13,8 @@ from advisor.cli import main
 from advisor.errors import AdvisorError, DataError, StoreError
 from advisor.floors import FloorSettings
 from advisor.report import open_store, parse_volumes, write_report
-from advisor.report.tables import fmt_score, fmt_share, fmt_usd
+from advisor.money import usd as fmt_usd
+from advisor.report.tables import fmt_score, fmt_share
 from advisor.store import Store
 
 WHERE = "suite_name = 'synth' AND policy = 'fixed' AND kind IN ('probe', 'imported')"

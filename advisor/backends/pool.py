@@ -66,10 +66,6 @@ class BackendPool:
             client = self._clients[key] = kind.create(endpoint, model, self.options)
         return client
 
-    def clients(self) -> list[ModelBackend]:
-        """Every client built so far."""
-        return list(self._clients.values())
-
     async def close(self) -> None:
         """Close every client (best effort); the pool can be used again afterwards."""
         clients, self._clients = list(self._clients.values()), {}

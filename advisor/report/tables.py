@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.money import usd, usd_delta
+from advisor.money import usd_delta
 from advisor.shares import interval, share
-
-fmt_usd = usd  #: dollars to three significant figures (the one money formatter)
 
 
 def fmt_score(x: float | None) -> str:

@@ -19,7 +19,7 @@ import re
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from advisor.backends.base import Part  # noqa: F401 - the transports build these
+from advisor.backends.base import Part
 
 #: Boolean inputs sent with every generation (values: stream false, the rest true).
 FLAG_INPUTS = ("stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",

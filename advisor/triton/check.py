@@ -118,7 +118,6 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
     pool = BackendPool(ladder, url=url, options=BackendOptions(timeout_s=timeout_s, retries=1, protocol=protocol))
     rows = [(role, m, pool.endpoint(m)) for role, m in _roles(ladder)]
     clients = {u: pool(m) for _, m, u in rows}  # one per endpoint asked for reachability (shared or not)
-    by_model = {m.name: pool(m) for _, m, _ in rows}
     try:
         reachable: dict[str, str | None] = {}
         for u, client in clients.items():
@@ -136,7 +135,7 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
             if reachable[u] is not None:
                 checks.append(_unreachable(role, model, u, reachable[u]))
             else:
-                checks.append(_check_one(by_model[model.name], role, model, u, timeout_s, ladder))
+                checks.append(_check_one(pool(model), role, model, u, timeout_s, ladder))
         return list(await asyncio.gather(*checks))
     finally:
         await pool.close()

@@ -4,7 +4,7 @@ Held-out data: grouped K-fold by prompt over the store (a router and the baselin
 judged on prompts they never saw), or an artifact judged on a separately imported file. Realised outcomes come
 from the recorded results: quality = the recorded usable fraction (0/1 for one recorded answer), cost = the
 recorded (or import-estimated) cost. In escalation mode a chain's realised cost and quality come from the
-recorded outcomes of its rungs and the verifier's error rates (`policy.realised_outcome`; a retry on the same
+recorded outcomes of its rungs and the verifier's error rates (`rule.realised_outcome`; a retry on the same
 rung repeats the recorded answer).
 
 Policies, all through `policies.POLICIES`: the router's **default** (the operating point chosen in CV at

@@ -93,7 +93,7 @@ class RouterModel:
     cost_model: CostModel | None = None
     stack_w: np.ndarray | None = None  #: (R + n_class + 1, R) second stage on logits + class (see train._fit_stack)
     stack_b: np.ndarray | None = None  #: (R,)
-    dependence: float = 0.0  #: chain failure dependence rho (see policy.chain_outcome_batch)
+    dependence: float = 0.0  #: chain failure dependence rho (see rule.chain_outcome_batch)
     default: dict[str, Any] = field(default_factory=dict)  #: the rule and operating point chosen in CV
     provenance: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)

@@ -130,10 +130,6 @@ def grouped_folds(groups: Sequence[str], n_folds: int, seed: int = 0) -> list[tu
     return [(np.flatnonzero(assign != f), np.flatnonzero(assign == f)) for f in range(n_folds)]
 
 
-
-
-
-
 def _calibrator(raw: np.ndarray, y: np.ndarray, w: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
     """A monotone map raw score -> probability as (x, y) knots for np.interp."""
     if len(np.unique(y)) < 2:
@@ -198,12 +194,6 @@ def training_stats(data: TrainingData) -> dict[str, Any]:
 
 
 AUC_FLOOR = 0.55  #: below this cross-validated AUC a rung's model has no signal: class-level rate instead
-
-
-
-
-
-
 
 
 def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", folds: int = 5, seed: int = 0,

@@ -1,6 +1,6 @@
 """Choosing the router's default rule, operating point and chain dependence from out-of-fold predictions.
 
-At training, the out-of-fold calibrated probabilities (`train.fit_router`) and out-of-fold predicted costs are
+At training, the out-of-fold calibrated probabilities (`fit.fit_router`) and out-of-fold predicted costs are
 routed as if they were new requests, and their recorded outcomes realised. The default rule is the **value
 rule** (highest value x P(usable) - expected cost; a target on P(usable) alone sends almost everything to the
 cheapest rung). Its operating point, the value V of a usable result, is chosen per mode by a stated criterion:
@@ -9,7 +9,7 @@ data), i.e. "as good as the best single model, for the least money"; when no poi
 highest quality (the cheapest within `TOLERANCE` of it). The sweep is scale-free: V runs over the mean cost of
 the dearest rung times 10^-1.5 .. 10^3.5.
 
-The dependence rho of the escalation model (`policy.chain_outcome_batch`) is the grid value whose predicted
+The dependence rho of the escalation model (`rule.chain_outcome_batch`) is the grid value whose predicted
 mean chain P(usable) is closest to the realised one for the default escalation decisions; V is then chosen
 again with that rho.
 """
