@@ -184,16 +184,22 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
     return total, result
 
 
+def embeds(config: ProbeConfig, ladder) -> bool:
+    """True when advisor starts the embedded Triton for `ladder`: no ``--url``, and every model is one it can
+    serve (stand-ins, or GGUF models on llama.cpp)."""
+    return not config.url and (ladder.simulated or ladder.embeddable)
+
+
 @contextlib.contextmanager
 def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     """Where each model (rungs and roles) is served, as ``(url by model name, served_by)``.
 
-    With ``--url`` every rung is at that address; a simulated ladder without it gets an embedded Triton whose
-    stand-ins know the suite (started here, stopped on exit); a real ladder uses each rung's own address.
+    With ``--url`` every rung is at that address; a ladder the embedded Triton can serve (`embeds`) gets one,
+    whose stand-ins know the suite (started here, stopped on exit); any other uses each rung's own address.
     """
     if config.url:
         yield {m.name: config.url for m in ladder.models()}, config.url
-    elif ladder.simulated or ladder.embeddable:
+    elif embeds(config, ladder):
         with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
             yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:

@@ -192,11 +192,11 @@ def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, pr
     """``(url by model name, served_by)`` as `advisor.probe.session.serving` gives them, with the Triton behind
     them watched until exit (see the module docstring)."""
     # lazy: only the serving process starts or watches Triton (workers import this module for `triton_status`)
-    from advisor.probe.session import serving
+    from advisor.probe.session import embeds, serving
     from advisor.triton.server import EmbeddedTriton
 
     status, stop = _Status(status_path), threading.Event()
-    if probe_config.url or not ladder.simulated:
+    if not embeds(probe_config, ladder):
         with serving(probe_config, ladder, suite_path) as (urls, served_by):
             watch = UrlProbe(sorted(set(urls.values())), protocol, status, stop, echo)
             watch.start()
