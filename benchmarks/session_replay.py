@@ -213,14 +213,13 @@ def predicted_session_usd(store_path: Path, rows: list[dict], ladder, sessions: 
     its class started on its start rung (`advisor.service.session_costs`: the service's escalation rule replayed
     over the probe's runs, escalations counted)."""
     from advisor.service.config import SessionConfig
-    from advisor.service.session_costs import cells_from_store, SessionCell, start_options
+    from advisor.service.session_costs import cells_from_store, parse_cells, start_options
     from advisor.store import Store
     import yaml
 
     config = SessionConfig.model_validate(yaml.safe_load(sessions) or {})
     with Store.open(store_path, read_only=True) as s:
-        cells = {cls: {r: SessionCell(int(c[0]), *c[1:]) for r, c in by.items()}
-                 for cls, by in cells_from_store(s, ladder, config).items()}
+        cells = parse_cells(cells_from_store(s, ladder, config))
     names = [r.name for r in ladder.rungs]
     total = 0.0
     for r in rows:

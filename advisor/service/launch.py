@@ -115,8 +115,8 @@ def serve(options: ServeOptions) -> None:
 
     config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
     rates, lines = service_rates(config, options.store_path)
-    cells, line = session_start_cells(config, ladder, options.store_path)
-    for line in [*lines, *([line] if line else [])]:
+    cells, start_line = session_start_cells(config, ladder, options.store_path)
+    for line in [*lines, *([start_line] if start_line else [])]:
         echo(line)
     keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     if not len(keys) and not options.no_auth:

@@ -24,6 +24,7 @@ from advisor.service.metrics import Metrics
 from advisor.service.recording import SegmentWriter
 from advisor.service.reload import current, load_serving
 from advisor.service.shipping import DatabaseRecorder
+from advisor.service.session_costs import parse_cells
 from advisor.service.supervision import triton_status
 from advisor.verifier.build import build_verifier
 
@@ -90,6 +91,7 @@ class Runtime:
             self._verifiers[cname] = build_verifier(cls.verifier_config, self.ladder, self.client_for)
         self._models = {m.name: m for m in self.ladder.models()}  # rungs and roles, by name
         self._policy_verifiers = {c: self._resolve_policy_verifier(c) for c in self.config.classes}
+        self.session_cells = parse_cells(settings.session_cells)  #: `advisor.service.session_costs` figures
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)

@@ -55,6 +55,12 @@ class SessionCell:
         return list(astuple(self))
 
 
+def parse_cells(lists: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, SessionCell]]:
+    """`cells_from_store`'s JSON lists by class and rung as `SessionCell` s."""
+    return {cls: {rung: SessionCell(int(c[0]), *c[1:]) for rung, c in by_rung.items()}
+            for cls, by_rung in lists.items()}
+
+
 @dataclass(frozen=True)
 class StartOption:
     """A session started on `rung`: expected USD `usd`, expected P(usable) `p_usable`."""
@@ -108,9 +114,9 @@ def session_cells(runs: Iterable[dict[str, Any]], prices: dict[str, Any], config
             continue
         turns = run["turns"]
         at = escalation_step(turns, run["rung"], config)
-        paid = turns if at is None else turns[: at - 1]
-        usd = sum(model.attempt_cost(t.get("input_tokens") or 0, t.get("output_tokens") or 0) for t in paid)
-        full = sum(model.attempt_cost(t.get("input_tokens") or 0, t.get("output_tokens") or 0) for t in turns)
+        priced = [model.attempt_cost(t.get("input_tokens") or 0, t.get("output_tokens") or 0) for t in turns]
+        full = sum(priced)
+        usd = full if at is None else sum(priced[: at - 1])
         for cls in (run["task_class"], ANY_CLASS):
             a = acc.setdefault((cls, run["rung"]), [0, 0, 0, 0, 0.0, 0.0, 0.0])
             # n, escalating, usable, usable and kept, $ of the staying runs, $ before moving up, $ in full

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from advisor.service.session_costs import ANY_CLASS, SessionCell, start_options, start_rung
+from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
 from advisor.service.sessions import SessionState, SessionStep, latches, rung_above, session_of, signals, step_budget
 
 
@@ -76,7 +76,7 @@ def session_start(rt, req, plan) -> None:
     if cfg.start != "cost_per_usable" or not req.tools or len(allowed) < 2 or \
             rt.config.class_config(plan.task_class).chain:
         return
-    cells = session_cells(rt).get(plan.task_class or ANY_CLASS, {})
+    cells = rt.session_cells.get(plan.task_class or ANY_CLASS, {})
     if any(n not in cells or cells[n].n < cfg.start_min_runs for n in allowed):
         return
     known = (plan.explanation or {}).get("probabilities") or {}
@@ -91,15 +91,6 @@ def session_start(rt, req, plan) -> None:
     plan.policy, plan.p_usable, plan.expected_cost = f"session-start:{router.version_tag}", best.p_usable, best.usd
     plan.explanation = {**(plan.explanation or {}), "session_start": {
         o.rung: {"expected_usd": o.usd, "p_usable": o.p_usable} for o in options}}
-
-
-def session_cells(rt) -> dict[str, dict[str, SessionCell]]:
-    """The worker's session figures by class and rung (from `ServeSettings.session_cells`, parsed once)."""
-    cells = getattr(rt, "_session_cells", None)
-    if cells is None:
-        cells = rt._session_cells = {cls: {rung: SessionCell(int(c[0]), *c[1:]) for rung, c in by_rung.items()}
-                                     for cls, by_rung in rt.settings.session_cells.items()}
-    return cells
 
 
 def set_chain(rt, plan, rung: str) -> None:
