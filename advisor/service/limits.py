@@ -19,7 +19,7 @@ from advisor.service.request import RequestError, decode_body, parse_request, sc
 
 def check_depth(raw: bytes, limits) -> None:
     """RequestError 400 when the body nests deeper than ``limits.max_json_depth`` (checked before parsing: Python's
-    JSON decoder and jsonschema recurse, and a 100,000-deep body raised RecursionError, a 500)."""
+    JSON decoder and jsonschema recurse, so a deep enough body would end in RecursionError)."""
     most = limits.max_json_depth
     if raw.count(b"[") + raw.count(b"{") <= most:  # the common case: too few brackets to nest that deep
         return

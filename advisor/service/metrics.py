@@ -92,9 +92,8 @@ class Metrics:
         down or timeout), else the USD of its tokens."""
         if attempt.error:
             self.child(self.attempts, attempt.rung, "error", sim(simulated)).inc()
-            if attempt.failover:
-                kind = getattr(attempt, "error_kind", None)
-                self.child(self.failovers, attempt.rung, kind.value if kind else attempt.error.split(":", 1)[0]).inc()
+            if attempt.failover:  # only Attempt.fail sets failover, and it sets error_kind with it
+                self.child(self.failovers, attempt.rung, attempt.error_kind.value).inc()
         else:
             self.child(self.cost, attempt.rung, sim(simulated)).inc(attempt.cost_usd)
 

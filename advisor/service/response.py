@@ -83,8 +83,7 @@ def headers_of(rt, out) -> dict[str, str]:
 def header_text(value: str) -> str:
     """A value the request chose (a class name, a rule's pattern) as a header can carry it: printable ASCII as it
     is, anything else (non-ASCII, a line break) and ``%`` percent-encoded as UTF-8 (`urllib.parse.unquote` reads
-    it back). Unencoded, a class such as "分类" failed the finished request with a 500 (headers are Latin-1) and a
-    line break would have been refused by the server."""
+    it back). Headers are Latin-1 and one line: a class such as "分类" or a line break could not be sent as it is."""
     if value.isascii() and value.isprintable() and "%" not in value:
         return value
     return quote(value, safe="".join(c for c in map(chr, range(0x20, 0x7F)) if c != "%"))

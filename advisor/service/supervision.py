@@ -1,8 +1,8 @@
 """The processes of ``advisor serve`` die together, and the service watches the Triton that serves its rungs.
 
 - Workers die with their parent: `die_with_parent` (Linux ``PR_SET_PDEATHSIG``) in each uvicorn worker, so a
-  SIGKILL of ``advisor serve --workers N`` no longer leaves workers holding the port and answering 503 (they get
-  SIGTERM, drain and exit). The embedded tritonserver gets the same from PyTriton; stubs it leaves are stopped
+  SIGKILL of ``advisor serve --workers N`` leaves no worker holding the port (each gets SIGTERM, drains and
+  exits). The embedded tritonserver gets the same from PyTriton; stubs it leaves are stopped
   at the next start (`advisor.triton.server.clean_leaked`).
 - `clean_stale_workdirs` removes the ``advisor-serve-<pid>-*`` temporary folders of services that no longer run
   (a SIGKILL leaves its folder, a trained ``router.json`` of several MB among others).
