@@ -16,7 +16,7 @@ import pytest
 
 from advisor.store import Store
 
-from test_service import DEMO, KEY, SUITE, Service
+from test_service import DEMO, KEY, SUITE, Service, one_task_per_class
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -58,13 +58,8 @@ def test_probe_and_service_through_the_openai_backend(upstream, tmp_path, monkey
     monkeypatch.setenv(KEY_ENV, KEY)
     ladder = openai_ladder(tmp_path / "via.yaml", upstream.base)
     store = tmp_path / "b.duckdb"
-    from advisor.suite import load_suite
-
-    first = {}
-    for task in load_suite(SUITE).tasks:
-        first.setdefault(task.task_class, task.id)  # one task per class: enough prompts to train a router
     run = run_probe(ProbeConfig(ladder_path=ladder, suite_path=SUITE, store_path=store, replicas=1,
-                                conditions=("baseline",), tasks=list(first.values())[:4], client_timeout_s=30))
+                                conditions=("baseline",), tasks=one_task_per_class()[:4], client_timeout_s=30))
     assert run.served_by == upstream.base + "/v1"
     with Store.open(store, read_only=True) as s:
         rows = s.query("SELECT stop_reason, input_tokens, output_tokens, tokens_from_server, simulated FROM runs")

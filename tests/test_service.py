@@ -108,6 +108,16 @@ def _first_action(ladder, rung: str, task):
     return make_plan(ladder.rung(rung).standin, task, False, None, "baseline").action_at(0)
 
 
+
+def one_task_per_class(suite: Path = SUITE) -> list[str]:
+    """The first task of each class of `suite`: a probe of these gives a router enough prompts to train on."""
+    from advisor.suite import load_suite
+
+    first: dict[str, str] = {}
+    for task in load_suite(suite).tasks:
+        first.setdefault(task.task_class, task.id)
+    return list(first.values())
+
 @pytest.fixture(scope="module")
 def suite():
     from advisor.suite import load_suite

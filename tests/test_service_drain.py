@@ -31,19 +31,15 @@ def slow_service(tmp_path, triton_server):
     """`advisor serve` on an embedded Triton whose rungs take LATENCY_MS per generation, at most IN_FLIGHT
     requests in flight."""
     from advisor.probe import ProbeConfig, run_probe
-    from advisor.suite import load_suite
-    from test_service import Service
+    from test_service import Service, one_task_per_class
 
     data = yaml.safe_load((REPO / "ladders" / "demo.yaml").read_text())
     for model in data["rungs"]:
         model["standin"]["latency_ms"] = LATENCY_MS
     (tmp_path / "slow.yaml").write_text(yaml.safe_dump(data))
-    first = {}
-    for task in load_suite(SUITE).tasks:
-        first.setdefault(task.task_class, task.id)
     store = tmp_path / "drain.duckdb"
     run_probe(ProbeConfig(ladder_path=REPO / "ladders" / "demo.yaml", suite_path=SUITE, url=triton_server.grpc_url,
-                          store_path=store, replicas=1, conditions=("baseline",), tasks=list(first.values())))
+                          store_path=store, replicas=1, conditions=("baseline",), tasks=one_task_per_class()))
     (tmp_path / "keys.txt").write_text("drain sk-drain\n")
     (tmp_path / "service.yaml").write_text(f"version: 1\nlimits: {{concurrency: {IN_FLIGHT}}}\n")
     svc = Service(["--ladder", str(tmp_path / "slow.yaml"), "--keys", str(tmp_path / "keys.txt"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_service import DEMO, SUITE, Service
+from test_service import DEMO, SUITE, Service, one_task_per_class
 
 pytestmark = pytest.mark.triton
 KEY = "sk-limits"
@@ -116,14 +116,10 @@ def test_the_http_protocol_answers_431_and_408_and_closes_idle_connections():
 def limited(tmp_path_factory, triton_server):
     """`advisor serve --url` to the session's Triton: a key, a short read timeout, 4 slots, room for 4,000 tools."""
     from advisor.probe import ProbeConfig, run_probe
-    from advisor.suite import load_suite
 
     tmp = tmp_path_factory.mktemp("limits")
-    first: dict[str, str] = {}
-    for task in load_suite(SUITE).tasks:
-        first.setdefault(task.task_class, task.id)
     run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url, store_path=tmp / "p.duckdb",
-                          replicas=1, conditions=("baseline",), tasks=list(first.values())))
+                          replicas=1, conditions=("baseline",), tasks=one_task_per_class()))
     shutil.copy(tmp / "p.duckdb", tmp / "live.duckdb")
     (tmp / "keys.txt").write_text(f"limits {KEY}\n")
     (tmp / "service.yaml").write_text(f"version: 1\nlimits: {{read_timeout_s: {READ_TIMEOUT_S}, concurrency: 4, "

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_service import DEMO, SUITE, Service
+from test_service import DEMO, SUITE, Service, one_task_per_class
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 KEY = "sk-processes"
@@ -27,14 +27,10 @@ CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
 def store_dir(tmp_path_factory, triton_server):
     """A store with a small probe of the demo ladder (the service trains its router from it) and a key file."""
     from advisor.probe import ProbeConfig, run_probe
-    from advisor.suite import load_suite
 
     tmp = tmp_path_factory.mktemp("processes")
-    first: dict[str, str] = {}
-    for task in load_suite(SUITE).tasks:
-        first.setdefault(task.task_class, task.id)
     run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url, store_path=tmp / "p.duckdb",
-                          replicas=1, conditions=("baseline",), tasks=list(first.values())))
+                          replicas=1, conditions=("baseline",), tasks=one_task_per_class()))
     (tmp / "keys.txt").write_text(f"processes {KEY}\n")
     return tmp
 
