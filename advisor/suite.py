@@ -146,9 +146,13 @@ class Task(StrictModel):
         tools = [*self.tools, *(t for t in ("search_docs", "read_doc") if t not in self.tools)]
         return self.model_copy(update={"fixtures": self.fixtures.model_copy(update={"docs": docs}), "tools": tools})
 
+    def criteria(self) -> list[Criterion]:
+        """Every criterion: instruction following, then task completion."""
+        return [*self.instruction_following, *self.task_completion]
+
     def scenario_weighted(self) -> bool:
         """True when every criterion carries its source weight (then a scenario score is computed)."""
-        return all(c.original_weight is not None for c in [*self.instruction_following, *self.task_completion])
+        return all(c.original_weight is not None for c in self.criteria())
 
     def prompt_hash(self) -> str:
         """Hash of the instructions (the request text a router sees)."""

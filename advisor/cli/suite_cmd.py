@@ -39,7 +39,7 @@ def suite_summary(suite) -> dict:
     rows = []
     for cls in suite.classes:
         tasks = [t for t in suite.tasks if t.task_class == cls.name]
-        checks = Counter(c.check.type for t in tasks for c in [*t.instruction_following, *t.task_completion])
+        checks = Counter(c.check.type for t in tasks for c in t.criteria())
         steps = [len(t.reference.steps) for t in tasks if t.reference]
         rows.append({"class": cls.name, "tasks": len(tasks), "with_skill": sum(t.has_skill for t in tasks),
                      "checks": dict(sorted(checks.items())), "judge_criteria": checks.get("judge", 0),

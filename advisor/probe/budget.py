@@ -127,14 +127,19 @@ def episode_tokens(task, limits, condition: str) -> tuple[int, int, int]:
     return tin, tout, base + step * turns
 
 
+def _chosen(suite, tasks) -> list:
+    """The suite's tasks among the ids `tasks` (every task when None), in suite order."""
+    wanted = None if tasks is None else set(tasks)
+    return [t for t in suite.tasks if wanted is None or t.id in wanted]
+
+
 def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
     """Reasons the planned runs would be unscored whatever the models do: a judge-graded criterion and no
     judge role (or a stand-in one); on a simulated ladder, tasks without a reference trajectory (the stand-ins can only replay
     references, so they give up on anything else)."""
-    chosen = [t for t in suite.tasks if tasks is None or t.id in set(tasks)]
+    chosen = _chosen(suite, tasks)
     out = []
-    judged = [t.id for t in chosen if any(needs_judge(c.check) for c in [*t.instruction_following,
-                                                                           *t.task_completion])]
+    judged = [t.id for t in chosen if any(needs_judge(c.check) for c in t.criteria())]
     if judged and ladder.roles.judge is None:
         out.append(f"{len(judged)} of {len(chosen)} task(s) have judge-graded criteria and ladder {ladder.name!r} has "
                    f"no judge role, so their runs are unscored (e.g. {', '.join(judged[:3])})")
@@ -168,7 +173,7 @@ def make_plan(suite, ladder, replicas: int = 3, target: float = 0.8, confidence:
         row.input_tokens += tin
         row.output_tokens += tout
         row.cost_usd += model.attempt_cost(tin, tout)
-        n_judged = sum(needs_judge(c.check) for c in [*task.instruction_following, *task.task_completion])
+        n_judged = sum(needs_judge(c.check) for c in task.criteria())
         plan.judge_calls += n_judged
         plan.judge_input_tokens += n_judged * (context + _tokens(task.instructions) + 200)
         plan.judge_output_tokens += n_judged * JUDGE_REPLY_TOKENS
@@ -178,7 +183,7 @@ def make_plan(suite, ladder, replicas: int = 3, target: float = 0.8, confidence:
     elif plan.judge_calls == 0:
         plan.judge_cost_usd = 0.0
     rate = min(0.99, target + margin)
-    chosen = [t for t in suite.tasks if tasks is None or t.id in set(tasks)]
+    chosen = _chosen(suite, tasks)
     for cls in suite.classes:
         members = [t for t in chosen if t.task_class == cls.name]
         for condition in ("baseline", "skill"):
@@ -202,7 +207,7 @@ def suite_warnings(suite, replicas: int = 3, target: float = 0.8, confidence: fl
     """What `suite validate` warns about: judge-only suites, classes with too few tasks to be decided at
     `replicas`, and tasks the SIMULATED stand-ins cannot act on (no reference trajectory)."""
     out = []
-    judged = [needs_judge(c.check) for t in suite.tasks for c in [*t.instruction_following, *t.task_completion]]
+    judged = [needs_judge(c.check) for t in suite.tasks for c in t.criteria()]
     if judged and all(judged):
         out.append("every criterion is judge-graded: a probe needs a ladder with a judge role, and "
                    "`advisor judge agreement` has no deterministic check to measure the judge against")

@@ -232,7 +232,7 @@ def judge_for(ladder, suite, client_for_rung: Callable[[Any], Any]):
 
 def suite_needs_judge(suite) -> bool:
     """True when some criterion of the suite is graded by a judge model."""
-    return any(needs_judge(c.check) for t in suite.tasks for c in (*t.instruction_following, *t.task_completion))
+    return any(needs_judge(c.check) for t in suite.tasks for c in t.criteria())
 
 
 def judge_note(ladder, suite) -> str | None:

@@ -163,8 +163,7 @@ def sandbox_mode(allow_unsandboxed: bool | None = None) -> str:
 
 def runs_code(task) -> bool:
     """True when the task offers run_python or has a check that runs a workspace file."""
-    return "run_python" in task.tools or any(c.check.type == "python" for c in
-                                             (*task.instruction_following, *task.task_completion))
+    return "run_python" in task.tools or any(c.check.type == "python" for c in task.criteria())
 
 
 def suite_runs_code(suite, tasks: Iterable[str] | None = None) -> bool:
