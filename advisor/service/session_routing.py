@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
-from advisor.service.sessions import SessionState, SessionStep, latches, rung_above, session_of, signals, step_budget
+from advisor.service.sessions import (SessionState, SessionStep, latch_key, latches, rung_above, session_of, signals,
+                                      step_budget)
 
 
 def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
@@ -22,17 +23,19 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
     if who is None:
         return False
     sid, source = who
+    tenant = key.name if key is not None else ""
+    lid = latch_key(tenant, sid)
     store = latches(rt)
     fresh = source == "derived" and not any(m.role == "assistant" for m in req.messages)
-    state = None if fresh else store.get(sid)
+    state = None if fresh else store.get(lid)
     if state is None or state.rung not in plan.allowed:
         decide_auto()
         if not plan.chain:
             return True
         session_start(rt, req, plan)
         first = SessionState(plan.chain[0], plan.chain[0], plan.task_class)
-        store.update(sid, lambda old: first)
-        plan.session = SessionStep(sid, source, 1, first.start_rung, first=True)
+        store.update(lid, lambda old: first)
+        plan.session = SessionStep(sid, source, 1, first.start_rung, first=True, tenant=tenant)
         session_metrics(rt).count_step(plan.session, first.rung, None)
         return True
     names = [r.name for r in rt.ladder.rungs]
@@ -54,12 +57,12 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
             st.rung, st.since_step, st.seen = up or st.rung, st.step, len(req.messages)
         return st
 
-    st = store.update(sid, step)
+    st = store.update(lid, step)
     escalation = None
     if moved:
         _, reason, old_rung, up = moved[0]
         escalation = f"{reason} {old_rung}->{up}" if up else f"{reason} {old_rung} (no rung above: stays)"
-    plan.session = SessionStep(sid, source, st.step, st.start_rung, escalation)
+    plan.session = SessionStep(sid, source, st.step, st.start_rung, escalation, tenant=tenant)
     latched_plan(rt, plan, st)
     session_metrics(rt).count_step(plan.session, st.rung, moved[0] if moved else None)
     return True
@@ -149,7 +152,7 @@ def after_step(rt, req, out) -> None:
             old.pending = reason
         return old
 
-    latches(rt).update(s.session_id, note)
+    latches(rt).update(s.latch_key, note)
     if moved:
         s.escalation = f"verifier_rejected {moved[0][2]}->{moved[0][3]}"
         session_metrics(rt).escalated(moved[0])

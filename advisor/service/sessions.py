@@ -21,6 +21,9 @@ the session's last escalation (evidence is used once):
 - ``verifier_rejected``: the class's verifier rejected the delivered answer, or accepted it only on a rung above
   the latch (noted after the step).
 
+A session belongs to the **tenant** that sent it (the API key's name): the same id, given or derived, sent with
+two keys names two sessions (`latch_key`).
+
 The session then moves `escalate_by` rungs up the ladder (among the rungs the request may use), stays there, and
 the reason is returned in ``x-advisor-escalation`` and recorded with the decision. It never moves down.
 
@@ -74,6 +77,12 @@ class SessionStep:
     start_rung: str
     escalation: str | None = None  #: "reason from->to" when this step escalated
     first: bool = False
+    tenant: str = ""  #: the API key's name ("" without keys): the latch is the tenant's own (`latch_key`)
+
+    @property
+    def latch_key(self) -> str:
+        """The key of this session's latch (`latch_key`)."""
+        return latch_key(self.tenant, self.session_id)
 
 
 # ----------------------------------------------------------------------------------------------- identity
@@ -88,6 +97,12 @@ def session_of(req, config) -> tuple[str, str] | None:
     if not config.derive:
         return None
     return derived_id(req), "derived"
+
+
+def latch_key(tenant: str, session_id: str) -> str:
+    """The latch of a session is its tenant's (the API key's name): the same id sent with two keys, given or
+    derived, names two sessions, so one tenant can neither read nor move another's latch."""
+    return json.dumps([tenant, session_id], ensure_ascii=False)
 
 
 def derived_id(req) -> str:
