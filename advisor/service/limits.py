@@ -40,7 +40,8 @@ def check_header_values(headers, limits) -> None:
 
 def check_labels(req, limits) -> None:
     """RequestError 400 when a label the service stores or echoes (the task class, the session, the end user, a
-    rung name) is longer than ``limits.max_label_chars``."""
+    rung name) is longer than ``limits.max_label_chars``, or when the session id is not printable ASCII
+    (`check_session_id`)."""
     most = limits.max_label_chars
     prefs = req.advisor
     labels = [("user", req.user)]
@@ -51,6 +52,20 @@ def check_labels(req, limits) -> None:
         if value is not None and len(value) > most:
             raise RequestError(f"{param!r} has {len(value)} characters: the limit is limits.max_label_chars = {most}",
                                param=param, code="label_too_long")
+    if prefs is not None and prefs.session is not None:
+        check_session_id(prefs.session)
+
+
+def check_session_id(session: str) -> None:
+    """RequestError 400 when a session id holds anything but printable ASCII: the id goes back to the client as it
+    is, in the ``x-advisor-session`` response header (one Latin-1 line), and the client sends it back verbatim
+    with the next step, so it is refused before any latch is written rather than encoded."""
+    bad = next((i for i, c in enumerate(session) if not (" " <= c <= "~")), None)
+    if bad is not None:
+        raise RequestError(f"'advisor.session' (or header x-advisor-session) holds {session[bad]!r} at character "
+                           f"{bad + 1}: a session id is printable ASCII (letters, digits, punctuation, spaces), as it "
+                           "is echoed in the x-advisor-session response header", param="advisor.session",
+                           code="invalid_session_id")
 
 
 def check_tools(body: Any, limits) -> list[str]:
