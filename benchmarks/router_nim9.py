@@ -166,9 +166,9 @@ def print_models(cv: dict) -> None:
 
 def print_predictors(cv: dict) -> None:
     """Which probability model each outer fold's training chose, and every candidate's inner-CV figures."""
-    from advisor.router.evaluation.tables import predictor_lines
+    from advisor.router.evaluation.tables import predictor_lines, rule_lines
 
-    for line in predictor_lines(cv["fold_metrics"]):
+    for line in predictor_lines(cv["fold_metrics"]) + rule_lines(cv["fold_metrics"]):
         print(line)
 
 

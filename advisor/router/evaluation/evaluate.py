@@ -8,7 +8,8 @@ recorded outcomes of its rungs and the verifier's error rates (`rule.realised_ou
 rung repeats the recorded answer).
 
 Policies, all through `policies.POLICIES`: the router's **default** (the operating point chosen in CV at
-training), its value rule swept (``router_value``) and target rule swept (``router``), the tf-idf logistic
+training), its value rule swept (``router_value``), the plain per-rung rule argmax P - lambda x predicted cost
+with the same predictor and costs swept (``router_rung``) and its target rule swept (``router``), the tf-idf logistic
 **baseline** (argmax P - lambda x mean cost, lambda swept; fitted on the same training folds), the
 cheapest-first **cascade**, every single rung, the per-class floor (target swept), the threshold router,
 random and the per-request oracle (cheapest rung with the best recorded outcome). `metrics.summarise` turns
@@ -60,6 +61,7 @@ def fold_outcomes(model: RouterModel, test: TrainingData, config: PolicyConfig, 
         values = value_grid(np.array(model.training["stats"]["rung_mean_cost"], float))
     for v in values:
         run(("router_value", float(v)), "router", value_usd=float(v))
+        run(("router_rung", float(v)), "rung_value", value_usd=float(v))
         if baseline is not None:
             run(("baseline", float(v)), "baseline", value_usd=float(v))
     for t in TARGETS:

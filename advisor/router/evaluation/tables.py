@@ -51,6 +51,9 @@ def mode_table(summary: dict[str, Any], mode: str) -> str:
         lines.append(_row(f"router best point of sweep (V={bp['param']:.3g})", bp))
         lines.append(_row("router at parity with best single", _parity_point(curves[router], best["quality"])))
         lines.append(_row("router target rule (best point)", s["best_point"]["router"], aiq.get("router")))
+    if "router_rung" in curves:
+        lines.append(_row("plain rule argmax P - cost/V (best point)", s["best_point"]["router_rung"],
+                          aiq["router_rung"]))
     if "baseline" in curves:
         lines.append(_row("tf-idf logistic baseline (best point)", s["best_point"]["baseline"], aiq["baseline"]))
         lines.append(_row("baseline at parity with best single", _parity_point(curves["baseline"], best["quality"])))
@@ -76,7 +79,7 @@ def mode_table(summary: dict[str, Any], mode: str) -> str:
         lines.append(f"  router minus cascade: quality at the cascade's cost "
                      f"{_ci(b['quality_at_cascade_cost_vs_cascade'])}; cost at its quality "
                      f"{_ci(b['cost_at_cascade_quality_vs_cascade'], 1e3, '/1k')}")
-    par = {k: v["cost"] for k, v in s["parity"].items() if k in ("router_value", "baseline", "class_floor")}
+    par = {k: v["cost"] for k, v in s["parity"].items() if k in ("router_value", "router_rung", "baseline", "class_floor")}
     lines.append("  cost at parity with best single (" + f"{best['rung']}, quality {best['quality']:.3f}, "
                  f"{best['cost'] * 1e3:.4f}/1k): " + ", ".join(
                      f"{k} {'never' if v is None else format(v * 1e3, '.4f')}" for k, v in par.items()))
@@ -137,4 +140,23 @@ def predictor_lines(fold_metrics: Sequence[dict]) -> list[str]:
         mark = " <- chosen" if chosen.count(name) == len(chosen) else ""
         out.append(f"  {name:<14} {mean('aiq_single'):>19}  {mean('aiq_escalate'):>8}  {mean('aiq'):>6}  "
                    f"{mean('brier'):>6}{mark}")
+    return out
+
+
+def rule_lines(fold_metrics: Sequence[dict]) -> list[str]:
+    """The decision rule chosen per mode in each outer fold's training (grouped CV inside the fold), and per
+    rule its inner-CV AIQ per mode, averaged over the outer folds."""
+    records = [m["rule"] for m in fold_metrics if m.get("rule")]
+    if not records:
+        return ["decision rule: not chosen (models trained before the choice existed)"]
+    out = []
+    for mode in ("single", "escalate"):
+        chosen = [r["chosen"][mode] for r in records]
+        out.append(f"decision rule chosen by grouped CV inside each outer fold's training data, {mode}: "
+                   + ", ".join(f"{name} in {chosen.count(name)} of {len(chosen)}" for name in dict.fromkeys(chosen)))
+    out.append("  rule           inner-CV AIQ single  escalate   (mean over the outer folds)")
+    for name in records[0]["candidates"]:
+        figs = [r["candidates"][name] for r in records if name in r["candidates"]]
+        out.append(f"  {name:<14} {np.mean([f['aiq_single'] for f in figs]):>19.4f}  "
+                   f"{np.mean([f['aiq_escalate'] for f in figs]):>8.4f}")
     return out

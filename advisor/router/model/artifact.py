@@ -134,6 +134,15 @@ class RouterModel:
         return (self.training or {}).get("predictor") or {
             "chosen": "router", "candidates": {}, "how": "artifact written before the predictor was chosen in CV"}
 
+    @property
+    def rule(self) -> dict[str, Any]:
+        """Which decision rule the default applies per mode and the cross-validated figures it was chosen by
+        (`advisor.router.training.tuning.choose_rule`); an artifact written before the choice applies the chain
+        value rule."""
+        return (self.training or {}).get("rule") or {
+            "chosen": {"single": "chain_value", "escalate": "chain_value"}, "candidates": {},
+            "how": "artifact written before the decision rule was chosen in CV"}
+
     def predict_one(self, text: str, task_class: str | None = None) -> np.ndarray:
         """Calibrated P(usable) per rung for one request."""
         return self.score_one(text, task_class)[0]

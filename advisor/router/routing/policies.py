@@ -25,8 +25,9 @@ chains: class attribute ``probe_mode``) and `baseline_policies` (the comparisons
 the router against: ``baseline = True``).
 
 Built in: ``router`` (the target rule: lowest cost per usable result among candidates reaching a P(usable)
-target), ``value`` (highest value x P(usable) - cost), ``default`` (the rule and operating point chosen in
-cross-validation at training, stored in the artifact), ``class_floor``, ``threshold`` (RouteLLM-style weak/
+target), ``value`` (highest value x P(usable) - cost over candidate chains), ``rung_value`` (the plain rule:
+argmax over rungs of value x P(usable) - cost, then up the ladder), ``default`` (the rule and operating point
+chosen in cross-validation at training, stored in the artifact), ``class_floor``, ``threshold`` (RouteLLM-style weak/
 strong), ``always`` (one rung), ``cascade`` (cheapest-first over all rungs) and ``baseline`` (per-rung tf-idf
 logistic regression, argmax p - lambda x cost; `baseline.py`).
 """
@@ -42,7 +43,8 @@ import numpy as np
 from advisor.errors import RouterError, did_you_mean
 from advisor.registry import Registry
 from advisor.router.routing.rule import (Decision, PolicyConfig, Preferences, RungFacts, base_reason, candidate_table,
-                                         chain_outcome_batch, chosen_chains, describe, eligible, select)
+                                         chains_outcome, chosen_chains, describe, eligible, rung_value_chains,
+                                         select)
 
 #: Every routing policy class by name; the built-in modules register theirs on the first lookup.
 POLICIES: Registry[type] = Registry("routing policy",
@@ -141,13 +143,7 @@ class Policy:
 
 def predicted_outcome(P: np.ndarray, C: np.ndarray, chains: np.ndarray, ctx: Context):
     """The router's predicted (E[cost], P(usable)) of given chains (n, L)."""
-    cfg = ctx.config
-    valid = chains >= 0
-    idx = np.where(valid, chains, 0)
-    rows = np.arange(len(chains))[:, None]
-    ks = np.array([cfg.k_of(r.name) for r in ctx.model.rungs])[idx]
-    verifier = None if cfg.mode == "single" else cfg.verifier
-    return chain_outcome_batch(P[rows, idx], C[rows, idx], ks, verifier, valid, cfg.dependence or 0.0)
+    return chains_outcome(P, C, chains, ctx.facts, ctx.config)
 
 
 def table_for(batch: Requests, policy: Policy) -> dict[str, np.ndarray]:
@@ -198,9 +194,35 @@ class ValueRule(TargetRule):
         super().__init__(ctx, **params)
 
 
+@POLICIES.register("rung_value")
+class RungValue(ValueRule):
+    """The plain rule: start at argmax over rungs of value x P(usable) - (weighted) attempt cost, with the
+    router's P and predicted cost, then up the allowed rungs in ladder order (`rule.rung_value_chains`)."""
+
+    name = "rung_value"
+
+    def decide(self, batch: Requests) -> Choice:
+        cfg = self.ctx.config
+        value = float(self.params["value_usd"])
+        weights = (np.array([self.ctx.prefs.weights.get(r.name, 1.0) for r in self.ctx.facts])
+                   if self.ctx.prefs.weights else None)
+        chains = rung_value_chains(batch.P, batch.C, self.keep, value,
+                                   1 if cfg.mode == "single" else cfg.max_chain, weights)
+        reason = {"rule": "rung_net_value", "value_usd": value}
+        if self.params.get("note"):
+            reason["default"] = self.params["note"]
+        return self._choice(batch, chains, reason)
+
+
+#: The decision rules the training chooses between in cross-validation (`tuning.choose_rule`), by the policy
+#: that applies each; the first wins a tie.
+DECISION_RULES = {"chain_value": "value", "rung_value": "rung_value"}
+
+
 @POLICIES.register("default")
 class DefaultRule(ValueRule):
-    """The rule and operating point chosen in cross-validation at training (see `tuning.py`)."""
+    """The rule and operating point chosen in cross-validation at training (see `tuning.py`): the chain value
+    rule, or the plain per-rung rule where the artifact records that it won (``default.rule``)."""
 
     name = "default"
 
@@ -211,7 +233,13 @@ class DefaultRule(ValueRule):
             raise RouterError("this router artifact has no default operating point; retrain it with "
                               "`advisor router train`, or give --target or --value")
         note = f"default chosen in CV: {d.get('criterion', '')}".strip()
+        self.rule = (d.get("rule") or {}).get(ctx.config.mode, "chain_value")
         super().__init__(ctx, **{"value_usd": float(values[ctx.config.mode]), "note": note, **params})
+
+    def decide(self, batch: Requests) -> Choice:
+        if self.rule == "rung_value":
+            return RungValue.decide(self, batch)  # type: ignore[arg-type]  (same attributes: a ValueRule)
+        return super().decide(batch)
 
 
 @POLICIES.register("always")

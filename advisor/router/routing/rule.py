@@ -112,6 +112,9 @@ def describe(reason: dict[str, Any]) -> str:
     elif kind == "min_cost_per_usable":
         text = f"lowest {w}expected cost per usable result among {reason['candidates']} candidate(s) with " \
                f"P(usable) >= {target:g}"
+    elif kind == "rung_net_value":
+        text = (f"highest net value per rung ({reason['value_usd']:g} USD x P(usable) of the first rung - its "
+                f"{w}expected attempt cost), then up the allowed rungs in ladder order")
     elif kind == "highest_p":
         text = (f"no candidate reaches P(usable) >= {target:g}: highest P(usable) (within {P_TIE:g}: then lowest "
                 f"{w}cost per usable result)")
@@ -294,6 +297,35 @@ def _ladder_chains(keep: tuple[int, ...], L: int, stop_early: bool) -> np.ndarra
     table = _candidate_chains(np.zeros((1, max(keep) + 1)), keep, L, "ladder", stop_early)[0]
     table.setflags(write=False)
     return table
+
+
+def rung_value_chains(P: np.ndarray, C: np.ndarray, keep: Sequence[int], value_usd: float, max_chain: int,
+                      weights: np.ndarray | None = None) -> np.ndarray:
+    """The plain per-rung rule for a batch: start at argmax over the allowed rungs of value x P_r - C_r / w_r
+    (ties to the earlier rung in ladder order), then the allowed rungs above it in ladder order, at most
+    `max_chain` rungs (1 in single-shot mode). Chains (n, max_chain) of rung indices padded with -1.
+
+    In single-shot mode this is the chain rule's choice (`select` with ``value_usd``) up to ties; in escalation
+    mode it ignores what the later rungs add, which is what the rule choice at training (`tuning.py`) weighs."""
+    keep = np.asarray(keep, dtype=int)
+    cost = C[:, keep] if weights is None else C[:, keep] / weights[keep]
+    start = keep[np.argmax(value_usd * P[:, keep] - cost, axis=1)]
+    table = -np.ones((int(keep.max()) + 1, max_chain), dtype=int)
+    for pos, s in enumerate(keep):
+        chain = [int(s), *keep[pos + 1:].tolist()][:max_chain]
+        table[s, : len(chain)] = chain
+    return table[start]
+
+
+def chains_outcome(P: np.ndarray, C: np.ndarray, chains: np.ndarray, rungs: Sequence[RungFacts],
+                   config: PolicyConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The predicted (E[cost], P(usable)) of given chains (n, L; -1 padded) under `config`."""
+    valid = chains >= 0
+    idx = np.where(valid, chains, 0)
+    rows = np.arange(len(chains))[:, None]
+    ks = np.array([config.k_of(r.name) for r in rungs])[idx]
+    verifier = None if config.mode == "single" else config.verifier
+    return chain_outcome_batch(P[rows, idx], C[rows, idx], ks, verifier, valid, config.dependence or 0.0)
 
 
 def chosen_chains(table: dict[str, np.ndarray], pick: np.ndarray) -> np.ndarray:

@@ -12,6 +12,13 @@ the dearest rung times 10^-1.5 .. 10^3.5.
 The dependence rho of the escalation model (`rule.chain_outcome_batch`) is the grid value whose predicted
 mean chain P(usable) is closest to the realised one for the default escalation decisions; V is then chosen
 again with that rho.
+
+**Which decision rule** (`choose_rule`, per mode): the chain value rule (``chain_value``: the highest value x
+P(usable) - E[cost] over every candidate chain) or the plain rule (``rung_value``: argmax over rungs of value x
+P_r - C_r, then up the ladder), with the same out-of-fold P and predicted costs, each swept over the same values;
+the higher AIQ (`metrics.aiq`: single-shot over the single rungs' cost range, escalation over the rule's own
+range) wins, a tie (within 1e-9) to the chain rule. The artifact records the choice and both figures
+(``training.rule``; ``default.rule`` is what the ``default`` policy applies).
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from advisor.router.routing.rule import (PolicyConfig, RungFacts, candidate_table, chosen_chains, realised_outcome,
-                                         select)
+from advisor.router.evaluation.metrics import aiq
+from advisor.router.routing.rule import (PolicyConfig, Preferences, RungFacts, candidate_table, chains_outcome,
+                                         chosen_chains, eligible, realised_outcome, rung_value_chains, select)
 
 TOLERANCE = 0.002  #: quality within this of the best counts as a tie (the cheaper point wins)
 RHO_GRID = np.round(np.linspace(0.0, 1.0, 21), 3)
@@ -33,17 +41,48 @@ def value_grid(mean_costs: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], scale * np.logspace(-1.5, 3.5, 61)])
 
 
-def sweep(P, Cp, Y, C, facts, config: PolicyConfig, values) -> list[dict[str, float]]:
-    """Per value V: realised mean cost and quality, and mean predicted P(usable), of the value rule."""
-    table = candidate_table(P, Cp, facts, config)
+RULES = ("chain_value", "rung_value")  #: the decision rules `choose_rule` weighs, preferred first on a tie
+RULE_HOW = ("out-of-fold P(usable) and predicted costs of the chosen predictor routed by each rule over one sweep "
+            "of values; AIQ single-shot over the single rungs' cost range, escalation over the rule's own range; "
+            "higher AIQ wins, a tie to chain_value")
+
+
+def sweep(P, Cp, Y, C, facts, config: PolicyConfig, values, rule: str = "chain_value") -> list[dict[str, float]]:
+    """Per value V: realised mean cost and quality, and mean predicted P(usable), of the value rule (`rule`:
+    ``chain_value`` over candidate chains, or the plain per-rung ``rung_value``)."""
+    table = candidate_table(P, Cp, facts, config) if rule == "chain_value" else None
+    keep = eligible(facts, Preferences())[0]
     rows = np.arange(len(P))
+    L = 1 if config.mode == "single" else config.max_chain
     out = []
     for v in values:
-        pick = select(table, 0.0, float(v))
-        cost, qual = realised_outcome(Y, C, chosen_chains(table, pick), config)
+        if table is not None:
+            pick = select(table, 0.0, float(v))
+            chains, predicted = chosen_chains(table, pick), table["p_usable"][rows, pick]
+        else:
+            chains = rung_value_chains(P, Cp, keep, float(v), L)
+            predicted = chains_outcome(P, Cp, chains, facts, config)[1]
+        cost, qual = realised_outcome(Y, C, chains, config)
         out.append({"value_usd": float(v), "cost": float(np.mean(cost)), "quality": float(np.mean(qual)),
-                    "predicted": float(np.mean(table["p_usable"][rows, pick]))})
+                    "predicted": float(np.mean(predicted))})
     return out
+
+
+def sweep_aiq(points: list[dict[str, float]], mode: str, rung_costs: np.ndarray) -> float:
+    """A sweep's AIQ: single-shot over the single rungs' cost range, escalation over its own range."""
+    xy = [(p["cost"], p["quality"]) for p in points]
+    if mode == "single":
+        return aiq(xy, float(rung_costs.min()), float(rung_costs.max()))
+    return aiq(xy, min(c for c, _ in xy), max(c for c, _ in xy))
+
+
+def choose_rule(sweeps: dict[str, list[dict[str, float]]], mode: str, rung_costs: np.ndarray) -> tuple[str, dict]:
+    """The rule of higher AIQ among `sweeps` (rule -> its sweep), a tie to the earlier in `RULES`; and the
+    figures per rule."""
+    figures = {r: sweep_aiq(pts, mode, rung_costs) for r, pts in sweeps.items()}
+    best = max(figures.values())
+    chosen = next(r for r in RULES if r in figures and figures[r] >= best - 1e-9)
+    return chosen, figures
 
 
 def pick_point(points: list[dict[str, float]], quality: float) -> dict[str, float]:
@@ -67,20 +106,28 @@ def tune_default(model, data, P_oof: np.ndarray, C_oof: np.ndarray) -> dict[str,
     best = int(max(range(len(q)), key=lambda j: (q[j], -c[j])))
     values = value_grid(c)
     chosen, rho, gaps = {}, 0.0, {}
-    single = sweep(P, Cp, Y, C, facts, PolicyConfig(mode="single"), values)
-    chosen["single"] = pick_point(single, float(q[best]))
     esc0 = PolicyConfig(mode="escalate")
     first = pick_point(sweep(P, Cp, Y, C, facts, esc0, values), float(q[best]))
     for r in RHO_GRID:
         pt = sweep(P, Cp, Y, C, facts, PolicyConfig(mode="escalate", dependence=float(r)), [first["value_usd"]])[0]
         gaps[float(r)] = pt["predicted"] - pt["quality"]
     rho = min(gaps, key=lambda r: (abs(gaps[r]), r))
-    chosen["escalate"] = pick_point(sweep(P, Cp, Y, C, facts, PolicyConfig(mode="escalate", dependence=rho),
-                                          values), float(q[best]))
+    rules, figures = {}, {}
+    for mode, cfg in (("single", PolicyConfig(mode="single")), ("escalate", PolicyConfig(mode="escalate",
+                                                                                          dependence=rho))):
+        sweeps = {rule: sweep(P, Cp, Y, C, facts, cfg, values, rule) for rule in RULES}
+        rules[mode], figures[mode] = choose_rule(sweeps, mode, c)
+        chosen[mode] = pick_point(sweeps[rules[mode]], float(q[best]))
     model.dependence = float(rho)
+    record = {"chosen": rules, "how": RULE_HOW,
+              "candidates": {r: {"aiq_single": figures["single"][r], "aiq_escalate": figures["escalate"][r]}
+                             for r in RULES}}
+    model.training = {**(model.training or {}), "rule": record}
+    model.metrics = {**(model.metrics or {}), "rule": record}
     model.default = {
-        "policy": "value", "value_usd": {m: p["value_usd"] for m, p in chosen.items()},
-        "criterion": (f"value rule at the cheapest out-of-fold point reaching the quality of the best single rung "
+        "policy": "value", "value_usd": {m: p["value_usd"] for m, p in chosen.items()}, "rule": rules,
+        "criterion": (f"value rule ({rules['single']} single-shot, {rules['escalate']} escalation, chosen in CV) "
+                      f"at the cheapest out-of-fold point reaching the quality of the best single rung "
                       f"({model.rungs[best].name}, {q[best]:.3f})"),
         "out_of_fold": chosen, "best_single": {"rung": model.rungs[best].name, "quality": float(q[best]),
                                                "cost": float(c[best])},
