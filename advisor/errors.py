@@ -45,6 +45,10 @@ class StoreError(AdvisorError):
     exit_code = 4
 
 
+class DamagedStoreError(StoreError):
+    """The store file is damaged (cut short, or a block whose checksum does not match): nothing can use it."""
+
+
 class DataError(AdvisorError):
     """Imported or recorded data is malformed (missing columns, bad scores, unknown models, empty files)."""
 

@@ -214,6 +214,30 @@ def _sqlite_store(tmp: Path) -> list[str]:
     return ["floors", "--store", str(tmp / "store.duckdb")]
 
 
+def _damaged_store(how: str) -> Callable[[Path], Path]:
+    """A store from a real import, then cut to half its size (``truncated``) or with one byte flipped in every
+    256 KiB block but the first (``checksum``: DuckDB finds the damage only when a query reads such a block)."""
+    def build(tmp: Path) -> Path:
+        store = _store_from_import(tmp)
+        data = bytearray(store.read_bytes())
+        if how == "truncated":
+            data = data[: len(data) // 2]
+        else:
+            for offset in range(12288 + 262144 + 100, len(data), 262144):
+                data[offset] ^= 0xFF
+        damaged = tmp / "store.duckdb"
+        damaged.write_bytes(bytes(data))
+        store.unlink()
+        return damaged
+    return build
+
+
+def damaged_case(how: str, *command: str) -> Callable[[Path], list[str]]:
+    def build(tmp: Path) -> list[str]:
+        return [*command, "--store", str(_damaged_store(how)(tmp))]
+    return build
+
+
 _HOLDERS: list[subprocess.Popen] = []
 
 
@@ -358,6 +382,14 @@ CASES: list[Case] = [
                                                                           str(t / "store.duckdb")],
          ["store.duckdb", "folder"]),
     Case("store-in-use", _locked_store, ["good.duckdb", "another advisor process"]),
+    Case("store-truncated-floors", damaged_case("truncated", "floors"), ["store.duckdb", "damaged", "backup"]),
+    Case("store-checksum-floors", damaged_case("checksum", "floors"), ["store.duckdb", "damaged", "checksum"]),
+    Case("store-truncated-info", damaged_case("truncated", "store", "info"), ["store.duckdb", "damaged"]),
+    Case("store-checksum-info", damaged_case("checksum", "store", "info"), ["store.duckdb", "damaged"]),
+    Case("store-checksum-router-train", damaged_case("checksum", "router", "train"), ["store.duckdb", "damaged"]),
+    Case("store-truncated-serve", lambda t: damaged_case("truncated", "serve")(t) + [
+        "--ladder", str(_write(t, "ladder.yaml", LADDER)), "--url", "127.0.0.1:9", "--no-auth"],
+         ["store.duckdb", "damaged", "backup"], subprocess=True),
     # ------------------------------------------------------------------ strict JSON output
     Case("floors-json-inf", _inf_cost_store, ok=True, check_output=_strict_json),
 ]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from advisor.errors import RouterError, StoreError
+from advisor.errors import DamagedStoreError, RouterError, StoreError
 from advisor.ladder import load_ladder
 from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file
 from advisor.router.feedback.pointers import DatabasePointer, default_pointer
@@ -179,6 +179,8 @@ def session_start_cells(config, ladder, store_path) -> tuple[dict, str | None]:
         try:
             with Store.open(store_path, read_only=True) as store:
                 cells = cells_from_store(store, ladder, sessions)
+        except DamagedStoreError:
+            raise  # one line naming the file and what to do, before anything starts
         except StoreError as exc:
             return {}, f"session start: the store could not be read ({exc}); sessions start by the router's policy"
     if not cells:

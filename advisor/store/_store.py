@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from advisor.errors import StoreError
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
+from advisor.store._damaged import CheckedConnection, damaged, is_damage
 from advisor.store._agreement_queries import AgreementQueries
 from advisor.store._live_queries import LiveQueries
 from advisor.store._policy_queries import PolicyQueries
@@ -90,13 +91,17 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
             con = duckdb.connect(path, read_only=read_only, config={"autoinstall_known_extensions": False})
         except duckdb.IOException as exc:
             reason = str(exc).splitlines()[0]
+            if is_damage(exc):
+                raise damaged(path, exc) from None
             if "lock" in reason.lower():
                 raise StoreError(f"{path}: the store is in use ({reason}). Is another advisor process using "
                                  "it? Wait for it to finish or use another --store") from None
             raise StoreError(f"{path}: cannot open the store ({reason}); check the file and its folder") from None
         except duckdb.Error as exc:
+            if is_damage(exc):
+                raise damaged(path, exc) from None
             raise StoreError(f"{path}: not a DuckDB store ({str(exc).splitlines()[0]})") from None
-        store = cls(con, path)
+        store = cls(CheckedConnection(con, path), path)
         if not read_only:
             store.migrate()
         else:
