@@ -123,7 +123,7 @@ def limited(tmp_path_factory, triton_server):
     shutil.copy(tmp / "p.duckdb", tmp / "live.duckdb")
     (tmp / "keys.txt").write_text(f"limits {KEY}\n")
     (tmp / "service.yaml").write_text(f"version: 1\nlimits: {{read_timeout_s: {READ_TIMEOUT_S}, concurrency: 4, "
-                                      "max_tools: 4000, max_body_bytes: 2097152}\n")
+                                      "max_tools: 4000, max_body_bytes: 2097152}\nsessions: {max_sessions: 4}\n")
     svc = Service(["--url", triton_server.grpc_url, "--ladder", str(DEMO), "--keys", str(tmp / "keys.txt"),
                    "--config", str(tmp / "service.yaml"), "--ingest-every", "0"], tmp / "live.duckdb")
     yield svc
@@ -262,6 +262,25 @@ def test_a_session_id_that_a_header_cannot_carry_is_a_400_and_writes_no_latch(li
         with sqlite3.connect(latch) as con:
             ids = [r[0] for r in con.execute("SELECT id FROM sessions")]
         assert not any("lines" in i or "分类" in i or "tab" in i for i in ids), ids
+
+
+def test_the_latch_keeps_at_most_max_sessions_evicting_the_least_recently_used(limited):
+    """sessions.max_sessions = 4: six new sessions keep the last four; the first one starts afresh (step 1)."""
+    def step(sid: str) -> str:
+        answer = _chat(limited, {"model": "auto", "messages": MSGS}, {"x-advisor-session": sid})
+        assert answer.status_code == 200, answer.text
+        return answer.headers["x-advisor-session-step"]
+
+    ids = [f"bound-{i}" for i in range(6)]
+    assert [step(i) for i in ids] == ["1"] * 6
+    assert step(ids[-1]) == "2"  # kept
+    assert step(ids[0]) == "1"  # evicted by the later ones: a new session
+    latch = Path(f"{limited.spool}.sessions.sqlite")
+    if latch.exists():
+        import sqlite3
+
+        with sqlite3.connect(latch) as con:
+            assert con.execute("SELECT count(*) FROM sessions").fetchone()[0] <= 4
 
 
 def _nested_schema(depth: int) -> dict:

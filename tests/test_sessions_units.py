@@ -78,3 +78,17 @@ def test_latch_store_is_shared_and_atomic_across_processes(tmp_path):
         p.join(60)
     assert LatchStore(path, SessionState).get("s").step == 150  # no lost update: each step is one IMMEDIATE transaction
     assert LatchStore(path, SessionState, ttl_s=1e-9).get("s") is None  # expired
+
+
+def test_the_latch_store_keeps_at_most_max_sessions(tmp_path):
+    from advisor.service.sessions import SessionState
+    from advisor.store.latches import LatchStore
+
+    store = LatchStore(tmp_path / "latch.sqlite", SessionState, max_sessions=100)
+    for i in range(250):
+        store.update(f"s{i}", lambda old, i=i: old or SessionState("nano-12b", "nano-12b", None))
+        if i == 120:
+            store.update("s0", lambda old: old or SessionState("nano-12b", "nano-12b", None))  # s0 is used again
+    assert store._con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 100
+    assert store.get("s149") is None and store.get("s150") is not None and store.get("s249") is not None
+    store.close()

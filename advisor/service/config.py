@@ -190,6 +190,8 @@ class SessionConfig(StrictModel):
                                     "(none: no budget).")
     step_budget_by_rung: dict[str, int] = Field(default_factory=dict, description="Per-rung step budgets.")
     ttl_s: float = Field(default=86400.0, gt=0, description="A session idle this long is forgotten.")
+    max_sessions: int = Field(default=100_000, ge=1, description="Most sessions latched at once (each a few hundred "
+                              "bytes); a new session past it evicts the least recently used.")
 
     @field_validator("tool_error_pattern")
     @classmethod

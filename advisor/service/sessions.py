@@ -32,7 +32,7 @@ every worker of the service: a request may land on any worker, and an in-process
 latch. Each step is one read-modify-write in an ``IMMEDIATE`` transaction (WAL journal, no fsync per commit:
 a crash loses at most the last steps' latch, which the next step re-decides). Replicas on several hosts need
 sticky sessions at the load balancer (a file on shared storage is not safe for SQLite). Sessions idle for
-`SessionConfig.ttl_s` are forgotten.
+`SessionConfig.ttl_s` are forgotten, and past `SessionConfig.max_sessions` the least recently used.
 """
 
 from __future__ import annotations
@@ -168,5 +168,6 @@ def latches(rt):
     """The worker's latch store (`advisor.store.latches.LatchStore`, opened on first use)."""
     store = getattr(rt, "_latches", None)
     if store is None:
-        store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, rt.config.sessions.ttl_s)
+        cfg = rt.config.sessions
+        store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
     return store

@@ -4,7 +4,10 @@ The store (DuckDB) is written only through the spool's segments, long after a re
 read and changed by the next step, on whichever worker it lands. So each session's state (`advisor.service.
 sessions.SessionState`, as JSON) lives in one SQLite file beside the spool, changed in an ``IMMEDIATE``
 transaction per step (WAL journal, ``synchronous=NORMAL``: no fsync per commit). Idle sessions expire after
-``ttl_s``; every 1,000th write deletes the expired ones.
+``ttl_s``; every 1,000th write deletes the expired ones. At most ``max_sessions`` are kept: past the bound the least
+recently updated ones are evicted (a distinct id per request cannot grow the file without end), checked at every
+new session when the bound is below 1,000, else every ``max_sessions // 1000``-th new session of a worker (a count
+costs a scan: about 0.1 ms per 20,000 rows), so the file holds at most that many more meanwhile.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from typing import Any, Callable
 class LatchStore:
     """Session states (dataclasses of `state_type`) in one SQLite file shared by the service's workers."""
 
-    def __init__(self, path: str | Path, state_type: type, ttl_s: float = 86400.0):
-        self.path, self.state_type, self.ttl_s = str(path), state_type, ttl_s
+    def __init__(self, path: str | Path, state_type: type, ttl_s: float = 86400.0, max_sessions: int = 100_000):
+        self.path, self.state_type, self.ttl_s, self.max_sessions = str(path), state_type, ttl_s, max_sessions
         self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
         self._con.execute("PRAGMA journal_mode=WAL")
         self._con.execute("PRAGMA synchronous=NORMAL")
         self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
                           "updated REAL NOT NULL)")
+        self._con.execute("CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated)")
         self._lock = threading.Lock()
         self._writes = 0
+        self._new, self._trim_every = 0, max(1, max_sessions // 1000)
 
     def update(self, sid: str, change: Callable[[Any], Any]) -> Any:
         """Read a session's state, apply `change`, write the result (None: leave it); atomic across workers."""
@@ -45,6 +50,10 @@ class LatchStore:
                     new.updated = time.time()
                     con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
                                 [sid, json.dumps(new.__dict__), new.updated])
+                    if row is None:
+                        self._new += 1
+                        if self._new % self._trim_every == 0:
+                            self._evict(con)
                     self._writes += 1
                     if self._writes % 1000 == 0:
                         con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
@@ -53,6 +62,12 @@ class LatchStore:
                 con.execute("ROLLBACK")
                 raise
             return new
+
+    def _evict(self, con) -> None:
+        """Delete the least recently updated sessions past `max_sessions`."""
+        extra = con.execute("SELECT count(*) FROM sessions").fetchone()[0] - self.max_sessions
+        if extra > 0:
+            con.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM sessions ORDER BY updated LIMIT ?)", [extra])
 
     def get(self, sid: str) -> Any:
         """A session's state (None when unknown or expired)."""
