@@ -362,6 +362,16 @@ CASES: list[Case] = [
          ["r.csv", "row 2", "small|total_cost", "finite"]),
     Case("nan-score", import_case("r.csv", "prompt,task,model,score\nq,math,small,nan\n"),
          ["r.csv", "row 2", "NaN"]),
+    # digits of other scripts: Python's float() takes them (١ -> 1.0, stored as 100), a plain decimal is ASCII
+    Case("arabic-indic-score", import_case("r.csv", "prompt,task,model,score\nq,math,small,\u0661\n"),
+         ["r.csv", "row 2", "column 'score'", "'\u0661'", "ASCII"]),
+    Case("arabic-indic-half-score-jsonl", import_case("r.jsonl", '{"prompt": "q", "task": "m", "model": "small", '
+                                                                 '"score": "\u0660.\u0665"}\n'),
+         ["r.jsonl", "row 1", "column 'score'", "ASCII"]),
+    Case("fullwidth-score-wide", import_case("r.csv", "prompt,task,small,large\nq,math,\uff11,1\n"),
+         ["r.csv", "row 2", "column 'small'", "'\uff11'"]),
+    Case("fullwidth-tokens", import_case("r.csv", "prompt,task,model,score,input_tokens\nq,math,small,1,\uff11\uff12\n"),
+         ["r.csv", "row 2", "input_tokens", "not a number"]),
     Case("unknown-model", import_case("r.csv", "prompt,task,model,score\nq,math,smal,1.0\n"),
          ["r.csv", "'smal'", "--map"]),
     Case("empty-csv", import_case("r.csv", ""), ["r.csv", "empty"]),

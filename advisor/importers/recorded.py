@@ -121,13 +121,14 @@ def _pick(columns: list[str], explicit: str | None, candidates: tuple[str, ...],
     return None
 
 
-#: a plain decimal number as text: digits, one optional point, an optional exponent (no ``_``, ``inf``, hex)
-_DECIMAL = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+#: a plain decimal number as text: ASCII digits, one optional point, an optional exponent (no ``_``, ``inf``,
+#: hex, and no other script's digits such as ``١`` or ``１``, which Python's float() would also take)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _decimal(text: str) -> float:
     """The value of a plain decimal number; ValueError for anything else Python's float() would also take
-    (``0_1``, ``inf``, ``nan``, surrounding spaces inside the cell are trimmed first)."""
+    (``0_1``, ``inf``, ``nan``, ``١``; surrounding spaces inside the cell are trimmed first)."""
     text = text.strip()
     if not _DECIMAL.fullmatch(text):
         raise ValueError(text)
@@ -146,7 +147,8 @@ def _score(value: Any, where: str) -> float | None:
         try:
             value = _decimal(value)
         except ValueError:
-            raise DataError(f"{where}: score {value!r} is not a number (a plain decimal like 0.75)") from None
+            raise DataError(f"{where}: score {value!r} is not a number (a plain decimal with ASCII digits, like "
+                            "0.75)") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DataError(f"{where}: score {value!r} is not a number")
     value = float(value)
@@ -246,7 +248,7 @@ def _rows_to_cells(rows: list[dict], opts: ImportOptions, path) -> tuple[str, li
             model = row.get("model")
             if model is None:
                 raise DataError(f"{where}: empty 'model'")
-            score = _score(row.get("score"), f"{where}, model {model}")
+            score = _score(row.get("score"), f"{where}, column 'score', model {model}")
             if score is None:
                 missing[str(model)] += 1
                 continue

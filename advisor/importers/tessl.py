@@ -131,7 +131,7 @@ def read_tile(tile_dir: Path) -> Tile:
 
 
 def _natural(path: Path) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.as_posix())]
+    return [int(p) if p.isdigit() else p for p in re.split(r"([0-9]+)", path.as_posix())]
 
 
 def walk(root: Path) -> list[tuple[Path, Tile | None]]:
