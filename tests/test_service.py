@@ -314,6 +314,29 @@ def test_tool_call_comes_back_as_openai_tool_calls(service, suite):
     assert follow.choices[0].message.tool_calls or follow.choices[0].message.content
 
 
+def test_a_stand_in_works_a_clients_own_tools_through_the_service(service):
+    """Tools that are no suite task's (an agent framework's): the demo rung looks the order up, refunds it with
+    the looked-up amount, reads the results and answers (`advisor.standin.tooluse`)."""
+    from test_standin_tools import ASK, TOOLS, run_tool
+
+    tools = [{"type": "function", "function": t} for t in TOOLS]
+    messages = [{"role": "user", "content": ASK}]
+    calls = []
+    for _ in range(6):
+        reply, headers = _chat(service.client(), model="super-120b", tools=tools, messages=messages, seed=3)
+        message = reply.choices[0].message
+        if not message.tool_calls:
+            break
+        call = message.tool_calls[0]
+        args = json.loads(call.function.arguments)
+        calls.append((call.function.name, args))
+        messages += [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                     {"role": "tool", "tool_call_id": call.id, "content": run_tool(call.function.name, args)}]
+    assert calls == [("get_order", {"order_id": "ORD-1042"}),
+                     ("refund_order", {"order_id": "ORD-1042", "amount_cents": 1999, "reason": "damaged"})]
+    assert "re_8812" in message.content and headers["x-advisor-simulated"] == "true"
+
+
 def test_pinned_rung_and_unknown_rung(service):
     reply, headers = _chat(service.client(), model="nano-12b", messages=[{"role": "user", "content": "hi"}])
     assert reply.model == "nano-12b" and headers["x-advisor-chain"] == "nano-12b"

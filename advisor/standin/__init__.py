@@ -65,8 +65,10 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
 
     def respond(prompt: str, sampling: dict[str, Any]) -> Generation:
         max_tokens = int(sampling.get("max_tokens", 16))
-        text = agent.reply(prompt, sampling)
+        step = agent.generate(prompt, sampling) if hasattr(agent, "generate") else None
+        text = step.text if step is not None else agent.reply(prompt, sampling)
         text, cut = truncate_tokens(text, max_tokens)
+        cut = cut or (step is not None and step.cut)
         return Generation(text, "length" if cut else "stop", count_tokens(prompt), count_tokens(text))
 
     return respond

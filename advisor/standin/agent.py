@@ -4,11 +4,14 @@ The reply is the next action of the episode plan (`advisor.standin.behaviour.mak
 rung's own tool-call format, or a final answer after ``FINAL ANSWER:``. The prompt is read with the default
 chat template (stand-in rungs have no `tokenizer_path`); when it cannot be parsed that way the stand-in still
 finds the task by searching the prompt for known instructions, and starts from the first step. A plain chat
-prompt about no known task gets a generic, labelled simulated reply (`advisor.standin.generic`).
+prompt about no known task gets a generic, labelled simulated reply (`advisor.standin.generic`), or the JSON its
+system prompt asks for; a conversation with tools that are no known task's is worked on those tools
+(`advisor.standin.tooluse`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -17,7 +20,9 @@ from advisor.agent.formats import FINAL_MARKER, format_for
 from advisor.errors import ConfigError
 from advisor.records import text_hash
 from advisor.standin.behaviour import GIVE_UP_TEXT, Action, make_plan
+from advisor.standin.arguments import Context
 from advisor.standin.generic import generic_reply, is_agent_prompt
+from advisor.standin.tooluse import Step, ToolUser, asked_json, json_answer
 from advisor.suite import load_suite
 
 
@@ -30,6 +35,7 @@ class StandinAgent:
         self.model = model
         self.params = model.standin
         self.format = format_for(model.tool_call_format)
+        self.tools = ToolUser(model.name, self.params.capability, self.params.seed, self.format)
         self.tasks: dict[str, Any] = {}
         for path in suite_paths:
             for task in load_suite(path).tasks:
@@ -50,15 +56,6 @@ class StandinAgent:
         first_user = next((i for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
         return task, skill, messages[first_user + 1:]
 
-    def plain_chat(self, prompt: str) -> str | None:
-        """The last user message of a prompt that is not the agent loop's (`advisor.standin.generic`), else None."""
-        messages = parse_default(prompt)
-        system = "\n".join(m["content"] for m in messages if m["role"] == "system")
-        users = [m["content"] for m in messages if m["role"] == "user"]
-        if not users or is_agent_prompt(system):
-            return None
-        return users[-1]
-
     def history(self, turns: list[dict[str, str]]) -> list[tuple[str, str | None, str]]:
         """Its own earlier replies parsed with its format: (kind, tool name, following observation)."""
         out = []
@@ -73,16 +70,27 @@ class StandinAgent:
     # ----------------------------------------------------------------- replying
     def reply(self, prompt: str, sampling: dict[str, Any]) -> str:
         """The next reply of the episode this prompt belongs to."""
+        return self.generate(prompt, sampling).text
+
+    def generate(self, prompt: str, sampling: dict[str, Any]) -> Step:
+        """The next reply, and whether the stand-in cut it itself (a truncated call: finish reason ``length``)."""
         task, skill, turns = self.read(prompt)
         if task is None:
-            chat = self.plain_chat(prompt)
-            if chat is not None:
-                return generic_reply(self.model.name, chat)
+            messages = parse_default(prompt)
+            system = "\n".join(m["content"] for m in messages if m["role"] == "system")
+            users = [m["content"] for m in messages if m["role"] == "user"]
+            if users and not is_agent_prompt(system):  # a plain chat request
+                schema = asked_json(system)
+                if schema is not None:
+                    return Step(json.dumps(json_answer(schema, Context(users[-1]))))
+                return Step(generic_reply(self.model.name, users[-1]))
+            if users:  # tools it does not know a suite task for: act on them (`advisor.standin.tooluse`)
+                return self.tools.step(prompt, messages, sampling.get("seed"))
         done = self.history(turns)
         condition = "skill" if skill else "baseline"
         plan = make_plan(self.params, task, skill, sampling.get("seed"), condition)
         action = plan.action_at(len(done))
-        return self.write(action, len(done))
+        return Step(self.write(action, len(done)))
 
     def write(self, action: Action, position: int) -> str:
         """An action as text in the rung's format."""

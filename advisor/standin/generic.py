@@ -9,9 +9,9 @@ stand-in answers such a prompt generically, always starting with ``[SIMULATED <r
 - **greeting** ("say hello", "hi"): a greeting;
 - **anything else**: a reply that says it is simulated and repeats the request's first words.
 
-An agent-loop prompt (the agent's system prompt: tools, ``FINAL ANSWER``) about an unknown task still gets the
-give-up answer (`advisor.standin.behaviour.GIVE_UP_TEXT`): a probe of a suite the stand-ins do not know must
-not look solved. Deterministic: the same messages always get the same reply.
+A prompt that offers tools (the agent's system prompt: tools, ``FINAL ANSWER``) about no known task is worked on
+those tools (`advisor.standin.tooluse`); one whose system prompt asks for JSON is answered with the JSON alone.
+Deterministic: the same messages always get the same reply.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import json
 import re
 
 from advisor.agent.formats import FINAL_MARKER
+from advisor.standin.arguments import IDENTIFIER
 
-#: An identifier as order systems write them: ORD-1042, INV-2024-07, AB-12.
-_IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9]{1,9}(?:-[A-Z0-9]+)*-\d+\b")
 _EXTRACT = re.compile(r"\bextract\s+(?:the\s+|all\s+(?:the\s+)?)?(?P<what>[a-z][a-z ]{0,40}?)\s*(?:from|in|out of)\b",
                       re.IGNORECASE)
 _GREETING = re.compile(r"^\W*(?:say\s+)?(?:hello|hi|hey|good (?:morning|afternoon|evening))\b", re.IGNORECASE)
@@ -50,7 +49,7 @@ def generic_reply(rung: str, user_text: str) -> str:
     text = user_text.strip()
     asked = _EXTRACT.search(text)
     if asked:
-        found = list(dict.fromkeys(_IDENTIFIER.findall(text[asked.end():]) or _IDENTIFIER.findall(text)))
+        found = list(dict.fromkeys(IDENTIFIER.findall(text[asked.end():]) or IDENTIFIER.findall(text)))
         key = _key(asked.group("what"))
         if not found:
             return f"{label(rung)} I found no {asked.group('what').strip()} in the text."
