@@ -238,13 +238,89 @@ def test_segments_ingest_once_skip_torn_lines_and_wait_for_open_ones(tmp_path):
         copy = spool / "w1-copy-000009.jsonl"
         copy.write_text(seg.read_text() + '{"record": "decision", "decision_id": "d2"')  # a torn last line
         counts = ingest(spool, store)
-        assert counts == {"segments": 2, "decisions": 1, "attempts": 1, "torn_lines": 1}
+        assert counts == {"segments": 2, "decisions": 1, "attempts": 1, "torn_lines": 1, "quarantined_lines": 0}
         assert not list(spool.iterdir())
         dead = spool / f"w2-{_dead_pid()}-000001.open"
         dead.write_text(json.dumps({**rows[0], "decision_id": "d3", "created_at": str(now())}) + "\n")
         assert ingest(spool, store)["decisions"] == 1, "the open segment of a dead process is ingested"
         assert [r["decision_id"] for r in store.query("SELECT decision_id FROM routing_decisions ORDER BY 1")] == \
             ["d1", "d3"]
+
+
+def _corrupt_segment(spool: Path, pid: int) -> Path:
+    """A closed segment: decision d1, a 0xFF byte line, a ``[1,2,3]`` line, decision d2 (issue 38, case 9)."""
+    from advisor.store import now
+
+    spool.mkdir(parents=True, exist_ok=True)
+    good = [json.dumps({"record": "decision", "decision_id": d, "created_at": str(now()), "request_hash": "h",
+                        "policy": "p", "mode": "single", "chosen_rung": "r"}).encode() for d in ("d1", "d2")]
+    path = spool / f"w1-{pid}-000001.jsonl"
+    path.write_bytes(b"\n".join([good[0], b'{"record": "decision", "decision_id": "d\xff"}', b"[1,2,3]", good[1]])
+                     + b"\n")
+    return path
+
+
+def test_a_corrupt_spool_line_is_quarantined_and_the_rest_ingested(tmp_path, caplog):
+    """A 0xFF byte and a ``[1,2,3]`` line: both go byte for byte to <spool>.quarantine/, one warning names the
+    segment and the lines, the good records of the same segment are stored and the segment is gone."""
+    from advisor.service.recording import ingest
+    from advisor.store import Store
+
+    spool = tmp_path / "s.duckdb.live"
+    segment = _corrupt_segment(spool, _dead_pid())
+    with Store.open(tmp_path / "s.duckdb") as store, caplog.at_level("WARNING", logger="advisor.spool"):
+        counts = ingest(spool, store)
+        ids = [r["decision_id"] for r in store.query("SELECT decision_id FROM routing_decisions ORDER BY 1")]
+    assert counts["decisions"] == 2 and counts["quarantined_lines"] == 2 and ids == ["d1", "d2"]
+    assert not segment.exists()
+    kept = tmp_path / "s.duckdb.live.quarantine" / f"{segment.stem}.bad"
+    assert kept.read_bytes() == b'{"record": "decision", "decision_id": "d\xff"}\n[1,2,3]\n'
+    warnings = [r.getMessage() for r in caplog.records if r.name == "advisor.spool"]
+    assert len(warnings) == 1 and str(segment) in warnings[0] and str(kept) in warnings[0]
+    assert "line 2 (not UTF-8" in warnings[0] and "3 (a JSON list" in warnings[0]
+
+
+def test_store_ingest_command_quarantines_a_corrupt_line(tmp_path, capsys):
+    """`advisor store ingest` on the same segment: exit 0, no traceback, the count of quarantined lines."""
+    from advisor.cli import main
+
+    _corrupt_segment(tmp_path / "spool", _dead_pid())
+    assert main(["store", "ingest", "--store", str(tmp_path / "s.duckdb"), "--spool", str(tmp_path / "spool")]) == 0
+    out, err = capsys.readouterr()
+    assert "2 decisions, 0 attempts ingested" in out and "2 bad lines quarantined" in out
+    assert "Traceback" not in err
+
+
+def test_the_ingest_thread_outlives_a_corrupt_segment(tmp_path):
+    """`advisor serve`'s periodic ingest (the real loop, in its thread) takes the good lines of a corrupt segment
+    and, a round later, a segment written after it: the thread is still alive."""
+    import threading
+    import time
+
+    from advisor.service.launch import ServeOptions, _ingest_loop
+    from advisor.store import Store
+
+    store_path, spool = tmp_path / "s.duckdb", tmp_path / "s.duckdb.live"
+    _corrupt_segment(spool, _dead_pid())
+    stop, lines = threading.Event(), []
+    options = ServeOptions(store_path=store_path, ingest_every_s=0.1)
+    thread = threading.Thread(target=_ingest_loop, args=(spool, options, stop, lines.append), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while list(spool.glob("*.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        later = _corrupt_segment(spool, _dead_pid())
+        later.write_bytes(later.read_bytes().replace(b'"d1"', b'"d3"'))
+        while later.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert thread.is_alive() and not later.exists(), lines
+    finally:
+        stop.set()
+        thread.join(10)
+    with Store.open(store_path, read_only=True) as store:
+        assert [r["decision_id"] for r in store.query("SELECT decision_id FROM routing_decisions ORDER BY 1")] == \
+            ["d1", "d2", "d3"]
 
 
 def test_a_store_held_by_another_process_loses_no_record_and_says_so(tmp_path):

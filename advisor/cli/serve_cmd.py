@@ -72,4 +72,5 @@ def ingest(store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_U
 
     counts = ingest_now(spool or default_spool(store), store)
     typer.echo(f"{counts['segments']} segments: {counts['decisions']} decisions, {counts['attempts']} attempts "
-               f"ingested into {redact(store)}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else ""))
+               f"ingested into {redact(store)}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else "")
+               + (f" ({counts['quarantined_lines']} bad lines quarantined)" if counts.get("quarantined_lines") else ""))

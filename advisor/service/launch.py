@@ -10,7 +10,6 @@ the workers stopped (SIGINT/SIGTERM drain in-flight requests first).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import signal
@@ -276,7 +275,7 @@ def ingest_now(spool: Path, store: str | Path, min_age_s: float = 0.0) -> dict[s
     """Ingest the spool into the store (a DuckDB file or a postgresql:// URL) once (StoreError when the store
     is locked by another process or the database cannot be reached)."""
     if not Path(spool).is_dir() or not any(Path(spool).glob("*.*")):
-        return {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
+        return {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0, "quarantined_lines": 0}
     with open_store(store) as target:
         return ingest(spool, target, min_age_s)
 
@@ -285,8 +284,13 @@ def _ingest_loop(spool: Path, options: ServeOptions, stop: threading.Event, echo
     if options.ingest_every_s <= 0:
         return
     while not stop.wait(options.ingest_every_s):
-        with contextlib.suppress(StoreError):  # the store is busy (another process has it) or down: next round
+        try:
             if options.store_url:  # what the workers could not ship, and the segments of killed processes
                 ingest_now(spool, options.store_url, DRAIN_AFTER_S)
             else:
                 ingest_now(spool, options.store_path)
+        except StoreError:  # the store is busy (another process has it) or down: next round
+            continue
+        except Exception as exc:  # noqa: BLE001 - this thread must outlive a failed round; the segment waits
+            echo(f"ingest: round failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                 f"the segments wait in {spool} for the next round")

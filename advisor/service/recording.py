@@ -8,7 +8,8 @@ when the worker stops. `ingest` moves closed segments, and the open segments of 
 (a crash), into the store in one transaction per segment and deletes them; rows are keyed by decision id and
 attempt, so ingesting a segment twice adds nothing. ``advisor serve`` ingests every few seconds and once more
 after its workers stopped; ``advisor store ingest`` does the same by hand (e.g. for replicas on other hosts
-writing to a shared spool folder). A torn last line (a worker killed mid-write) is skipped and counted.
+writing to a shared spool folder). A torn last line (a worker killed mid-write) is skipped and counted; any
+other bad line is quarantined beside the spool (`advisor.service.spool_lines`) and the rest ingested.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from advisor.service.spool_lines import read_segment
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords
@@ -139,25 +142,21 @@ def _timestamps(row: dict[str, Any]) -> dict[str, Any]:
 
 def ingest(spool: str | Path, store: LiveRecords, min_age_s: float = 0.0) -> dict[str, int]:
     """Move every ingestible segment of `spool` into `store` (a `advisor.store.LiveRecords`: DuckDB or
-    PostgreSQL); return counts (segments, decisions, attempts, torn). With `min_age_s`, closed segments younger
+    PostgreSQL); return counts (segments, decisions, attempts, torn, quarantined lines). With `min_age_s`, closed segments younger
     than that are left to the worker shipping them (`advisor.service.shipping`). A segment another process
     removed meanwhile (it shipped it) is skipped."""
     spool = Path(spool)
-    counts = {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0}
+    counts = {"segments": 0, "decisions": 0, "attempts": 0, "torn_lines": 0, "quarantined_lines": 0}
     if not spool.is_dir():
         return counts
     for path in _ingestible(spool, min_age_s):
-        records = []
-        try:
-            text = path.read_text(encoding="utf-8")
+        try:  # a bad line is quarantined beside the spool with one warning (advisor.service.spool_lines)
+            segment = read_segment(path, spool)
         except FileNotFoundError:
             continue
-        for line in text.splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                counts["torn_lines"] += 1
-        added = store.add_live(*split_records(records))
+        counts["torn_lines"] += segment.torn
+        counts["quarantined_lines"] += len(segment.bad)
+        added = store.add_live(*split_records(segment.records))
         counts["segments"] += 1
         counts["decisions"] += added[0]
         counts["attempts"] += added[1]
