@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from advisor.tools.base import ToolError, ToolSpec, get_tool, registry
 from advisor.tools.files import resolve_in_workspace
 from advisor.tools.fixture_api import FixtureApi
 from advisor.tools.sandbox import SandboxLimits
+from advisor.tools.tree import remove_tree
 
 MAX_OBSERVATION_CHARS = 16_000  #: longer observations are cut, with a note
 
@@ -64,7 +64,7 @@ class Environment:
             try:
                 path = resolve_in_workspace(workspace, rel)
             except ToolError as exc:
-                shutil.rmtree(workspace, ignore_errors=True)
+                remove_tree(workspace)
                 raise AdvisorError(f"task {task.id}: fixture file {rel!r}: {exc}") from None
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
@@ -98,7 +98,7 @@ class Environment:
     def close(self) -> None:
         """Delete the workspace."""
         if self._owns_workspace:
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            remove_tree(self.workspace)
 
     def __enter__(self) -> "Environment":
         return self

@@ -7,12 +7,12 @@ following it, not even for its size (`workspace_files`).
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 from typing import Any, Iterator
 
 from advisor.tools.base import ToolError, ToolSpec, object_schema, register_tool
+from advisor.tools.tree import walk_entries
 
 MAX_READ_CHARS = 20_000  #: read_file returns at most this many characters (the rest is cut, with a note)
 MAX_WRITE_CHARS = 1_000_000  #: write_file refuses larger contents
@@ -41,18 +41,12 @@ def workspace_files(root: Path, folder: Path | None = None) -> Iterator[tuple[st
     special files (FIFOs, sockets, devices) are left out."""
     root = Path(root)
     found = []
-    for here, dirs, files in os.walk(folder or root, followlinks=False):
-        for name in (*dirs, *files):
-            path = os.path.join(here, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            rel = Path(path).relative_to(root).as_posix()
-            if stat.S_ISLNK(info.st_mode):
-                found.append((rel, None))
-            elif stat.S_ISREG(info.st_mode):
-                found.append((rel, info.st_size))
+    for path, info in walk_entries(folder or root):  # iterative: a tree of any depth
+        rel = Path(path).relative_to(root).as_posix()
+        if stat.S_ISLNK(info.st_mode):
+            found.append((rel, None))
+        elif stat.S_ISREG(info.st_mode):
+            found.append((rel, info.st_size))
     return iter(sorted(found))
 
 

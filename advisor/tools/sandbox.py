@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from advisor.errors import AdvisorError
+from advisor.tools.tree import remove_tree, walk_entries
 
 VIOLATION_EXIT = 113
 WORKSPACE = "/workspace"  #: where the episode workspace is mounted inside the sandbox
@@ -255,9 +256,8 @@ def _hand_over(workspace: Path, uid: int) -> None:
     """Without the tmpfs copy (bwrap < 0.8 as root): make the run's uid own the workspace tree (symlinks are
     changed, never followed)."""
     os.chown(workspace, uid, uid)
-    for folder, dirs, files in os.walk(workspace):
-        for name in (*dirs, *files):
-            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+    for path, _ in walk_entries(workspace):
+        os.chown(path, uid, uid, follow_symlinks=False)
 
 
 def _child_env(home: str) -> dict[str, str]:
@@ -414,10 +414,10 @@ def private_root(parent: str | Path | None = None) -> Iterator[Path]:
     for stale in base.glob("advisor-probe-*-*"):
         pid = stale.name.split("-")[2]
         if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
+            remove_tree(stale)
     root = Path(tempfile.mkdtemp(prefix=f"advisor-probe-{os.getpid()}-", dir=base))
     try:
         yield root
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
 

@@ -13,9 +13,11 @@ the sandbox (``python -I -B -c <this file> <settings JSON>``), so it uses the st
    the sandbox's own): over ``total_memory_mb`` every process is killed; so it is at ``timeout_s``, or when the
    parent writes a line to stdin (the output limit). The code, as another uid, cannot signal or trace this
    process;
-4. kill what is left (daemons included), copy ``/workspace`` back to the host workspace (links copied as links,
-   never followed; the mount namespace has no other writable host path), and exit with the code's status, or
-   with 114 and a ``[sandbox] ...`` line when a limit stopped the run (113: a violation).
+4. kill what is left (daemons included), copy ``/workspace`` back to the host workspace (regular files,
+   folders and links as links, never followed, no setuid/setgid bit; files counted at their apparent size
+   against ``workspace_mb``, so sparse files cannot grow past it on the host; iteratively, at any depth; the
+   mount namespace has no other writable host path), and exit with the code's status, or with 114 and a
+   ``[sandbox] ...`` line when a limit stopped the run or the copy back was cut (113: a violation).
 
 Not as root (a user namespace: the code would share this process's uid) the workspace is bound directly and
 step 1 and the copy back are skipped. Unsandboxed (``supervise`` false: no PID namespace, so no killing
@@ -165,54 +167,102 @@ def watch(child, cfg):
 
 
 def _remove(path):
-    info = os.lstat(path)
-    if stat.S_ISDIR(info.st_mode):
-        shutil.rmtree(path)
-    else:
+    """Delete a file, link or whole folder, without recursion (a folder tree of any depth) and following no link."""
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
         os.unlink(path)
+        return
+    stack, emptied = [path], []
+    while stack:
+        folder = stack.pop()
+        emptied.append(folder)
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                os.unlink(entry.path)
+    for folder in reversed(emptied):
+        os.rmdir(folder)
 
 
-def mirror(src, dst, owner=-1):
+MODE_BITS = 0o777  #: permission bits copied: never setuid, setgid or sticky
+
+
+def mirror(src, dst, owner=-1, budget=None):
     """Make folder `dst` hold what `src` holds: regular files (copied when size or time differ), folders and
-    links (as links); nothing else is created, and no link is ever followed on either side. What is created
-    is given to uid `owner` when it is not -1."""
-    names = set(os.listdir(src))
-    for name in os.listdir(dst):
-        if name not in names:
-            _remove(os.path.join(dst, name))
-    for name in names:
-        s, d = os.path.join(src, name), os.path.join(dst, name)
-        si = os.lstat(s)
-        try:
-            di = os.lstat(d)
-        except FileNotFoundError:
-            di = None
-        if stat.S_ISDIR(si.st_mode):
-            if di is not None and not stat.S_ISDIR(di.st_mode):
-                _remove(d)
+    links (as links); nothing else is created, no link is ever followed on either side, and no setuid, setgid
+    or sticky bit is copied. Iterative: a folder tree of any depth. What is created is given to uid `owner`
+    when it is not -1.
+
+    With `budget` (bytes), regular files count at their apparent size (``st_size``: a sparse file at its full
+    length, as the copy writes it); a file past the budget is not copied (what `dst` held under that name is
+    kept). Returns ([paths of `src` not copied], total apparent bytes)."""
+    skipped, used, folders = [], 0, []
+    stack = [(src, dst)]
+    while stack:
+        src_dir, dst_dir = stack.pop()
+        names = sorted(os.listdir(src_dir))
+        present = set(names)
+        for name in os.listdir(dst_dir):
+            if name not in present:
+                _remove(os.path.join(dst_dir, name))
+        for name in names:
+            s, d = os.path.join(src_dir, name), os.path.join(dst_dir, name)
+            si = os.lstat(s)
+            try:
+                di = os.lstat(d)
+            except FileNotFoundError:
                 di = None
-            if di is None:
-                os.mkdir(d, 0o700)
-            mirror(s, d, owner)
-            os.chmod(d, stat.S_IMODE(si.st_mode) | 0o700)
-        elif stat.S_ISLNK(si.st_mode):
-            if di is not None:
-                _remove(d)
-            os.symlink(os.readlink(s), d)
-        elif stat.S_ISREG(si.st_mode) and di is not None and stat.S_ISREG(di.st_mode) and (
-                di.st_size, di.st_mtime_ns) == (si.st_size, si.st_mtime_ns):
-            continue
-        elif stat.S_ISREG(si.st_mode):
-            if di is not None:
-                _remove(d)
-            shutil.copy2(s, d, follow_symlinks=False)
-        elif di is not None:  # a FIFO, socket or device in the workspace: not copied
-            _remove(d)
-            continue
-        else:
-            continue
-        if owner != -1:
-            os.lchown(d, owner, owner)
+            mode = stat.S_IMODE(si.st_mode) & MODE_BITS
+            if stat.S_ISDIR(si.st_mode):
+                if di is not None and not stat.S_ISDIR(di.st_mode):
+                    _remove(d)
+                    di = None
+                if di is None:
+                    os.mkdir(d, 0o700)
+                stack.append((s, d))
+                folders.append((d, mode | 0o700))
+            elif stat.S_ISLNK(si.st_mode):
+                if di is not None:
+                    _remove(d)
+                os.symlink(os.readlink(s), d)
+            elif stat.S_ISREG(si.st_mode):
+                used += si.st_size
+                if budget is not None and used > budget:
+                    skipped.append(s)
+                    continue
+                if di is not None and stat.S_ISREG(di.st_mode) and (
+                        di.st_size, di.st_mtime_ns) == (si.st_size, si.st_mtime_ns):
+                    if stat.S_IMODE(di.st_mode) != mode:
+                        os.chmod(d, mode)
+                    continue
+                if di is not None:
+                    _remove(d)
+                shutil.copy2(s, d, follow_symlinks=False)
+                os.chmod(d, mode)
+            else:  # a FIFO, socket or device in the workspace: not copied
+                if di is not None:
+                    _remove(d)
+                continue
+            if owner != -1:
+                os.lchown(d, owner, owner)
+    for folder, mode in reversed(folders):  # deepest first: a folder made read-only is filled before
+        os.chmod(folder, mode)
+    return skipped, used
+
+
+def copy_back(workspace, host, cfg):
+    """Copy /workspace back to the host workspace within workspace_mb by apparent size; the problem, or None."""
+    limit = cfg["workspace_mb"]
+    try:
+        skipped, used = mirror(workspace, host, budget=limit * 1024 * 1024)
+    except OSError as exc:
+        return "the workspace could not be copied back: {}".format(exc)
+    if not skipped:
+        return None
+    names = [os.path.relpath(p, workspace) for p in skipped]
+    shown = ", ".join(names[:5]) + (" and {} more".format(len(names) - 5) if len(names) > 5 else "")
+    return ("workspace limit exceeded: its files total {} MiB by apparent size (a sparse file counts at its full "
+            "length), over the {} MiB limit (workspace_mb); not copied back: {}".format(used >> 20, limit, shown))
 
 
 def copy_in(host, workspace, cfg):
@@ -243,10 +293,10 @@ def main():
     status, problem = watch(child, cfg)
     kill_all(child)  # daemons and other leftovers, before the workspace is copied back
     if cfg["host"]:
-        try:
-            mirror(cfg["workspace"], cfg["host"])
-        except OSError as exc:
-            say("the workspace could not be copied back: {}".format(exc))
+        kept = copy_back(cfg["workspace"], cfg["host"], cfg)
+        if kept:
+            problem = "; ".join(p for p in (problem and problem + "; the process was stopped", kept) if p)
+            stop(LIMIT, problem)
     if problem:
         stop(LIMIT, problem + "; the process was stopped")
     if status is None:
