@@ -37,6 +37,7 @@ from advisor.errors import DataError, did_you_mean
 from advisor.plans import chain_point, recommend, verifiers_from_store
 from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
 from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Verifier, points_per_dollar
+from advisor.skipped import skipped_classes
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords
@@ -248,8 +249,8 @@ def _floor_of(cls: str, cond: str, verdicts: list[RungVerdict]) -> ClassFloor:
     idx = next((i for i, v in enumerate(verdicts) if v.status == "clears"), None)
     if idx is None:
         undecided = [v.stats.rung for v in verdicts if v.status == "undecided"]
-        note = (f"no rung clears the target yet; undecided: {', '.join(undecided)}" if undecided
-                else "no rung on the ladder clears the target")
+        note = (f"no rung clears the target in one attempt yet; undecided: {', '.join(undecided)}" if undecided
+                else "no rung on the ladder clears the target in one attempt")
         return ClassFloor(cls, cond, verdicts, None, "none", None, None, False, note)
     floor = verdicts[idx].stats.rung
     pending = [v.stats.rung for v in verdicts[:idx] if v.status != "below"]
@@ -279,15 +280,19 @@ class FloorReport:
     simulated_runs: int
     rung_order: list[str] = field(default_factory=list)
     plans: list[Any] = field(default_factory=list)  #: `advisor.plans.ClassPlan` per class and condition
+    skipped: list[Any] = field(default_factory=list)  #: `advisor.skipped.SkippedClass`: suite classes without runs
 
     def get(self, task_class: str, condition: str) -> ClassFloor | None:
         """The floor of one class and condition, or None."""
         return next((c for c in self.classes if c.task_class == task_class and c.condition == condition), None)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the `floors.json` body and `advisor floors --json`)."""
+        """A JSON-ready dict (the `floors.json` body and `advisor floors --json`): the plans are the
+        recommendation, each class's floor its single-attempt rung (no retry-chain rung beside the plan)."""
         d = asdict(self)
         for cf in d["classes"]:
+            cf.pop("recommended", None)
+            cf.pop("first_time_changes", None)
             for v in cf["rungs"]:
                 v["stats"]["interval"] = list(v["stats"]["interval"])
         return d
@@ -354,6 +359,7 @@ def find_floors(store, suite: str | None = None, settings: FloorSettings | None 
     report = analyse(load_rows(store, name, classes), settings, suite=name)
     known = sorted({cf.task_class for cf in report.classes})
     report.plans = recommend(report, verifiers_from_store(store, name, settings, known))
+    report.skipped = skipped_classes(store.suite_config(name), known, classes)
     return report
 
 

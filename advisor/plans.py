@@ -23,9 +23,10 @@ that are not below the size floor: a rung never seen usable adds cost and nothin
 only its posterior's width would lift a plan's lower bound; a rung whose loop does not converge (the floor
 finder's "below: does not converge") under a larger rung whose loop does is not retried, whatever a rare
 success makes it cost). When none clears, the best plan (highest
-lower bound) is shown with one **next step**: the runs that would decide a plan whose observed rate already
-reaches the target, a verifier where the class has none, the skill where the other condition does better, or
-the target the best plan meets and a larger rung.
+lower bound) is shown with one **next step** that names a command or a measurable change: the runs that would
+decide a plan whose observed rate already reaches the target (`advisor probe --more CLASS` buys them), the
+accept / reject rates a verifier needs where the class has none, the skill where the other condition does better,
+or the single-attempt usable rate a larger rung needs.
 
 The verifier's error rates are, per class: the newest pooled measurement of `advisor verifier measure`
 (table ``verifier_rates``), else the suite's newest `advisor judge agreement` (run level), else the configured
@@ -214,9 +215,13 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
     if not cells:
         scored = sum(v.stats.scored for v in cf.rungs)
         out.next_kind = "more_runs" if not scored else "larger_rung"
-        out.next_step = ("no scored runs yet: probe this class" if not scored else
-                         f"no usable result in {scored} scored runs on a rung that converges: a larger rung, "
-                         "or a skill")
+        if not scored:
+            out.next_step = f"no scored runs yet: `{more_command(cf.task_class)}` probes this class"
+            return out
+        out.next_step = (f"no usable result in {scored} scored runs on a rung that converges; what would: "
+                         + larger_rung_phrase(max(x.stats.scored for x in cf.rungs), verifier.verifier, target,
+                                              confidence)
+                         + (", or a skill" if cf.condition == "baseline" else ""))
         return out
     r = _Rungs([c.rung for c in cells], np.array([c.usable for c in cells], float),
                np.array([c.scored for c in cells], float), np.array([c.cost_per_attempt for c in cells], float))
@@ -239,27 +244,73 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
         out.next_kind, out.runs_needed = "more_runs", n
         out.decide_rungs = [s.rung for s in plans[j].steps]
         out.next_step = (f"undecided: {plans[j].describe()} reaches {plans[j].usable:.0%} at the observed rates; "
-                         f"about {n} more scored runs on {rungs} would decide it if the rates hold")
+                         f"about {n} more scored runs on {rungs} would decide it: "
+                         f"`{more_command(cf.task_class)}` runs them")
         return out
     if v is None:
-        checked = VerifierUse(True, source="assumed perfect")
-        with_v = _cheapest([p for p in evaluate(r, candidates(len(cells), checked.verifier), checked.verifier,
-                                                  target, confidence) if p.clears])
-        if with_v is not None:
+        need = verifier_needed(r, target, confidence)
+        if need is not None:
+            plan, error = need
             out.next_kind = "verifier"
-            out.next_step = (f"no verifier, so no retries: with one (a check that recognises a usable answer), "
-                             f"{with_v.describe()} would reach {with_v.usable:.0%} "
-                             f"[{with_v.interval[0]:.0%}-{with_v.interval[1]:.0%}]")
+            out.next_step = (f"no verifier, so no retries: a verifier that accepts >= {1 - error:.0%} of usable answers "
+                             f"and rejects >= {1 - error:.0%} of unusable ones would make {plan.describe()} clear "
+                             f"{target:.0%} ({plan.usable:.0%} [{plan.interval[0]:.0%}-{plan.interval[1]:.0%}])")
             return out
+    top = max(cf.rungs, key=lambda x: x.stats.rung_position).stats
+    at = "" if top.usable_rate is None else f" ({top.rung} is at {top.usable_rate:.0%})"
     out.next_kind = "larger_rung"
-    out.next_step = (f"the best plan, {best.describe()}, reaches {best.usable:.0%} [{best.interval[0]:.0%}-"
-                     f"{best.interval[1]:.0%}]: a target of {_floor_pct(best.interval[0])} would be met; for "
-                     f"{target:.0%}, a larger rung" + (" or a skill" if cf.condition == "baseline" else ""))
+    out.next_step = (f"no plan reaches {target:.0%}: the best, {best.describe()}, reaches {best.usable:.0%} "
+                     f"[{best.interval[0]:.0%}-{best.interval[1]:.0%}]; what would: "
+                     f"{larger_rung_phrase(max(c.scored for c in cells), v, target, confidence)}{at}"
+                     + (", or a skill" if cf.condition == "baseline" else ""))
     return out
 
 
-def _floor_pct(x: float) -> str:
-    return f"{int(100 * x) / 100:.0%}"
+def more_command(task_class: str) -> str:
+    """The command that buys a class's missing scored runs."""
+    return f"advisor probe --more {task_class}"
+
+
+#: Verifier error rates tried, largest first, when a class without a verifier is asked what one would need.
+VERIFIER_ERRORS = (0.3, 0.2, 0.15, 0.1, 0.05, 0.02, 0.0)
+
+
+def verifier_needed(r: "_Rungs", target: float, confidence: float) -> tuple[Plan, float] | None:
+    """(the cheapest clearing plan, the largest false-accept = false-reject rate it allows), or None when even
+    a perfect verifier would not make a plan clear."""
+    for error in VERIFIER_ERRORS:
+        v = Verifier(error, error)
+        plan = _cheapest([p for p in evaluate(r, candidates(len(r.names), v), v, target, confidence) if p.clears])
+        if plan is not None:
+            return plan, error
+    return None
+
+
+def rate_needed(runs: int, verifier: Verifier | None, attempts: int, target: float,
+                confidence: float) -> tuple[float, int]:
+    """(the single-attempt usable rate a new rung needs, the scored runs it needs them over) for `attempts`
+    attempts on it to clear the target: over `runs` runs when enough, else over the fewest of 2x, 4x ... runs at
+    which a rung usable 90% of the time would clear."""
+    def clears(p: float, n: int) -> bool:
+        r = _Rungs(["new"], np.array([p * n]), np.array([float(n)]), np.array([1.0]))
+        return evaluate(r, [((0,), (attempts,))], verifier, target, confidence)[0].clears
+    n = max(1, runs)
+    while not clears(min(1.0, max(target, 0.9)) if n > runs else 1.0, n) and n < MAX_EXTRA_RUNS:
+        n *= 2
+    lo, hi = 0.0, 1.0
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if clears(mid, n) else (mid, hi)
+    return hi, n
+
+
+def larger_rung_phrase(runs: int, verifier: Verifier | None, target: float, confidence: float) -> str:
+    """ "a larger rung usable >= 62% of the time on one attempt over 20 scored runs (5 attempts under the
+    verifier)": what a rung added on top of the ladder must show for a plan to clear."""
+    attempts = 1 if verifier is None else MAX_ATTEMPTS
+    rate, n = rate_needed(runs, verifier, attempts, target, confidence)
+    return (f"a larger rung usable >= {rate:.0%} of the time on one attempt over {n} scored runs"
+            + (f" ({attempts} attempts under the verifier)" if attempts > 1 else ""))
 
 
 def recommend(floors, verifiers: dict[str, VerifierUse]) -> list["ClassPlan"]:

@@ -73,3 +73,35 @@ def test_plan_fits_80_columns():
     assert done.returncode == 0, done.stderr
     assert "…" not in done.stdout and max(len(line.rstrip()) for line in done.stdout.splitlines()) <= 80
     assert "doc_retrieval" in done.stdout and "multi_step" in done.stdout  # class names whole
+
+
+def test_probe_help_fits_80_columns_uncut():
+    """`advisor probe --help` at 80 columns: no help text cut with an ellipsis, grouped options, a page or so."""
+    from typer.testing import CliRunner
+
+    from advisor.cli import build_app
+
+    result = CliRunner().invoke(build_app(), ["probe", "--help"], prog_name="advisor",
+                                env={"COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb"})
+    text = result.output
+    assert result.exit_code == 0 and "…" not in text and "..." not in text
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert len(text.splitlines()) <= 80 and "--more" in text and "What to probe" in text
+
+
+def test_warnings_are_one_plain_line(capsys):
+    """A Python warning raised under the CLI prints as `warning: ...`, without a source path or line number."""
+    import warnings
+
+    from advisor.cli import _plain_warnings
+
+    saved = warnings.showwarning
+    try:
+        _plain_warnings()
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("rung 'super-120b': cross-validated AUC 0.54 < 0.55", UserWarning)
+    finally:
+        warnings.showwarning = saved
+    err = capsys.readouterr().err
+    assert err == "warning: rung 'super-120b': cross-validated AUC 0.54 < 0.55\n"

@@ -160,7 +160,7 @@ def test_cli_floors_json_and_errors(tmp_path, capsys):
     assert out["classes"][0]["floor"] == "mid"
     assert main(["floors", "--store", str(path)]) == 0
     text = capsys.readouterr().out
-    assert "floor: mid (decided)" in text
+    assert "single attempt: floor mid (decided)" in text and "recommended:" not in text
     small = next(line for line in text.splitlines() if line.split()[:1] == ["small"])
     # the small rung's runs ended with a final answer: below for poor results, not for failing to converge
     assert "below: converges to poor results" in small and "does not converge" not in small

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict
 
+import numpy as np
 import pytest
 
 from advisor.floors import FloorSettings, analyse, find_floors
@@ -79,12 +81,28 @@ def test_undecided_plan_says_how_many_runs_would_decide_it():
     assert plan_cells(more.classes[0], VerifierUse(False, source="none"), 0.8, 0.9).plan is not None
 
 
-def test_no_plan_names_the_verifier_or_the_target_that_would_be_met():
+def test_no_plan_names_the_verifier_or_the_larger_rung_it_needs():
+    """No plan clears: the next step names the verifier's accept / reject rates that would make a plan clear, or
+    the single-attempt usable rate a larger rung needs (and over how many runs); both hold when checked."""
+    from advisor.plans import _Rungs, candidates, evaluate
+    from advisor.scores import Verifier
+
     rep = _report(_rows("c", "large", 0, 60, 40, 10.0))
     cp = plan_cells(rep.classes[0], VerifierUse(False, source="none"), 0.8, 0.9)
     assert cp.plan is None and cp.next_kind == "verifier" and "large x" in cp.next_step
+    m = re.search(r"accepts >= (\d+)% of usable answers and rejects >= (\d+)% of unusable", cp.next_step)
+    assert m, cp.next_step
+    error = 1 - int(m.group(1)) / 100
+    v = Verifier(error, error)
+    r = _Rungs(["large"], np.array([60.0]), np.array([100.0]), np.array([10.0]))
+    assert any(p.clears for p in evaluate(r, candidates(1, v), v, 0.8, 0.9))  # such a verifier would do it
     poor = plan_cells(_report(_rows("c", "large", 0, 10, 90, 10.0)).classes[0], VerifierUse(True), 0.8, 0.9)
-    assert poor.next_kind == "larger_rung" and poor.target_met < 0.8 and "a target of" in poor.next_step
+    assert poor.next_kind == "larger_rung" and poor.target_met < 0.8 and "a target of" not in poor.next_step
+    m = re.search(r"a larger rung usable >= (\d+)% of the time on one attempt over (\d+) scored runs", poor.next_step)
+    assert m, poor.next_step
+    rate, runs = int(m.group(1)) / 100 + 0.005, int(m.group(2))
+    r = _Rungs(["new"], np.array([rate * runs]), np.array([float(runs)]), np.array([1.0]))
+    assert evaluate(r, [((0,), (5,))], Verifier(0, 0), 0.8, 0.9)[0].clears
 
 
 def test_baseline_without_a_plan_points_at_the_skill():

@@ -270,10 +270,8 @@ def test_next_steps_are_the_classes_without_a_plan(sim_report):
 
 
 def test_frontier_helpers():
-    from advisor.report.plots import _plt, pareto, place_labels
+    from advisor.report.plots import _plt, place_labels
 
-    # sorted by cost; a point is on the frontier when no cheaper point has a higher or equal rate
-    assert pareto([(3.0, 0.9), (1.0, 0.5), (2.0, 0.4), (4.0, 1.0)]) == [1, 0, 3]
     plt = _plt()
     fig, ax = plt.subplots(figsize=(4, 3))
     items = [(1.0, 0.0, "nano-12b", "k"), (1.05, 0.0, "nano-12b", "k"), (1.1, 0.02, "nano-30b", "k"),

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, turning advisor errors into one-line messages and exit codes."""
     from advisor.errors import AdvisorError
 
+    _plain_warnings()
     try:
         build_app()(args=argv, prog_name="advisor")
     except SystemExit as exc:
@@ -95,6 +96,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def _plain_warnings() -> None:
+    """Print Python warnings as one plain line (`warning: rung 'super-120b': ...`), without the source path and
+    line that Python's default format adds."""
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"warning: {message}", file=file or sys.stderr)
+
+    warnings.showwarning = show
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,7 +50,8 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
            bar: BarOpt = 75.0, near_zero: NearZeroOpt = 25.0, target: TargetOpt = 0.8,
            confidence: ConfidenceOpt = 0.9, k: KOpt = 3, false_accept: FalseAcceptOpt = 0.0,
            false_reject: FalseRejectOpt = 0.0, live_store: LiveStoreOpt = None) -> None:
-    """Per class and condition: usable rate with its interval per rung, the floor, and the recommended rung."""
+    """Per class and condition: usable rate with its interval per rung, the plan (the recommendation, with
+    retries) and the single-attempt floor beside it; then the answer, per class."""
     from advisor.floors import LIVE_NOTE, find_floors, live_acceptance
     from advisor.report.live_sessions import session_lines, session_summary
     from advisor.store import Store, with_live
@@ -90,6 +91,7 @@ def render_text(result, live=()) -> str:
     routing service's live accept rate per class and rung beside the probe's rates (not used for the floor)."""
     s = result.settings
     from advisor.floors import LIVE_NOTE
+    from advisor.report.answer import plan_phrase, single_attempt_phrase
     from advisor.money import compact
 
     live_by = {(c.task_class, c.rung): c for c in live}
@@ -106,14 +108,15 @@ def render_text(result, live=()) -> str:
                      "only (a store per ladder keeps them apart)")
     if live_by:
         lines.append(LIVE_NOTE + ("; * = SIMULATED stand-in rungs answered" if any(c.simulated for c in live) else ""))
+    plans = {(p.task_class, p.condition): p for p in result.plans}
+    width = max([len("rung")] + [len(v.stats.rung) for cf in result.classes for v in cf.rungs]) + 2
     for cf in result.classes:
         lines.append("")
-        floor = f"{cf.floor} ({cf.floor_status})" if cf.floor else "none (no rung clears the target)"
         cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        lines.append(f"{cf.task_class} [{cond}]  floor: {floor}  recommended: {cf.recommended or 'none'}  "
-                     f"usable first time: {cf.first_time or 'none'}")
+        lines.append(f"{cf.task_class} [{cond}]  plan: {plan_phrase(plans.get((cf.task_class, cf.condition)))}  "
+                     f"single attempt: {single_attempt_phrase(cf)}")
         scale, unit = 1000, "$/1k"  # one unit everywhere: per 1,000 attempts and per 1,000 usable results
-        lines.append(f"  {'rung':<14}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
+        lines.append(f"  {'rung':<{width}}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
                      f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable':>12}{'pts/$':>8}"
                      + (f"{'live acc (n)':>14}" if live_by else "") + "  status")
         for v in cf.rungs:
@@ -121,7 +124,7 @@ def render_text(result, live=()) -> str:
             lo, hi = c.interval
             rate = "-" if c.usable_rate is None else f"{c.usable_rate:.0%} ({lo:.0%}-{hi:.0%})"
             turns = f"{_num(c.turns_success)}/{_num(c.turns_failure)}"
-            lines.append(f"  {c.rung:<14}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
+            lines.append(f"  {c.rung:<{width}}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
                          f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
                          f"{_money(c.cost_per_attempt, scale):>13}{_money(v.cost_per_usable, scale):>12}"
                          f"{compact(v.points_per_dollar):>8}"

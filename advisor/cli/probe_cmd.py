@@ -32,68 +32,75 @@ def _run(config, adaptive: bool, batch: int, bar):
     result = None
     if "rung" in config.policies:
         planner = AdaptivePlanner(batch=batch) if adaptive else FullGridPlanner()
-        result = run_probe(replace(config, policies=("rung",)), planner, on_start=bar.start, on_result=bar.advance)
+        result = run_probe(replace(config, policies=("rung",)), planner, on_start=bar.start, on_result=bar.advance,
+                           on_wave=bar.on_wave)
     if others:
         if result is not None:
             bar.stop()
         result = run_probe(replace(config, policies=others), FullGridPlanner(), on_start=bar.start,
-                           on_result=bar.advance)
+                           on_result=bar.advance, on_wave=bar.on_wave)
     return result
 
 
+WHAT, HOW, LIMITS, OUT = "What to probe", "How", "Limits", "Output"
+
+
 def probe(
-    url: Annotated[Optional[str], typer.Option("--url", help="gRPC address of a running Triton (host:port). "
-                                               "Without it a simulated ladder is served by an embedded Triton.")] = None,
-    ladder: Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False,
-                                                   help="Ladder file (default: ladders/demo.yaml).")] = None,
-    suite: Annotated[Optional[Path], typer.Option("--suite", exists=True, dir_okay=False,
-                                                  help="Suite file (default: suites/example/suite.yaml).")] = None,
-    store: Annotated[Path, typer.Option("--store", help="DuckDB store file.")] = Path("advisor.duckdb"),
-    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Runs per task, rung and condition.")] = 3,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Episodes in flight per rung (a policy "
-                                             "of the probe has its own limit: its calls on a rung are not counted "
-                                             "against the rung's).")] = 8,
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, help="Stop starting runs once this "
-                                                      "probe's model cost reaches this many USD.")] = None,
-    max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=0, help="Run at most this many episodes "
-                                                    "(stored runs are skipped and not counted).")] = None,
-    task: Annotated[Optional[list[str]], typer.Option("--task", help="Only this task (repeatable).")] = None,
-    rung: Annotated[Optional[list[str]], typer.Option("--rung", help="Only this rung (repeatable).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-    adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", help="Adaptive: sample each (class, "
-                                           "condition, rung) in batches only until its interval decides it "
-                                           "against the target, rungs small to large (advisor.probe.adaptive); "
-                                           "--full-grid runs every replica.")] = True,
-    batch: Annotated[int, typer.Option("--batch", min=1, help="Adaptive: runs per cell per wave.")] = 5,
-    report: Annotated[bool, typer.Option("--report/--no-report", help="Write a sizing report to "
-                                         "reports/<suite>-<date>/ after the probe.")] = True,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (runs, tokens, cost per rung, power "
-                                          "per class; as `advisor plan`) and run nothing.")] = False,
-    allow_unscored: Annotated[bool, typer.Option("--allow-unscored", help="Probe even when runs would be "
-                                                 "unscored whatever the models do (no judge role for judge "
-                                                 "criteria; stand-ins on tasks without a reference).")] = False,
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", help="What routes each task (repeatable): "
-                                                        "'rung' (every rung itself, the default); 'orchestrator' "
-                                                        "(the ladder's orchestrator role hands turns to rungs); "
-                                                        "'router' (the learned router's rung, single-shot); "
-                                                        "'cascade' (cheapest rung first, escalating while the "
-                                                        "task-completion checks reject). Policies run the full "
-                                                        "grid after the rungs, stored with runs.policy "
-                                                        "(docs/standin.md).")] = None,
-    router: Annotated[Optional[Path], typer.Option("--router", exists=True, dir_okay=False, help="Router artifact "
-                                                   "for --policy router/cascade (default: one trained from the "
-                                                   "store's rung runs of this suite and ladder).")] = None,
-    allow_unsandboxed: Annotated[bool, typer.Option("--allow-unsandboxed", help="Trusted suites only: where "
-                                                    "bubblewrap is unavailable, run run_python and python checks "
-                                                    "without a sandbox instead of refusing (docs/sandbox.md); "
-                                                    "printed and recorded in every run.")] = False,
+    ladder: Annotated[Optional[Path], typer.Option("--ladder", exists=True, dir_okay=False, metavar="FILE",
+                                                   rich_help_panel=WHAT,
+                                                   help="Ladder (default: ladders/demo.yaml).")] = None,
+    suite: Annotated[Optional[Path], typer.Option("--suite", exists=True, dir_okay=False, metavar="FILE",
+                                                  rich_help_panel=WHAT,
+                                                  help="Suite (default: suites/example/suite.yaml).")] = None,
+    url: Annotated[Optional[str], typer.Option("--url", metavar="HOST:PORT", rich_help_panel=WHAT,
+                                               help="A running Triton (gRPC); default: an embedded one serving "
+                                               "the simulated ladder.")] = None,
+    task: Annotated[Optional[list[str]], typer.Option("--task", metavar="ID", rich_help_panel=WHAT,
+                                                      help="Only this task (repeatable).")] = None,
+    rung: Annotated[Optional[list[str]], typer.Option("--rung", metavar="NAME", rich_help_panel=WHAT,
+                                                      help="Only this rung (repeatable).")] = None,
+    more: Annotated[Optional[list[str]], typer.Option("--more", metavar="CLASS", rich_help_panel=WHAT,
+                                                      help="Buy the runs CLASS's undecided answer asks for "
+                                                      "(its `next` line; repeatable).")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", metavar="NAME", rich_help_panel=WHAT,
+                                                        help="Also route each task by a policy: rung (default), "
+                                                        "orchestrator, router, cascade (docs/standin.md).")] = None,
+    router: Annotated[Optional[Path], typer.Option("--router", exists=True, dir_okay=False, metavar="FILE",
+                                                   rich_help_panel=WHAT, help="Router of --policy router/cascade "
+                                                   "(default: trained from the store).")] = None,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, metavar="N", rich_help_panel=HOW,
+                                          help="Runs per task, rung and condition.")] = 3,
+    adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", rich_help_panel=HOW,
+                                           help="Sample each cell until its interval decides it, or run every "
+                                           "replica.")] = True,
+    batch: Annotated[int, typer.Option("--batch", min=1, metavar="N", rich_help_panel=HOW,
+                                       help="Adaptive: runs per cell per wave.")] = 5,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, metavar="N", rich_help_panel=HOW,
+                                             help="Episodes in flight per rung.")] = 8,
+    allow_unscored: Annotated[bool, typer.Option("--allow-unscored", rich_help_panel=HOW,
+                                                 help="Probe even when runs cannot be scored (no judge).")] = False,
+    allow_unsandboxed: Annotated[bool, typer.Option("--allow-unsandboxed", rich_help_panel=HOW,
+                                                    help="Trusted suites only: run code without bubblewrap "
+                                                    "(docs/sandbox.md).")] = False,
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", min=0, metavar="USD", rich_help_panel=LIMITS,
+                                                      help="Stop starting runs once this probe spent this.")] = None,
+    max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=0, metavar="N", rich_help_panel=LIMITS,
+                                                    help="Run at most N episodes (stored ones not counted).")] = None,
+    store: Annotated[Path, typer.Option("--store", metavar="FILE", rich_help_panel=OUT,
+                                        help="DuckDB store.")] = Path("advisor.duckdb"),
+    report: Annotated[bool, typer.Option("--report/--no-report", rich_help_panel=OUT,
+                                         help="Write reports/<suite>-<ladder>/ after the probe.")] = True,
+    as_json: Annotated[bool, typer.Option("--json", rich_help_panel=OUT, help="The summary as JSON.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", rich_help_panel=OUT,
+                                          help="Print the plan (as `advisor plan`); run nothing.")] = False,
 ) -> None:
-    """Probe a suite on a ladder adaptively (each cell until its interval decides it), store every run, answer.
+    """Probe a suite on a ladder adaptively, store every run, and answer per class.
 
-    --full-grid runs every task x rung x {baseline, skill} x replica instead. Ends with the per-class answer
-    (rung, floor, usable rate with interval, $ per usable result) and the report's path.
+    Adaptive by default: each (class, condition, rung) is sampled until its interval decides it.
 
-    Exits 3 when some runs ended in backend_error (they are stored unscored and retried by the next probe).
+    Ends with the answer per class: the plan, its usable rate, $ per usable result, the single-attempt floor.
+
+    Exits 3 when some runs ended in backend_error (stored unscored, retried by the next probe).
     """
     import os
 
@@ -113,12 +120,17 @@ def probe(
         if dry_run:
             return
     err = Console(stderr=True)
+    if more:
+        config = _more(config, more, err)
+        if config is None:
+            return
+        adaptive = False
     config = _without_code_tasks(config, err)
     if allow_unsandboxed:
         from advisor.tools.sandbox import unsandboxed_line
 
         err.print(unsandboxed_line())
-    bar = _Progress(err)
+    bar = _Progress(err, adaptive=adaptive)
     try:
         result = _run(config, adaptive, batch, bar)
     finally:
@@ -174,6 +186,33 @@ def _check_up_front(config, dry_run: bool, as_json: bool) -> None:
             "--allow-unscored to store the unscored runs anyway")
 
 
+def _more(config, classes: list[str], err):
+    """The probe config of `--more` (None when there is nothing to buy: each class's line says why, then the
+    answer as it stands)."""
+    from advisor.errors import AdvisorError
+    from advisor.floors import find_floors
+    from advisor.probe.more import more_runs
+    from advisor.probe.session import load_inputs
+    from advisor.report import open_store
+    from advisor.report.decision import decide_floors
+
+    suite = load_inputs(config)[1]
+    try:
+        with open_store(config.store_path) as s:
+            floors = find_floors(s, suite.name)
+    except AdvisorError:  # no store or no runs of this suite yet: every class is probed as a first probe would
+        floors = None
+    chosen = {c.task_class: c.chosen.condition for c in decide_floors(floors).classes} if floors else {}
+    more = more_runs(config, suite, floors, classes, chosen)
+    for line in more.lines:
+        err.print(line, soft_wrap=True, markup=False, highlight=False)
+    if more.config is None and floors is not None:
+        from advisor.report.answer import print_answer
+
+        print_answer(floors, report=None)
+    return more.config
+
+
 def _without_code_tasks(config, err):
     """Without a sandbox the default suite runs without its code tasks: say so in one line, before any run."""
     from advisor.probe.session import load_inputs, without_code_tasks
@@ -185,7 +224,7 @@ def _without_code_tasks(config, err):
 
 
 def _report_hook(store: Path, result, err):
-    """Write the sizing report of the suite just probed to reports/<suite>-<date>/ (a failure is one line)."""
+    """Write the sizing report of the suite just probed to reports/<suite>-<ladder>/ (a failure is one line)."""
     from advisor.errors import AdvisorError
     from advisor.report import open_store, write_report
 
@@ -214,33 +253,98 @@ def _answer(store: Path, result, files) -> None:
     print_answer(floors, report=files.html if files else None)
 
 
-class _Progress:
-    """A rich progress bar over the planned runs (stderr), tolerant of being stopped before it starts."""
+#: Seconds between progress lines when stderr is not a terminal (a log file, CI).
+PROGRESS_EVERY_S = 30.0
 
-    def __init__(self, console):
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class _Progress:
+    """Progress over the planned runs on stderr: a rich bar on a terminal; elsewhere (a file, a pipe) one plain
+    line per wave and at least every `PROGRESS_EVERY_S` seconds (runs done, the wave, elapsed, ETA), written by a
+    timer thread so that a slow run does not silence it."""
+
+    def __init__(self, console, every_s: float | None = None, tty: bool | None = None, adaptive: bool = False):
         self.console = console
+        self.adaptive = adaptive  #: the planned runs are the full grid's, an upper bound
+        self.every_s = PROGRESS_EVERY_S if every_s is None else every_s
+        self.tty = sys.stderr.isatty() if tty is None else tty
         self.progress = None
         self.task = None
-        self.done = 0
+        self.done = 0  #: runs finished by this probe (stored ones skipped are not counted)
         self.cost = 0.0
+        self.planned = 0
+        self.wave = (0, 0, 0)  #: (wave number, runs in it, done when it started)
+        self.started = 0.0
+        self.wave_started = 0.0
+        self._stop = None
+        self._thread = None
 
     def start(self, planned: int, served_by: str) -> None:
+        import time
+
+        self.planned, self.started = planned, time.monotonic()
+        self.wave_started = self.started
+        if not self.tty:
+            import threading
+
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._tick, name="probe-progress", daemon=True)
+            self._thread.start()
+            return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
 
         self.progress = Progress(TextColumn("[bold]probe[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
-                                 disable=not sys.stderr.isatty())
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=self.console)
         self.progress.start()
         self.task = self.progress.add_task(f"({served_by})", total=planned)
 
+    def on_wave(self, n: int, specs) -> None:
+        """A wave starts: remember it, and say so in a plain line when not on a terminal."""
+        import time
+
+        self.wave, self.wave_started = (n, len(specs), self.done), time.monotonic()
+        if not self.tty:
+            self.console.print(f"probe: wave {n}: {len(specs)} runs (stored ones skipped); {self.done} runs done so "
+                               f"far, {_duration(self.wave_started - self.started)}", highlight=False, soft_wrap=True)
+
+    def line(self) -> str:
+        """The plain progress line: runs done / total, the wave, elapsed, ETA of the wave."""
+        import time
+
+        now = time.monotonic()
+        n, size, at = self.wave
+        in_wave = self.done - at
+        eta = ""
+        if in_wave and size > in_wave:
+            eta = f", about {_duration((now - self.wave_started) / in_wave * (size - in_wave))} left in this wave"
+        wave = f" (wave {n}: {in_wave}/{size})" if n else ""
+        total = f"{self.done} runs done (at most {self.planned})" if self.adaptive else \
+            f"{self.done}/{self.planned} runs done"
+        return (f"probe: {total}{wave}, ${self.cost:.4f}, "
+                f"{_duration(now - self.started)} elapsed{eta}")
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.console.print(self.line(), highlight=False, soft_wrap=True)
+
     def advance(self, result) -> None:
-        if self.progress is None:
-            return
+        if result.status == "done":
+            self.done += 1
         if result.record is not None:
             self.cost += result.record.cost_usd
-        self.progress.update(self.task, advance=1, description=f"${self.cost:.4f}")
+        if self.progress is not None:
+            self.progress.update(self.task, advance=1, description=f"${self.cost:.4f}")
 
     def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
         if self.progress is not None:
             self.progress.stop()
+            self.progress = None

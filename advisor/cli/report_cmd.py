@@ -24,8 +24,8 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
            suite_file: SuiteFileOpt = None, suite_name: SuiteNameOpt = None,
            out: Annotated[Path, typer.Option("--out", help="Folder that receives the report folder.")
                           ] = Path("reports"),
-           name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: suite and "
-                                                       "date).")] = None,
+           name: Annotated[Optional[str], typer.Option("--name", help="Report folder name (default: "
+                                                       "<suite>-<ladder>, overwritten by the next report).")] = None,
            volume: Annotated[Optional[list[str]], typer.Option("--volume", help="Usable results needed per month "
                                                                "for a class, CLASS=N/month, e.g. api_calls=20000/month "
                                                                "(repeatable; the class must be in the store).")] = None,

@@ -235,6 +235,7 @@ class AdaptiveResult:
     waves: int
     floors: FloorReport
     groups: list[GroupState]
+    stored: int = 0  #: runs of the plan's cells already stored before this probe (a rerun resumes from them)
 
     @property
     def saved_share(self) -> float:
@@ -242,7 +243,11 @@ class AdaptiveResult:
         return 1.0 - self.runs_spent / self.full_grid_runs if self.full_grid_runs else 0.0
 
     def summary(self) -> str:
-        """One line for the CLI."""
+        """One line for the CLI (a rerun that ran nothing says that the stored runs already decide it)."""
+        if not self.runs_spent:
+            return (f"adaptive probing: nothing new to run: the {self.stored} stored runs already take every cell "
+                    f"as far as {self.full_grid_runs} runs of the full grid allow (more runs for a class: "
+                    "`advisor probe --more CLASS`)")
         return (f"adaptive probing: {self.runs_spent} runs in {self.waves} waves vs {self.full_grid_runs} for the "
                 f"full grid ({self.runs_spent / max(1, self.full_grid_runs):.0%}; saved {self.saved_share:.0%})")
 

@@ -135,7 +135,7 @@ class AdaptivePlanner:
         kept = rows_in_plan(self.plan, _ok(rows))
         return AdaptiveResult(spent, self.plan.full_grid_runs, self.plan.waves,
                               analyse(kept, self.plan.settings, kept[0]["suite_name"] if kept else ""),
-                              self.plan.states(kept))
+                              self.plan.states(kept), stored=len(kept) - spent)
 
     def notes(self, result: AdaptiveResult) -> list[str]:
         """The adaptive summary line."""

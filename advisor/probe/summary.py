@@ -101,14 +101,14 @@ def _pair(a: dict, b: dict, key: str, fmt: str = "{:.1f}") -> str:
 
 
 def render(summary: dict[str, Any], console: Any = None) -> None:
-    """Print the summary tables with rich (to `console`, default stdout)."""
+    """Print the summary tables with rich (to `console`, default stdout), each within 80 columns: per rung one
+    row per condition (tasks with a skill, or every task when none has one), then per class and condition."""
     # heavy dependency, imported on use: rich
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    if console is None:
-        console = Console()
-        console = Console(width=max(console.width, 150))  # the tables need the room; pipes get 80 by default
+    console = console or Console()
     if summary["simulated"]:
         console.print("[bold yellow]SIMULATED[/]: stand-in rungs answered (a seeded parametric agent model, "
                       "docs/standin.md). These figures demonstrate the method, not the real models.")
@@ -116,44 +116,48 @@ def render(summary: dict[str, Any], console: Any = None) -> None:
                   f"{summary['unscored']} unscored (left out of every score)")
     pct = "{:.0%}"
     sim = " [SIMULATED]" if summary["simulated"] else ""
-    t = Table(title=f"Per rung, tasks with a skill ({summary['paired_tasks']}): baseline -> with skill{sim}",
-              title_justify="left")
-
-    scenario = any(row[k].get("scenario") is not None for row in summary["rungs"]
-                   for k in ("paired_baseline", "paired_skill"))
-    scale = column_scale([row[k]["cost_per_task"] for row in summary["rungs"]
-                          for k in ("paired_baseline", "paired_skill")])
-    for col in ("rung", "TC (task completion)", "IF (instruction following)", "overall",
-                *(["scenario score (source weights)"] if scenario else []), f"$ {per_label('task', scale)}",
-                "near-zero share", f"usable (>= {summary['bar']:g})", "turns"):
-        t.add_column(col, justify="left" if col == "rung" else "right")
+    paired = summary["paired_tasks"]
+    conditions = [("baseline", "paired_baseline"), ("skill", "paired_skill")] if paired else [("baseline",
+                                                                                                "all_baseline")]
+    scope = f"the {paired} tasks with a skill, without / with it" if paired else "every task (none has a skill)"
+    t = Table(title=f"Per rung: {scope}{sim}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    scenario = any(row[k].get("scenario") is not None for row in summary["rungs"] for _, k in conditions)
+    scale = column_scale([row[k]["cost_per_task"] for row in summary["rungs"] for _, k in conditions])
+    money = "$/1k\ntasks" if scale == 1000 else f"$\n{per_label('task', scale)}"
+    for col in ("rung", "skill", "TC", "IF", "overall", *(["source\nscore"] if scenario else []), money,
+                "near-\nzero", "usable", "turns"):
+        t.add_column(col, justify="left" if col in ("rung", "skill") else "right")
     for row in summary["rungs"]:
-        b, s = row["paired_baseline"], row["paired_skill"]
-        money = f"{_usd(b['cost_per_task'], scale)} -> {_usd(s['cost_per_task'], scale)}"
-        t.add_row(row["rung"], _pair(b, s, "tc"), _pair(b, s, "if_"), _pair(b, s, "overall"),
-                  *([_pair(b, s, "scenario")] if scenario else []),
-                  money, _pair(b, s, "near_zero", pct),
-                  _pair(b, s, "usable", pct), _pair(b, s, "turns"))
+        for n, (cond, key) in enumerate(conditions):
+            c = row[key]
+            t.add_row(row["rung"] if n == 0 else "", "with" if cond == "skill" else "no",
+                      _num(c["tc"]), _num(c["if_"]), _num(c["overall"]),
+                      *([_num(c["scenario"])] if scenario else []), _usd(c["cost_per_task"], scale),
+                      _num(c["near_zero"], pct), _num(c["usable"], pct), _num(c["turns"]))
     console.print(t)
+    console.print(f"TC task completion, IF instruction following (0-100); overall = (4 IF + 3 TC) / 7; usable: "
+                  f"overall >= {summary['bar']:g}; near-zero: overall < {summary['near_zero']:g}"
+                  + ("; source score: the imported scenario's own weighted score" if scenario else ""),
+                  markup=False, highlight=False)
     rungs = [r["rung"] for r in summary["rungs"]]
-    c = Table(title=f"Per class: mean overall (usable share), baseline | with skill{sim}", title_justify="left")
+    c = Table(title=f"Per class: mean overall (usable share){sim}", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False)
     c.add_column("class")
+    c.add_column("skill")
     for name in rungs:
-        c.add_column(name, justify="right")
+        c.add_column(name, justify="right", overflow="fold")
     by_class: dict[str, dict[str, dict]] = {}
     for row in summary["classes"]:
         by_class.setdefault(row["class"], {})[row["rung"]] = row
     for cls, per_rung in by_class.items():
-        cells = []
-        for name in rungs:
-            row = per_rung.get(name)
-            if row is None:
-                cells.append("-")
+        for cond in ("baseline", "skill"):
+            if cond == "skill" and not any(r[cond]["runs"] for r in per_rung.values()):
                 continue
-            b, s = row["baseline"], row["skill"]
-            text = f"{_num(b['overall'], '{:.0f}')} ({_num(b['usable'], pct)})"
-            if s["runs"]:
-                text += f" | {_num(s['overall'], '{:.0f}')} ({_num(s['usable'], pct)})"
-            cells.append(text)
-        c.add_row(cls, *cells)
+            cells = []
+            for name in rungs:
+                row = per_rung.get(name)
+                cell_ = row[cond] if row is not None else None
+                cells.append("-" if not cell_ or not cell_["runs"] else
+                             f"{_num(cell_['overall'], '{:.0f}')} ({_num(cell_['usable'], pct)})")
+            c.add_row(cls if cond == "baseline" else "", "with" if cond == "skill" else "no", *cells)
     console.print(c)

@@ -15,7 +15,7 @@ from advisor.money import PER_1K_USABLE, per_1k_usable
 from advisor.report.decision import decide_floors
 
 #: The answer's columns, in order (the report adds its monthly columns after them).
-ANSWER_HEADERS = ["class", "plan", "usable", "$", "floor (usable first time)", "next step"]
+ANSWER_HEADERS = ["class", "plan", "usable", "$", "single attempt", "next step"]
 
 
 def _plan_cell(o) -> str:
@@ -23,7 +23,7 @@ def _plan_cell(o) -> str:
     if o.plan is not None:
         return f"{o.plan} ({cond})"
     if o.best_plan is not None:
-        return f"none clears; best: {o.best_plan} ({cond})"
+        return f"none clears yet; best: {o.best_plan} ({cond})"
     return "none clears the target"
 
 
@@ -35,37 +35,61 @@ def _usable_cell(o) -> str:
 
 
 def _floor_cell(o) -> str:
-    floor = (o.floor + ("*" if o.floor_status == "provisional" else "")) if o.floor else "no floor"
+    floor = (o.floor + ("*" if o.floor_status == "provisional" else "")) if o.floor else "none"
     return floor if not o.first_time or o.first_time == o.floor else f"{floor} ({o.first_time})"
 
 
+def plan_phrase(plan) -> str:
+    """The plan of one class and condition in the answer's words: "super-120b x2, 94% [82-98]", or
+    "none clears yet (best: ...)"."""
+    if plan is None:
+        return "none (no plan computed)"
+    shown = plan.plan or plan.best
+    if shown is None:
+        return "none (no usable run yet)"
+    lo, hi = shown.interval
+    text = f"{shown.describe()}, {100 * shown.usable:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]"
+    return text if plan.plan is not None else f"none clears yet (best: {text})"
+
+
+def single_attempt_phrase(cf) -> str:
+    """The floor of one class and condition as the answer's "single attempt" column says it."""
+    if cf.floor is None:
+        return "no rung clears the target"
+    first = f"; usable the first time: {cf.first_time}" if cf.first_time and cf.first_time != cf.floor else ""
+    return f"floor {cf.floor} ({cf.floor_status}){first}"
+
+
 def answer_rows(dec) -> tuple[list[list[str]], str]:
-    """The answer's rows (formatted, `ANSWER_HEADERS` order) and the unit of its money column (always per 1k
-    usable results, as everywhere)."""
+    """The answer's rows (formatted, `ANSWER_HEADERS` order; skipped classes last) and the unit of its money
+    column (always per 1k usable results, as everywhere)."""
     rows = []
     for c in dec.classes:
         o = c.chosen
         cost = per_1k_usable(o.cost_per_usable)
         rows.append([c.task_class, _plan_cell(o), _usable_cell(o), cost, _floor_cell(o),
                      "-" if o.plan is not None and not o.next_step else (o.next_step or "-")])
+    for k in dec.skipped:
+        rows.append([k.task_class, f"skipped: {k.short}", "-", "-", "-", f"skipped: {k.reason}; to probe it: {k.fix}"])
     return rows, PER_1K_USABLE
 
 
 def answer_notes(dec, settings) -> list[str]:
     """What the columns mean (printed under the terminal table and the report's)."""
     verifiers = sorted({c.chosen.verifier for c in dec.classes if c.chosen.verifier})
-    notes = [f"plan: rungs in order, x attempts each while the verifier rejects; usable: end-to-end usable rate "
-             f"[{settings.confidence:.0%} interval from the per-rung posteriors]; it clears when the lower end "
-             f">= the target {settings.target:.0%}",
-             "floor: smallest rung whose single attempt clears the target (* provisional); in brackets the rung "
-             "when results must be usable the first time"]
+    notes = [f"plan: the recommendation: rungs in order, xN attempts each while the verifier rejects; usable: its "
+             f"end-to-end usable rate [{settings.confidence:.0%} interval]; it clears when the lower end >= the "
+             f"target {settings.target:.0%}; $: per 1,000 usable results, retries included",
+             f"single attempt: the smallest rung whose one attempt clears {settings.target:.0%} without retries (the "
+             "floor; * provisional; in brackets the rung when results must be usable the first time); none: no "
+             "rung does"]
     notes += [f"assumed: {v}" for v in verifiers]
     return notes
 
 
 def answer_table(dec, settings, report: Any = None):
-    """The per-class answer for the terminal: a rich Table of the rows without the next step (`answer_lines`
-    gives the next steps, one per class without a plan, the notes and the report path)."""
+    """The per-class answer for the terminal: a rich Table of the rows without the next step, within 80 columns
+    (`answer_lines` gives the next steps, the notes and the report path)."""
     # heavy dependency, imported on use: rich
     from rich import box
     from rich.table import Table
@@ -74,9 +98,9 @@ def answer_table(dec, settings, report: Any = None):
     title = "The answer, per class" + (" [SIMULATED]" if dec.simulated else "")
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ANSWER_HEADERS[:-1]:
-        header = f"$ {unit.replace(' results', '').replace(' result', '')}" if col == "$" else col
+        header = {"$": "$/1k\nusable", "single attempt": "single\nattempt"}.get(col, col)
         t.add_column(header, overflow="fold", justify="right" if col == "$" else "left",
-                     no_wrap=col in ("usable", "$"), min_width=30 if col == "plan" else None)
+                     no_wrap=col in ("usable", "$"), min_width=20 if col == "plan" else None)
     for row in rows:
         t.add_row(*row[:-1])
     return t

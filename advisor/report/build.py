@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,9 +28,10 @@ class ReportFiles:
     decision: Any = None  #: the first screen's content (`advisor.report.decision.Decision`)
 
 
-def default_name(suite: str) -> str:
-    """A folder name from the suite name and today's date (UTC)."""
-    return f"{suite}-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+def default_name(suite: str, ladder: str | None = None) -> str:
+    """The report folder of a suite on a ladder, ``<suite>-<ladder>``: the same folder each time (a new report
+    overwrites the last one; `advisor report --name` keeps another)."""
+    return f"{suite}-{ladder}" if ladder else suite
 
 
 def write_report(store, out: str | Path = "reports", name: str | None = None, suite: str | None = None,
@@ -45,12 +45,15 @@ def write_report(store, out: str | Path = "reports", name: str | None = None, su
     data = collect(store, suite, settings, classes, volumes)
     dec = decide(data, volumes, DEFAULT_VOLUME if default_volume is None else default_volume)
     prices = rung_prices(store, data)
-    name = name or default_name(data.suite)
+    ladders = sorted({lad["ladder_name"] for lad in data.provenance.get("ladders", []) if lad.get("ladder_name")})
+    name = name or default_name(data.suite, ladders[0] if len(ladders) == 1 else None)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise DataError(f"report name {name!r}: use letters, digits, '.', '_' and '-' only")
     folder = Path(out) / name
     folder.mkdir(parents=True, exist_ok=True)
     images = all_plots(data)
+    for old in folder.glob("*.png"):  # the folder is reused: no figure of an earlier report stays behind
+        old.unlink()
     for key, png in images.items():
         (folder / f"{key}.png").write_bytes(png)
     title = f"Sizing report: {data.suite}"

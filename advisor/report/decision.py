@@ -88,6 +88,7 @@ class Decision:
     default_volume: int
     simulated: bool
     incomplete_total: list[str] = field(default_factory=list)  #: classes left out of the total (no price)
+    skipped: list[Any] = field(default_factory=list)  #: `advisor.skipped.SkippedClass`: classes without runs
 
 
 def runs_to_decide(usable: int, scored: int, target: float, confidence: float) -> int | None:
@@ -177,7 +178,9 @@ def decide_floors(floors, volumes: dict[str, int] | None = None, default_volume:
     rows = [c for c in out if c.monthly is not None and c.monthly_largest is not None]
     total = sum(c.monthly for c in rows) if rows else None
     total_largest = sum(c.monthly_largest for c in rows) if rows else None
-    return Decision(out, total, total_largest, steps, default_volume, floors.simulated_runs > 0, missing)
+    steps += [NextStep("skipped", k.task_class, k.line()) for k in floors.skipped]
+    return Decision(out, total, total_largest, steps, default_volume, floors.simulated_runs > 0, missing,
+                    list(floors.skipped))
 
 
 def _next_steps(cls: str, cfs: dict, chosen: Option, lift: float | None, s) -> list[NextStep]:

@@ -28,7 +28,8 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
         ("clears / below / undecided", "A rung clears when its interval's lower bound reaches the target, is below "
                                        "when its upper bound is under the target, and is undecided otherwise "
                                        "(more runs needed)."),
-        ("floor", "The smallest rung that clears the target."),
+        ("floor", "The smallest rung whose single attempt clears the target: what holds without retries (the "
+                   "answer's 'single attempt' column). The plan, with retries, is the recommendation."),
         ("decided", "The floor is decided when every smaller rung is below; provisional when a smaller rung is "
                     "still undecided (it might clear with more runs); none when no rung clears."),
         ("does not converge", "The rung fails mostly because its runs stop without a final answer (turn, token or "
@@ -38,9 +39,6 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
                  "class's verifier rejects and escalated after the last attempt (one attempt on one rung where the "
                  "class has no verifier); the cheapest per usable result whose usable rate, sampled from each "
                  f"rung's posterior, clears the target with {s.confidence:.0%} confidence."),
-        ("recommended", f"In the floor tables: the rung at or above the floor with the lowest cost per usable "
-                        f"result, with up to {s.k} attempts per rung and escalation to larger rungs when a verifier "
-                        "rejects an answer."),
         ("usable first time", "The rung to use when every result must be usable on the first attempt (no retries, "
                               "no verifier): the lowest cost per attempt / usable rate. Shown where it differs."),
         ("cost per usable result", "Expected model spend (all attempts and escalations, unscored runs included) "

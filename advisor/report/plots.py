@@ -1,8 +1,9 @@
 """The report's figures, drawn with matplotlib (imported lazily, Agg backend) and returned as PNG bytes.
 
 - score distributions per rung (the bimodality), baseline and with skill (one legend above the panels);
-- $ per usable result vs usable rate per class (the frontier: rungs sorted by cost, dominated rungs hollow), with
-  the Wilson interval as error bars and labels placed so they do not overlap;
+- $ per usable result vs usable rate per class: each rung's single attempt (hollow, Wilson interval) beside the
+  plan's end-to-end usable rate with retries (a star, posterior interval), labels kept off points and error bars;
+  a class without a usable run says so instead of drawing an empty axis;
 - turns by outcome per rung (usable vs below the bar).
 
 Every figure of a report with stand-in runs says SIMULATED in its title and as a watermark.
@@ -85,17 +86,6 @@ def score_distributions(data) -> bytes:
     return _png(fig)
 
 
-def pareto(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no cheaper-or-equal point beats on rate, sorted by cost (the frontier)."""
-    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
-    best, keep = -1.0, []
-    for i in order:
-        if points[i][1] > best:
-            keep.append(i)
-            best = points[i][1]
-    return keep
-
-
 #: Label offsets (points) tried in turn until a label overlaps no other label or point: next to the point first,
 #: then further away (those get a thin leader line back to their point).
 _OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (8, -4), (-10, -4), (6, 20), (6, -28), (-8, 22), (-8, -30),
@@ -105,8 +95,9 @@ _OFFSETS = [(6, 6), (6, -14), (-8, 8), (-8, -16), (8, -4), (-10, -4), (6, 20), (
 _LEADER_FROM = 18
 
 
-def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
-    """Annotate (x, y, text, colour) items so no two labels overlap (greedy over `_OFFSETS`); return the texts."""
+def place_labels(ax, items: list[tuple[float, float, str, str]], taken: list | None = None) -> list:
+    """Annotate (x, y, text, colour) items so no two labels overlap and none covers a point or an error bar
+    (`taken`: display-space boxes already occupied; greedy over `_OFFSETS`); return the texts."""
     # heavy dependency, imported on use: matplotlib
     from matplotlib.transforms import Bbox
 
@@ -115,12 +106,12 @@ def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
     frame = ax.get_window_extent(renderer)
     # the markers count as taken space, so a label never covers a point
     placed = [Bbox.from_bounds(px - 4, py - 4, 8, 8)
-              for px, py in (ax.transData.transform((x, y)) for x, y, _, _ in items)]
+              for px, py in (ax.transData.transform((x, y)) for x, y, _, _ in items)] + list(taken or [])
     texts = []
     for x, y, text, color in items:
         best = None  # (outside the panel, overlaps, offset index): the first offset with no clash wins
         for i, (dx, dy) in enumerate(_OFFSETS):
-            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9,
+            t = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8,
                             ha="left" if dx >= 0 else "right", color=color)
             box = t.get_window_extent(renderer).expanded(1.05, 1.1)
             t.remove()
@@ -132,15 +123,59 @@ def place_labels(ax, items: list[tuple[float, float, str, str]]) -> list:
                 break
         dx, dy = _OFFSETS[best[0][2]]
         leader = {"arrowstyle": "-", "color": color, "alpha": 0.5, "linewidth": 0.6, "shrinkA": 0, "shrinkB": 3}
-        texts.append(ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=9,
+        texts.append(ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=8,
                                  ha="left" if dx >= 0 else "right", color=color,
                                  arrowprops=leader if max(abs(dx), abs(dy)) >= _LEADER_FROM else None))
         placed.append(best[1])
     return texts
 
 
+def _error_boxes(ax, bars: list[tuple[float, float, float]]) -> list:
+    """Display-space boxes of vertical error bars (x, low, high), so that labels keep off them."""
+    # heavy dependency, imported on use: matplotlib
+    from matplotlib.transforms import Bbox
+
+    out = []
+    for x, lo, hi in bars:
+        (px, plo), (_, phi) = ax.transData.transform((x, lo)), ax.transData.transform((x, hi))
+        out.append(Bbox.from_bounds(px - 4, plo, 8, max(1.0, phi - plo)))
+    return out
+
+
+def _frontier_panel(ax, data, cls: str) -> tuple[list, list]:
+    """One class: each rung's single attempt (hollow, usable rate with its interval, $ per usable result at one
+    attempt) and each condition's plan (filled star: end-to-end usable rate with retries and its interval, the
+    plan's $ per usable result). Returns (labels, error bars) to place after the layout is final."""
+    labels, bars = [], []
+    plans = {p.condition: p for p in data.floors.plans if p.task_class == cls}
+    for cf in [c for c in data.floors.classes if c.task_class == cls]:
+        color = COLORS.get(cf.condition, "grey")
+        name = "with skill" if cf.condition == "skill" else "without skill"
+        vs = sorted([v for v in cf.rungs if v.first_time_cost_per_usable is not None
+                     and v.stats.usable_rate is not None], key=lambda v: v.first_time_cost_per_usable)
+        if vs:
+            pts = [(v.first_time_cost_per_usable * 1000, v.stats.usable_rate) for v in vs]
+            err = [[max(0.0, v.stats.usable_rate - v.stats.interval[0]) for v in vs],
+                   [max(0.0, v.stats.interval[1] - v.stats.usable_rate) for v in vs]]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=err, fmt="o", mfc="white", color=color,
+                        ecolor=color, alpha=0.7, capsize=3, label=f"{name}: one attempt per rung")
+            labels += [(x, y, v.stats.rung, color) for (x, y), v in zip(pts, vs)]
+            bars += [(x, v.stats.interval[0], v.stats.interval[1]) for (x, _), v in zip(pts, vs)]
+        plan = plans.get(cf.condition)
+        shown = None if plan is None else (plan.plan or plan.best)
+        if shown is not None and shown.cost_per_usable is not None:
+            x, y = shown.cost_per_usable * 1000, shown.usable
+            lo, hi = shown.interval
+            ax.errorbar([x], [y], yerr=[[max(0.0, y - lo)], [max(0.0, hi - y)]], fmt="*", markersize=13,
+                        color=color, ecolor=color, capsize=3, mfc=color if plan.plan is not None else "white",
+                        label=f"{name}: the plan, retries included")
+            labels.append((x, y, shown.describe().replace(", then ", " > "), color))
+            bars.append((x, lo, hi))
+    return labels, bars
+
+
 def frontier(data) -> bytes:
-    """$ per usable result vs usable rate per class: rungs sorted by cost, the frontier joined, labels apart."""
+    """Per class: $ per usable result vs usable rate, one attempt per rung beside the plan (with retries)."""
     plt = _plt()
     # heavy dependency, imported on use: matplotlib
     from matplotlib.ticker import FuncFormatter, MaxNLocator
@@ -148,52 +183,43 @@ def frontier(data) -> bytes:
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))
     nrows = -(-len(classes) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols, 3.4 * nrows), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.6 * nrows), sharey=True, squeeze=False)
     flat = [ax for row in axes for ax in row]
     for ax in flat[len(classes):]:
         ax.set_visible(False)
-    labels_of: dict[Any, list] = {}
+    pending: dict[Any, tuple[list, list]] = {}
     for ax, cls in zip(flat, classes):
-        labels = labels_of.setdefault(ax, [])
-        for cf in [c for c in data.floors.classes if c.task_class == cls]:
-            vs = sorted([v for v in cf.rungs if v.cost_per_usable is not None and v.stats.usable_rate is not None],
-                        key=lambda v: v.cost_per_usable)
-            if not vs:
-                continue
-            color = COLORS.get(cf.condition, "grey")
-            pts = [(v.cost_per_usable * 1000, v.stats.usable_rate) for v in vs]
-            front = pareto(pts)
-            err = [[max(0.0, v.stats.usable_rate - v.stats.interval[0]) for v in vs],
-                   [max(0.0, v.stats.interval[1] - v.stats.usable_rate) for v in vs]]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=err, fmt="none", ecolor=color, alpha=0.5,
-                        capsize=3)
-            ax.plot([pts[i][0] for i in front], [pts[i][1] for i in front], "-o", color=color,
-                    label="with skill" if cf.condition == "skill" else "without skill")
-            dominated = [i for i in range(len(pts)) if i not in front]
-            ax.plot([pts[i][0] for i in dominated], [pts[i][1] for i in dominated], "o", mfc="white", color=color)
-            labels += [(x, y, v.stats.rung, color) for (x, y), v in zip(pts, vs)]
+        labels, bars = _frontier_panel(ax, data, cls)
         ax.axhline(data.settings.target, color="green", linestyle="--", linewidth=1)
         ax.set_title(cls, fontsize=11)
+        ax.set_ylim(0, 1.05)
+        ax.tick_params(labelsize=9)
+        if not labels:  # no rung was ever usable: say so instead of an empty axis around $0
+            ax.set_xticks([])
+            ax.text(0.5, 0.5, "no usable run yet:\nno cost per usable result", transform=ax.transAxes,
+                    ha="center", va="center", fontsize=9, color="#555555")
+            continue
         ax.set_xlabel(f"$ {PER_1K_USABLE}", fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
-        ax.set_ylim(-0.2, 1.12)  # room under the zero line for labels
-        ax.tick_params(labelsize=9)
-        ax.margins(x=0.22)
+        ax.margins(x=0.25)
+        left, right = ax.get_xlim()
+        ax.set_xlim(max(0.0, left), right)
+        pending[ax] = (labels, bars)
     for row in axes:
         row[0].set_ylabel("usable rate (interval)", fontsize=10)
     fig.tight_layout()
     height = fig.get_figheight()
-    fig.subplots_adjust(top=1 - 0.75 / height)  # room above the panels for the title and the legend
+    fig.subplots_adjust(top=1 - 0.95 / height)  # room above the panels for the title and the legend
     fig.canvas.draw()  # labels are placed on the final layout: a later resize would move them onto each other
-    for ax, labels in labels_of.items():
-        place_labels(ax, sorted(labels))
+    for ax, (labels, bars) in pending.items():
+        place_labels(ax, sorted(labels), _error_boxes(ax, bars))
     handles = {label: h for ax in flat for h, label in zip(*ax.get_legend_handles_labels())}
     if handles:
-        fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=len(handles), fontsize=9,
+        fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=2, fontsize=8,
                    bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
-    fig.suptitle(_title(data, f"$ {PER_1K_USABLE} vs usable rate (target {data.settings.target:.0%} dashed)"),
-                 fontsize=11, y=1 - 0.05 / height, va="top")
+    fig.suptitle(_title(data, f"$ {PER_1K_USABLE} vs usable rate: one attempt (hollow) and the plan (star); "
+                              f"target {data.settings.target:.0%} dashed"), fontsize=11, y=1 - 0.05 / height, va="top")
     _mark_simulated(fig, data)
     return _png(fig)
 

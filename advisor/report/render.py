@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
 from advisor.report.analysis import advice_rows
-from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows
+from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows, single_attempt_phrase
 from advisor.report.decision import LARGE_LIFT, to_dict
 from advisor.report.glossary import glossary
 from advisor.report.live import drift_line, live_markdown, live_tables
@@ -37,6 +37,8 @@ def decision_table(data, dec) -> Table:
     for row, c in zip(rows, dec.classes):
         vol = f"{c.volume:,}" + (" (assumed)" if c.volume_assumed else "")
         row += [vol, usd(c.monthly), usd(c.monthly_largest)]
+    for row in rows[len(dec.classes):]:  # skipped classes: no runs, no money
+        row += ["-", "-", "-"]
     headers = [f"$ {unit}" if h == "$" else h for h in ANSWER_HEADERS]
     return Table("decision", "The answer, per class", headers + ["usable results / month", "$ / month",
                                                                   f"$ / month, always {largest}"], rows,
@@ -73,7 +75,7 @@ def volume_line(dec, classes: list[str]) -> str:
 
 def next_lines(dec, limit: int = 6) -> list[str]:
     """What to do next, most useful first (more runs before skills), at most `limit` plus a count of the rest."""
-    order = {"more_runs": 0, "write_skill": 1, "larger_rung": 2, "keep_skill": 3}
+    order = {"skipped": 0, "more_runs": 1, "write_skill": 2, "larger_rung": 3, "keep_skill": 4}
     steps = sorted(dec.next_steps, key=lambda s: order.get(s.kind, 9))
     keep = [s for s in steps if s.kind == "keep_skill"]
     lines = [s.text for s in steps if s.kind != "keep_skill"]
@@ -144,19 +146,12 @@ def floor_tables(data) -> list[Table]:
                          attempt(c.cost_per_attempt), per_1k_usable(v.cost_per_usable), compact(v.points_per_dollar),
                          f"{v.status}: {v.reason}"])
         cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        out.append(Table(f"floor-{cf.task_class}-{cf.condition}", f"{cf.task_class} ({cond}): {_floor_heading(cf)}",
+        out.append(Table(f"floor-{cf.task_class}-{cf.condition}", f"{cf.task_class} ({cond}): single attempt: {single_attempt_phrase(cf)}",
                          ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "does not converge",
                           "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {PER_1K_USABLE}",
                           "points/$", "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))
     return out
 
-
-def _floor_heading(cf) -> str:
-    """ "floor nano-30b (decided), recommended super-120b", or "no floor (...)" when no rung clears."""
-    if cf.floor is None:
-        return ("no floor (no rung clears the target in one attempt)"
-                + (f", recommended {cf.recommended}" if cf.recommended else ""))
-    return f"floor {cf.floor} ({cf.floor_status}), recommended {cf.recommended or 'none'}"
 
 
 def gap_table(data, limit: int = 60) -> Table:
@@ -232,10 +227,11 @@ BANNER = ("SIMULATED: {n} of these runs come from stand-in rungs (CPU simulation
 
 #: Figures in page order: (file stem, title, caption).
 FIGURES = [
-    ("frontier", "Cost vs usable rate (the frontier)",
-     "Per class: $ per 1k usable results (retries and escalation included) against the usable rate with its "
-     "interval, rungs sorted by cost. The line joins the rungs no cheaper rung beats; hollow points are dominated. A rung "
-     "(and every rung above it) without a single usable run has no cost per usable result and is not drawn."),
+    ("frontier", "Cost vs usable rate: one attempt and the plan",
+     "Per class: $ per 1k usable results against the usable rate with its interval. Hollow circles: each rung on "
+     "one attempt (what holds without retries). Stars: the plan the answer recommends, its end-to-end usable rate "
+     "with retries and escalation (filled when it clears the target, hollow for the best plan when none does). A "
+     "rung without a single usable run has no cost per usable result and is not drawn."),
     ("scores", "Score distributions", "Runs are mostly near-perfect or near-total failures (bimodal)."),
     ("turns", "Turns by outcome", "How long runs that pass and runs that fail take."),
 ]

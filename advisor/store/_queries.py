@@ -80,12 +80,17 @@ class Queries:
         rows = self._con.execute("SELECT config_json FROM ladders WHERE ladder_hash = ?", [ladder_hash]).fetchall()
         return json.loads(rows[0][0]) if rows else None
 
-    def suite_class_verifiers(self, suite_name: str) -> dict[str, bool]:
-        """Per class of the newest recorded config of a suite: whether its answers can be verified (the class's
-        ``verifier:``; absent for suites recorded without classes, e.g. some imports)."""
+    def suite_config(self, suite_name: str) -> dict[str, Any] | None:
+        """The newest recorded config of a suite (its classes and tasks, as probed), or None."""
         rows = self._con.execute("SELECT config_json FROM suites WHERE name = ? AND config_json IS NOT NULL "
                                  "ORDER BY recorded_at DESC LIMIT 1", [suite_name]).fetchall()
         config = json.loads(rows[0][0]) if rows else None
+        return config if isinstance(config, dict) else None
+
+    def suite_class_verifiers(self, suite_name: str) -> dict[str, bool]:
+        """Per class of the newest recorded config of a suite: whether its answers can be verified (the class's
+        ``verifier:``; absent for suites recorded without classes, e.g. some imports)."""
+        config = self.suite_config(suite_name)
         classes = config.get("classes") if isinstance(config, dict) else None
         return {c["name"]: bool(c.get("verifier", True)) for c in classes or [] if isinstance(c, dict) and "name" in c}
 

@@ -1,0 +1,191 @@
+"""The answer in one vocabulary everywhere: probe summary, `advisor floors` (text and --json), the report's
+floors.json and report.md agree per class on one store; skipped classes are named with the reason and the fix;
+every next line is runnable (`advisor probe --more CLASS`) or names a measurable change; a rerun that runs nothing
+says so; progress lines when stderr is not a terminal; everything within 80 columns."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from io import StringIO
+
+import pytest
+
+from advisor.cli import main
+
+TASKS = ["api-refund-order", "api-create-invoice", "api-update-subscription", "docs-retention-business",
+         "docs-backup-retention", "extract-invoice-email", "extract-cv", "code-slugify"]
+NO_BWRAP = "bubblewrap (bwrap) is not installed or not on PATH"
+
+
+def _no_sandbox(monkeypatch):
+    import advisor.probe.session as session
+    import advisor.tools.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "sandbox_status", lambda: (None, NO_BWRAP))
+    monkeypatch.setattr(session, "sandbox_status", lambda: (None, NO_BWRAP))
+
+
+def _rows(text: str, classes) -> dict[str, str]:
+    """Answer-table rows by class (a wide terminal: one line per row)."""
+    answer = text[text.index("The answer, per class"):]
+    return {m.group(1): m.group(0) for m in re.finditer(r"^ (\w+)\s{2,}(?!plan).*$", answer, re.M)
+            if m.group(1) in classes}
+
+
+def _describe(plan: dict) -> str:
+    return ", then ".join(f"{s['rung']} x{s['attempts']}" for s in plan["steps"])
+
+
+def _pct(plan: dict) -> str:
+    lo, hi = plan["interval"]
+    return f"{100 * plan['usable']:.0f}% [{100 * lo:.0f}-{100 * hi:.0f}]"
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """One adaptive probe of a few example tasks on the embedded stand-ins, without a sandbox (the code task and
+    whole classes skipped); its stdout at 160 and 80 columns and stderr."""
+    mp = pytest.MonkeyPatch()
+    base = tmp_path_factory.mktemp("answer")
+    mp.chdir(base)
+    _no_sandbox(mp)
+    db = base / "a.duckdb"
+    args = ["probe", "--store", str(db), "--replicas", "2", *[a for t in TASKS for a in ("--task", t)]]
+    out, err = StringIO(), StringIO()
+    mp.setenv("COLUMNS", "160")
+    with redirect_stdout(out), redirect_stderr(err):  # in-process: the sandbox patch must apply
+        code = main(args)
+    assert code == 0, err.getvalue()
+    yield base, db, out.getvalue(), err.getvalue(), mp
+    mp.undo()
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_probe_floors_and_report_agree_per_class(probed, capsys):
+    base, db, out, err, mp = probed
+    doc = json.loads(next((base / "reports").glob("*/floors.json")).read_text())
+    decision = {c["task_class"]: c for c in doc["decision"]["classes"]}
+    skipped = {k["task_class"]: k for k in doc["decision"]["skipped"]}
+    assert {"code_change", "multi_step"} <= set(skipped) and "sandbox" in skipped["code_change"]["short"]
+    assert "bubblewrap" in skipped["code_change"]["reason"] and "apt-get install bubblewrap" in skipped["code_change"]["fix"]
+    classes = set(decision) | set(skipped)
+    probe_rows = _rows(out, classes)
+    assert main(["floors", "--store", str(db)]) == 0
+    floors_text = capsys.readouterr().out
+    floors_rows = _rows(floors_text, classes)
+    assert main(["floors", "--store", str(db), "--json"]) == 0
+    fj = json.loads(capsys.readouterr().out)
+    plans = {(p["task_class"], p["condition"]): p for p in fj["plans"]}
+    md = next((base / "reports").glob("*/report.md")).read_text()
+    assert set(probe_rows) == set(floors_rows) == classes, (probe_rows, floors_rows)
+    assert {k["task_class"] for k in fj["skipped"]} == set(skipped)
+    assert all("recommended" not in cf for cf in fj["classes"]) and "recommended:" not in floors_text
+    for cls, c in decision.items():
+        o = c["chosen"]
+        p = plans[(cls, o["condition"])]
+        shown = p["plan"] or p["best"]
+        md_row = next(line for line in md.splitlines() if line.startswith(f"| {cls} |"))
+        for row in (probe_rows[cls], floors_rows[cls], md_row):
+            assert _describe(shown) in row and _pct(shown) in row, (cls, row)
+            assert ("none clears" in row) == (p["plan"] is None), row
+        assert (o["plan"] or o["best_plan"]) == _describe(shown)
+        single = o["floor"] or "none"
+        assert re.search(rf"\b{re.escape(single)}\b", probe_rows[cls].split("]")[-1]), probe_rows[cls]
+        cond = "with a skill" if o["condition"] == "skill" else "without a skill"
+        header = next(line for line in floors_text.splitlines() if line.startswith(f"{cls} [{cond}]"))
+        assert f"plan: {'none clears yet (best: ' if p['plan'] is None else ''}{_describe(shown)}, {_pct(shown)}" \
+            in header and "single attempt: " in header
+    for cls in skipped:
+        for text in (probe_rows[cls], floors_rows[cls]):
+            assert "skipped: " in text
+        assert f"next for {cls}: skipped: " in out.replace("\n", " ") or f"next for {cls}: skipped:" in out
+        assert re.search(rf"\| {cls} \| skipped: ", md)
+    assert "Per rung, tasks with a skill (0)" not in out
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_output_fits_80_columns_and_next_lines_are_runnable(probed, capsys, monkeypatch):
+    base, db, out, err, mp = probed
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["probe", "--store", str(db), "--replicas", "2", "--no-report",
+                 *[a for t in TASKS for a in ("--task", t)]]) == 0
+    captured = capsys.readouterr()
+    assert "adaptive probing: nothing new to run" in captured.err and "0 runs in 0 waves" not in captured.err
+    assert "saved 100%" not in captured.err
+    for line in captured.out.splitlines():  # the tables and the answer (stderr's one-line notes may be longer)
+        assert len(line) <= 80, line
+    nexts = " ".join(captured.out.split()).split("next for ")[1:]
+    assert nexts
+    for n in nexts:
+        n = n.split(" plan: the recommendation")[0]
+        assert ("`advisor probe --more " in n or "a verifier that accepts >=" in n or "usable >= " in n
+                or "use the skill" in n or "apt-get install bubblewrap" in n or "`advisor probe`" in n), n
+        assert "a target of" not in n
+    assert main(["floors", "--store", str(db)]) == 0
+    text = capsys.readouterr().out
+    answer = text[text.index("The answer, per class"):]
+    assert all(len(line) <= 80 for line in answer.splitlines()), answer
+
+
+@pytest.mark.triton
+@pytest.mark.slow
+def test_more_buys_runs_or_says_why_not(probed, capsys):
+    base, db, out, err, mp = probed
+    assert main(["floors", "--store", str(db), "--json"]) == 0
+    fj = json.loads(capsys.readouterr().out)
+    runs_before = fj["runs"]
+    decided = [p["task_class"] for p in fj["plans"] if p["plan"] is not None]
+    waiting = [p["task_class"] for p in fj["plans"] if p["next_kind"] == "more_runs" and p["plan"] is None]
+    probe = ["probe", "--store", str(db), "--no-report", *[a for t in TASKS for a in ("--task", t)]]
+    if decided:
+        assert main([*probe, "--more", decided[0]]) == 0
+        said = capsys.readouterr()
+        assert f"--more {decided[0]}: nothing to buy: its plan " in said.err
+    assert main([*probe, "--more", "extraction", "--more", "api_calls", "--more", "doc_retrieval"]) == 0
+    said = capsys.readouterr()
+    assert all(f"--more {c}:" in said.err for c in ("extraction", "api_calls", "doc_retrieval"))
+    assert main(["floors", "--store", str(db), "--json"]) == 0
+    after = json.loads(capsys.readouterr().out)
+    if waiting:  # the runs it named were bought: the store grew and the answer moved
+        assert after["runs"] > runs_before
+        assert [p for p in after["plans"] if p["task_class"] in waiting] != \
+            [p for p in fj["plans"] if p["task_class"] in waiting]
+    assert main([*probe, "--more", "nosuchclass"]) != 0
+    assert "no class 'nosuchclass'" in capsys.readouterr().err
+
+
+def test_progress_lines_when_not_on_a_terminal():
+    """Not on a terminal: a line at every wave and one at least every `every_s` seconds even while no run ends."""
+    from advisor.cli.probe_cmd import _Progress
+
+    lines: list[str] = []
+
+    class Sink:
+        def print(self, text, **kw):
+            lines.append(text)
+
+    bar = _Progress(Sink(), every_s=0.05, tty=False, adaptive=True)
+    bar.start(100, "embedded")
+    bar.on_wave(1, [object()] * 10)
+    time.sleep(0.2)  # a slow run: nothing finishes, the timer still reports
+    ticks = [line for line in lines if "runs done (" in line]
+    assert len(ticks) >= 2 and ticks[0].startswith("probe: 0 runs done (at most 100) (wave 1: 0/10)")
+
+    class Done:
+        status, record = "done", None
+
+    for _ in range(4):
+        bar.advance(Done())
+    time.sleep(0.1)
+    bar.stop()
+    assert lines[0].startswith("probe: wave 1: 10 runs")
+    assert any("4 runs done" in line and "left in this wave" in line for line in lines), lines
+    n = len(lines)
+    time.sleep(0.1)
+    assert len(lines) == n and not any(t.name == "probe-progress" for t in threading.enumerate())
