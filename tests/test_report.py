@@ -301,8 +301,8 @@ def _figure_texts(monkeypatch, data, plot):
 
     placed, orig = [], plots.place_labels
 
-    def spy(ax, items):
-        texts = orig(ax, items)
+    def spy(ax, items, taken=None):
+        texts = orig(ax, items, taken)
         placed.append((ax, texts))
         return texts
 
