@@ -126,3 +126,38 @@ def test_killed_server_leftovers_are_removed_on_next_start():
         assert not any(p.exists() for p in leaked)
     finally:
         server.stop()
+
+
+def _model_copies(pid: int) -> list[Path]:
+    """The model copies tritonserver made in /tmp (``folderXXXXXX``) for the embedded Triton of process `pid`."""
+    from pytriton.constants import PYTRITON_HOME
+
+    from advisor.triton.server import model_folders
+
+    return [f for f, w in model_folders(Path(PYTRITON_HOME)) if w.name.startswith(f"advisor-{pid}-")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_no_model_copy_or_shared_memory_outlives_the_server(how):
+    """tritonserver copies every model PyTriton loads into /tmp/folderXXXXXX (issue 38, case 16). A clean
+    SIGTERM leaves none of them, nor the workspace or shared memory; after a SIGKILL they stay until the next
+    start's clean_leaked (run here directly) removes them, and only them."""
+    code = f"from advisor.cli import main; main(['triton', 'serve', '--ladder', {str(REPO / 'ladders' / 'demo.yaml')!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            if line.startswith("ready ") or time.monotonic() > deadline:
+                break
+        copies = _model_copies(proc.pid)
+        assert copies, "a serving embedded Triton has its model copies in /tmp"
+    finally:
+        proc.send_signal(how)
+        proc.wait(timeout=60)
+    if how == signal.SIGKILL:
+        time.sleep(1)
+        assert all(f.exists() for f in copies), "SIGKILL leaves them behind (nothing to clean otherwise)"
+        clean_leaked()
+    assert not [f for f in copies if f.exists()] and not _leftovers(proc.pid), ([f for f in copies if f.exists()],
+                                                                                _leftovers(proc.pid))

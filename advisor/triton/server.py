@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
+import re
 import signal
 import socket
 import sys
@@ -27,6 +27,7 @@ from advisor import standin
 from advisor.errors import BackendError, ConfigError
 from advisor.triton import llama_model
 from advisor.triton.standin_model import infer_function, pytriton_tensors
+from advisor.tools.tree import remove_tree
 
 #: Seconds to wait for tritonserver to answer its health endpoint.
 START_TIMEOUT_S = 90.0
@@ -63,9 +64,10 @@ def ensure_libpython_on_path() -> None:
         os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
 
 
-def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list[Path]:
+def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm"), tmp: Path = Path("/tmp")) -> list[Path]:
     """Remove what a killed embedded Triton left behind: its PyTriton workspace (``<PYTRITON_HOME>/advisor-<pid>-*``,
-    the model store and tritonserver copy) and its shared-memory segments (``/dev/shm/pytrtion<pid>-*``), for
+    the model store and tritonserver copy), its shared-memory segments (``/dev/shm/pytrtion<pid>-*``) and the
+    model copies tritonserver made (``/tmp/folderXXXXXX`` naming that workspace, `model_folders`), for
     every <pid> that no longer runs, and stop the Python-backend stubs left running by a server that is gone
     (`_stop_orphaned_stubs`). Returns what was removed."""
     if home is None:
@@ -75,15 +77,34 @@ def clean_leaked(home: Path | None = None, shm: Path = Path("/dev/shm")) -> list
         home = Path(PYTRITON_HOME)
     removed = []
     for path, pid in [*((p, p.name.split("-")[1]) for p in home.glob("advisor-*-*")),
-                      *((p, p.name[len("pytrtion"):].split("-")[0]) for p in shm.glob("pytrtion*-*"))]:
+                      *((p, p.name[len("pytrtion"):].split("-")[0]) for p in shm.glob("pytrtion*-*")),
+                      *((p, w.name.split("-")[1]) for p, w in model_folders(home, tmp))]:
         if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            remove_tree(path)
             removed.append(path)
     _stop_orphaned_stubs(home)
     return removed
+
+
+#: The parameter PyTriton writes into each model's config.pbtxt: the workspace of the server that loaded it
+_WORKSPACE_PARAMETER = re.compile(r'key: "workspace-path"\s*value\s*\{\s*string_value: "([^"]+)"')
+
+
+def model_folders(home: Path, tmp: Path = Path("/tmp")) -> list[tuple[Path, Path]]:
+    """(folder, workspace) of each model copy tritonserver made in `tmp` (``folderXXXXXX``: it localizes every
+    model PyTriton loads there, and a killed server leaves them) for an embedded-Triton workspace under `home`
+    (``advisor-<pid>-<tag>``, named by the model's ``workspace-path`` parameter)."""
+    found = []
+    for folder in tmp.glob("folder??????"):
+        try:
+            with (folder / "config.pbtxt").open(encoding="utf-8", errors="replace") as fh:
+                match = _WORKSPACE_PARAMETER.search(fh.read(64 * 1024))
+        except OSError:
+            continue
+        workspace = Path(match.group(1)) if match else None
+        if workspace is not None and workspace.parent == home and workspace.name.startswith("advisor-"):
+            found.append((folder, workspace))
+    return found
 
 
 def _stop_orphaned_stubs(home: Path) -> None:
@@ -148,6 +169,7 @@ class EmbeddedTriton:
         self._triton = None
         self._executor: ThreadPoolExecutor | None = None
         self._llamas: list = []  #: `LlamaServer` of each real model
+        self._workspace: Path | None = None  #: this server's PyTriton workspace (``<PYTRITON_HOME>/advisor-<pid>-*``)
 
     # addresses -----------------------------------------------------------------------------------------
     @property
@@ -190,7 +212,7 @@ class EmbeddedTriton:
         from pytriton.constants import PYTRITON_HOME
 
         clean_leaked(Path(PYTRITON_HOME))  # a killed probe leaves its workspace and shared memory behind
-        workspace = Path(PYTRITON_HOME) / f"advisor-{os.getpid()}-{os.urandom(4).hex()}"
+        workspace = self._workspace = Path(PYTRITON_HOME) / f"advisor-{os.getpid()}-{os.urandom(4).hex()}"
         config = TritonConfig(
             grpc_port=self._ports["grpc"], http_port=self._ports["http"], metrics_port=self._ports["metrics"],
             grpc_address=self.host, http_address=self.host, metrics_address=self.host,
@@ -237,12 +259,30 @@ class EmbeddedTriton:
                 triton.stop()
             except Exception:  # noqa: BLE001 - best effort on the way out
                 pass
+            self._remove_leftovers(triton)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
         llamas, self._llamas = self._llamas, []
         for server in llamas:
             server.close()
+
+    def _remove_leftovers(self, triton, shm: Path = Path("/dev/shm")) -> None:
+        """Once the server is gone: the model copies tritonserver made in /tmp for this server's workspace and
+        its Python backend's shared-memory regions (a clean stop leaves some of each behind)."""
+        server = getattr(triton, "_triton_server", None)
+        if self._workspace is None or (server is not None and server.is_alive()):
+            return  # still stopping: the next start's `clean_leaked` removes them
+        for folder, workspace in model_folders(self._workspace.parent):
+            if workspace == self._workspace:
+                remove_tree(folder)
+        try:  # PyTriton keeps the prefix it gave the Python backend (``pytrtion<pid>-<random>``) in its config
+            prefix = triton._python_backend_config["shm-region-prefix-name"]  # noqa: SLF001
+        except (AttributeError, KeyError, TypeError):
+            prefix = None
+        if prefix:
+            for segment in shm.glob(f"{prefix}*"):
+                segment.unlink(missing_ok=True)
 
     def __enter__(self) -> "EmbeddedTriton":
         return self.start()
