@@ -102,18 +102,24 @@ def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     assert [p.name for p in shm.iterdir()] == ["psm_123"]
 
 
+def _serving_triton() -> subprocess.Popen:
+    """`advisor triton serve` on the demo ladder in a child process, once it printed its ready line."""
+    code = f"from advisor.cli import main; main(['triton', 'serve', '--ladder', {str(REPO / 'ladders' / 'demo.yaml')!r}])"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        if line.startswith("ready ") or time.monotonic() > deadline:
+            break
+    return proc
+
+
 @pytest.mark.slow
 def test_killed_server_leftovers_are_removed_on_next_start():
     from advisor.ladder import load_ladder
     from advisor.triton.server import EmbeddedTriton
 
-    code = f"from advisor.cli import main; main(['triton', 'serve', '--ladder', {str(REPO / 'ladders' / 'demo.yaml')!r}])"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = _serving_triton()
     try:
-        deadline = time.monotonic() + 120
-        for line in proc.stdout:
-            if line.startswith("ready ") or time.monotonic() > deadline:
-                break
         assert _leftovers(proc.pid), "a serving embedded Triton has its workspace under PYTRITON_HOME"
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -143,13 +149,8 @@ def test_no_model_copy_or_shared_memory_outlives_the_server(how):
     """tritonserver copies every model PyTriton loads into /tmp/folderXXXXXX (issue 38, case 16). A clean
     SIGTERM leaves none of them, nor the workspace or shared memory; after a SIGKILL they stay until the next
     start's clean_leaked (run here directly) removes them, and only them."""
-    code = f"from advisor.cli import main; main(['triton', 'serve', '--ladder', {str(REPO / 'ladders' / 'demo.yaml')!r}])"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = _serving_triton()
     try:
-        deadline = time.monotonic() + 120
-        for line in proc.stdout:
-            if line.startswith("ready ") or time.monotonic() > deadline:
-                break
         copies = _model_copies(proc.pid)
         assert copies, "a serving embedded Triton has its model copies in /tmp"
     finally:
