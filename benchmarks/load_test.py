@@ -76,13 +76,14 @@ def small_probe(url: str, store: Path) -> None:
 
 
 def start_service(url: str, store: Path, workers: int, extra: list[str] = (),
-                  advisor: list[str] | None = None, ladder: Path = DEMO) -> tuple[subprocess.Popen, str]:
+                  advisor: list[str] | None = None, ladder: Path = DEMO,
+                  cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
     """`advisor serve --url` in its own process, run by the `advisor` command (default: this interpreter's,
-    `ADVISOR`); (process, base URL)."""
+    `ADVISOR`), in `cwd` (default: this one); (process, base URL)."""
     env = {**os.environ, "ADVISOR_API_KEYS": KEY}
     proc = subprocess.Popen([*(advisor or ADVISOR), "serve", "--url", url, "--ladder", str(ladder), "--store", str(store),
                              "--port", "0", "--workers", str(workers), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
     line = _read_until(proc, "ready http=")
     return proc, "http://" + line.split("=", 1)[1]
 

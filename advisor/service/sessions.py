@@ -27,12 +27,15 @@ two keys names two sessions (`latch_key`).
 The session then moves `escalate_by` rungs up the ladder (among the rungs the request may use), stays there, and
 the reason is returned in ``x-advisor-escalation`` and recorded with the decision. It never moves down.
 
-**Where the latch lives**: in a small SQLite file beside the spool (``<store>.live.sessions.sqlite``), shared by
-every worker of the service: a request may land on any worker, and an in-process map per worker would lose the
-latch. Each step is one read-modify-write in an ``IMMEDIATE`` transaction (WAL journal, no fsync per commit:
-a crash loses at most the last steps' latch, which the next step re-decides). Replicas on several hosts need
-sticky sessions at the load balancer (a file on shared storage is not safe for SQLite). Sessions idle for
-`SessionConfig.ttl_s` are forgotten, and past `SessionConfig.max_sessions` the least recently used.
+**Where the latch lives**: with a PostgreSQL store, in that database (`advisor.store.pg_latches`): every
+replica on every host reads and writes the same row, one atomic conditional write per step, so a step may land
+on any replica and no sticky sessions are needed. With a DuckDB store, in a small SQLite file beside the spool
+(``<store>.live.sessions.sqlite``), shared by every worker of the service: a request may land on any worker,
+and an in-process map per worker would lose the latch. Each step is one read-modify-write in an ``IMMEDIATE``
+transaction (WAL journal, no fsync per commit: a crash loses at most the last steps' latch, which the next step
+re-decides); replicas of a DuckDB-store service on several hosts need sticky sessions at the load balancer (a
+file on shared storage is not safe for SQLite). Sessions idle for `SessionConfig.ttl_s` are forgotten, and
+past `SessionConfig.max_sessions` the least recently used.
 """
 
 from __future__ import annotations
@@ -165,9 +168,16 @@ def latch_path(spool: str | Path) -> Path:
 
 
 def latches(rt):
-    """The worker's latch store (`advisor.store.latches.LatchStore`, opened on first use)."""
+    """The worker's latch store, opened on first use: in the PostgreSQL store's database when the service has one
+    (`advisor.store.pg_latches.PgLatchStore`, shared by every replica), else the SQLite file beside the spool
+    (`advisor.store.latches.LatchStore`, shared by this host's workers)."""
     store = getattr(rt, "_latches", None)
     if store is None:
         cfg = rt.config.sessions
-        store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
+        if rt.settings.store_url:
+            from advisor.store.pg_latches import PgLatchStore
+
+            store = rt._latches = PgLatchStore(rt.settings.store_url, SessionState, cfg.ttl_s, cfg.max_sessions)
+        else:
+            store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
     return store
