@@ -48,6 +48,7 @@ the same code.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
         [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python] [--memoised] [--pin]
+        [--postgres] [--session ID]
 
 `--memoised` adds a service whose routing decisions are memoised (benchmarks/memoised_route.py: every request
 here has the same text and settings, so it decides once): the service less its routing decision, run beside the
@@ -74,6 +75,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -249,12 +251,15 @@ def probe_with(python: str, url: str, store: Path) -> None:
 
 
 def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True,
-                   memoised: bool = False, sessions_off: bool = False) -> dict[str, tuple]:
+                   memoised: bool = False, sessions_off: bool = False,
+                   postgres_url: str | None = None) -> dict[str, tuple]:
     """The floor app (unless `floor` is false), the service under test, with `against` a second service run
     by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a store that
     interpreter probed (`probe_with`), with `memoised` one whose routing decisions are memoised
-    (`memoised_route`), and with `sessions_off` the same code with ``sessions: {enabled: false}`` (every request
-    routed on its own: the service less its session step); name -> (process, base URL)."""
+    (`memoised_route`), with `sessions_off` the same code with ``sessions: {enabled: false}`` (every request
+    routed on its own: the service less its session step), and with `postgres_url` the same code on that
+    PostgreSQL store ('pg-store': its session latch in PostgreSQL, the router trained from `store`);
+    name -> (process, base URL)."""
     import shutil
 
     services = {"floor": start_floor(url)} if floor else {}
@@ -270,6 +275,12 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
         config = store.with_name("no-sessions.yaml")
         config.write_text("version: 1\nsessions: {enabled: false}\n")
         services["no-sessions"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
+    if postgres_url:
+        artifact = store.with_name("pg-router.json")
+        subprocess.run([*ADVISOR, "router", "train", "--store", str(store), "--out", str(artifact), "--folds", "2"],
+                       check=True, capture_output=True)
+        services["pg-store"] = start_service(url, postgres_url, workers, [
+            "--ingest-every", "0", "--router", str(artifact), "--spool", str(store.with_name("pg-spool"))])
     if memoised:
         other = store.with_name("memoised.duckdb")
         shutil.copy(store, other)
@@ -353,6 +364,12 @@ def main() -> None:
     parser.add_argument("--sessions-off", action="store_true",
                         help="Also time the same service with sessions: {enabled: false} ('no-sessions'): what the "
                              "session step adds, in the same run.")
+    parser.add_argument("--postgres", action="store_true",
+                        help="Also time the same service on a PostgreSQL store ('pg-store', a local PostgreSQL "
+                             "started for the run): its session latch lives in PostgreSQL, the service's in SQLite.")
+    parser.add_argument("--session", default=None, metavar="ID",
+                        help="Every request a later step of this one session (advisor.session): each request reads "
+                             "and writes the latch (default: a derived session, new with every request).")
     parser.add_argument("--pin", action="store_true",
                         help="Give the servers (floor app and services) CPU 0 and the load generator and Triton the "
                              "other CPUs: the service on a core of its own, apart from the model server and the "
@@ -366,7 +383,14 @@ def main() -> None:
         if sources["against"] == sources["service"]:
             raise SystemExit(f"--against {args.against} imports advisor from {sources['service']}, as this "
                              "interpreter does: both services would run the same code")
+    if args.session:
+        BODY["advisor"] = {**BODY["advisor"], "session": args.session}
     triton, url = start_triton()
+    pg = None
+    if args.postgres:
+        from advisor.store.local_postgres import LocalPostgres
+
+        pg = LocalPostgres().start()
     results: dict[tuple[str, int], list[tuple[float, list[float], dict[str, float]]]] = {}
     decisions: dict[tuple[str, int], float] = {}  #: mean seconds of a routing decision in the worker
     try:
@@ -374,7 +398,7 @@ def main() -> None:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
             services = start_services(url, store, args.workers, args.against, args.floor, args.memoised,
-                                      args.sessions_off)
+                                      args.sessions_off, pg.new_database("overhead") if pg else None)
             if args.pin:
                 rest = set(range(1, os.cpu_count() or 1)) or {0}
                 for proc, _ in services.values():
@@ -408,18 +432,23 @@ def main() -> None:
                     stop(proc)
     finally:
         stop(triton)
+        if pg is not None:
+            pg.close()
     print(f"service overhead: {args.requests} requests x {args.rounds} rounds per path, rung {RUNG} (SIMULATED "
           f"stand-in, answers at once), loopback, {args.workers} service worker(s), service path over "
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + (", 'memoised' = the service with its routing decisions memoised" if args.memoised else "")
           + (", 'no-sessions' = the service with sessions: {enabled: false}" if args.sessions_off else "")
+          + (", 'pg-store' = the service on a local PostgreSQL store (latch in PostgreSQL)" if args.postgres else "")
+          + (f", every request a step of session {args.session!r}" if args.session else "")
           + ("; PINNED: the servers on CPU 0, the load generator and Triton on the other CPUs" if args.pin else "")
           + f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
     print("  code: " + ", ".join(f"{name} from {src}" for name, src in sources.items()))
     print("  CPU ms per request (median round): load generator (this process) / server tree (the path's: floor "
           "app or service; direct: the idle service) / triton tree")
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
-             *(["memoised"] if args.memoised else []), *(["no-sessions"] if args.sessions_off else [])]
+             *(["memoised"] if args.memoised else []), *(["no-sessions"] if args.sessions_off else []),
+             *(["pg-store"] if args.postgres else [])]
     for c in args.concurrency:
         row, path_cpu, pooled = {}, {}, {}
         for path in paths:
@@ -438,7 +467,7 @@ def main() -> None:
         for path in row:
             if path != "direct":
                 print("  " + paired_line(c, path, results[(path, c)], results[("direct", c)]))
-        for path in ("against", "no-sessions"):  # before/after in one run: the service's rounds against these
+        for path in ("against", "no-sessions", "pg-store"):  # before/after in one run: service's rounds vs these
             if path in row:
                 diff = [(pct(lat, .5) - pct(olat, .5)) * 1e3
                         for (_, lat, _), (_, olat, _) in zip(results[("service", c)], results[(path, c)])]

@@ -215,6 +215,23 @@ class RecordConfig(StrictModel):
     store_prompts: bool = Field(default=False, description="Store prompt text; by default only its hash.")
 
 
+class LoadConfig(StrictModel):
+    """Load as a term in the rung choice (`advisor.service.load`): per-rung expected wait, deadline-bound moves."""
+
+    enabled: bool = Field(default=True, description="Estimate each rung's wait before service and pass over a rung "
+                          "whose wait breaks the request's deadline (false: no poller, no timing, decisions ignore "
+                          "load).")
+    poll_interval_s: float = Field(default=0.5, gt=0, description="How often each worker refreshes its estimate "
+                                   "(a background task: decisions read the last estimate).")
+    window_s: float = Field(default=5.0, gt=0, description="Calls that ended this recently give the observed "
+                            "latency the wait is read from.")
+    min_wait_s: float = Field(default=0.05, ge=0, description="Expected waits below this count as 0 (an idle ladder "
+                              "decides as without load-awareness).")
+    metrics_url: str | None = Field(default=None, description="Triton's metrics endpoint (default: port 8002 on "
+                                    "the host of each Triton rung's gRPC address); unreachable: observed latencies "
+                                    "only.")
+
+
 class ServiceConfig(StrictModel):
     """The whole service config file."""
 
@@ -225,6 +242,7 @@ class ServiceConfig(StrictModel):
     limits: Limits = Field(default_factory=Limits)
     record: RecordConfig = Field(default_factory=RecordConfig)
     sessions: SessionConfig = Field(default_factory=SessionConfig)
+    load: LoadConfig = Field(default_factory=LoadConfig)
     shadow: ShadowConfig | None = Field(default=None, description="Shadow mode: a candidate router's decisions are "
                                         "recorded, not applied.")
 

@@ -24,6 +24,7 @@ from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import Verifier
 from advisor.service.attempts import Outcome, RequestPlan, call_rung, deliver, failover_order, settle
 from advisor.service.chat import Reply, request_text
+from advisor.service.load import apply as apply_load
 from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, run_orchestrated, serves_orchestrator
 from advisor.service.request import RequestError
 from advisor.service.session_routing import route_session, session_columns
@@ -72,6 +73,7 @@ def decide(rt, req, key) -> RequestPlan:
     else:
         if not route_session(rt, req, plan, key, lambda: decide_auto(rt, req, plan, ccfg, key)):
             decide_auto(rt, req, plan, ccfg, key)
+        apply_load(rt, req, plan)  # a first rung whose expected wait breaks the deadline is passed over
         if rt.config.shadow is not None:  # the candidate decides beside (advisor.service.shadow); not applied
             try:
                 shadow_decide(rt, plan, *policy_inputs(rt, req, plan, ccfg, key))

@@ -66,6 +66,13 @@ class Metrics:
         kwargs = {"multiprocess_mode": "livesum"} if self.multiprocess else {}
         self.in_flight = Gauge("advisor_in_flight_requests", "Chat requests in flight.", registry=reg, **kwargs)
 
+        self.load_moves = Counter("advisor_load_moves", "Decisions whose first rung was passed over because its "
+                                  "expected wait broke the request's deadline (advisor.service.load).",
+                                  ["from_rung", "to_rung"], registry=reg)
+        self.expected_wait = Gauge("advisor_rung_expected_wait_seconds", "Expected wait before service per rung, "
+                                   "as the decision reads it (advisor.service.load; the largest over workers).",
+                                   ["rung"], registry=reg, **info)
+
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         #: the classes that get a label of their own (`class_label`): the config's and the serving router's
         self.known_classes: frozenset[str] = frozenset()

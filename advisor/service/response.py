@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from advisor.service.chat import Reply
 from advisor.service.dispatch import records
+from advisor.service.load import load_headers
 from advisor.service.session_routing import session_headers
 from advisor.store import now as _now
 
@@ -75,6 +76,7 @@ def headers_of(rt, out) -> dict[str, str]:
         h["x-advisor-rung"] = out.rung
     if plan.session is not None:
         h.update(session_headers(plan))
+    h.update(load_headers(plan))
     simulated = any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0]))
     h["x-advisor-simulated"] = "true" if simulated else "false"  # said either way: a real answer says so too
     return h

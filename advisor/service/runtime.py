@@ -20,6 +20,7 @@ from advisor.ladder import load_ladder
 from advisor.scores import Verifier
 from advisor.service.auth import KeyRing
 from advisor.service.config import load_config
+from advisor.service.load import board as load_board
 from advisor.service.metrics import Metrics
 from advisor.service.recording import SegmentWriter
 from advisor.service.reload import current, load_serving
@@ -108,7 +109,9 @@ class Runtime:
             self._pool = BackendPool(self.ladder, urls=self.settings.urls, options=BackendOptions(
                 timeout_s=self.config.limits.attempt_timeout_s, retries=self.settings.client_retries,
                 protocol=self.settings.protocol))
-        return self._pool(model)
+        client = self._pool(model)
+        load = load_board(self)  # calls timed for the rung's expected wait (advisor.service.load)
+        return client if load is None else load.observed(model, client)
 
     def verifier_for(self, task_class: str | None):
         """The verifier of a class (None when it has none)."""
@@ -155,6 +158,9 @@ class Runtime:
     async def close(self) -> None:
         """Close clients and the current segment."""
         self.writer.close()
+        load = getattr(self, "_load_board", None)
+        if load is not None:
+            await load.close()
         if self._pool is not None:
             await self._pool.close()
 
