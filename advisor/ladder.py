@@ -123,6 +123,10 @@ class Model(StrictModel):
     price: TokenPrice | GpuHourPrice = Field(discriminator="basis", description="How attempts are priced.")
     context_length: int = Field(gt=0, description="Maximum context in tokens.")
     max_output_tokens: int = Field(default=2048, gt=0, description="max_tokens sent with every generation.")
+    max_response_bytes: int = Field(default=4 * 2**20, gt=0, description="Most bytes an `openai` endpoint's answer "
+                                    "may hold, streamed or not; a larger one fails the attempt.")
+    max_tool_arguments_bytes: int = Field(default=256 * 2**10, gt=0, description="Most bytes of one tool call's "
+                                          "arguments an `openai` endpoint may answer; more fails the attempt.")
     tool_call_format: str = Field(description="How the model writes tool calls: a name registered in "
                                   "advisor.agent.formats.FORMATS (hermes, qwen3_coder, qwen3_xml, nemotron_json).")
     tokenizer_path: str | None = Field(default=None, description="Folder with tokenizer_config.json holding the chat template.")

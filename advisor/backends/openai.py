@@ -10,6 +10,15 @@ the variable. When the caller offers tools they are sent as OpenAI ``tools``; a 
 ``tool_calls`` is written back as text in the rung's ``tool_call_format``, so the loop parses native and text
 calls alike. An endpoint that refuses ``tools`` (HTTP 400/422) is asked again without them, and not offered
 them again: the tool list is in the system prompt in the rung's text format either way.
+
+The endpoint is held to bounds (`advisor.backends.http_bounds`), streamed or not: at most the rung's
+``max_response_bytes`` (4 MiB by default), the time limit of the call (the request's deadline in the routing
+service) for the whole exchange, retries included, and never longer than the backend's ``timeout_s`` for the
+answer's head or its next chunk. An answer outside the API (not JSON, no ``choices``, a redirect, a stream
+request answered without server-sent events or ended before ``[DONE]``, one tool call's arguments past the
+rung's ``max_tool_arguments_bytes``) is an error, never an empty answer. Every text taken from an answer is
+scrubbed of the rung's key and anything shaped like a credential (`advisor.redaction.scrub`) before it goes
+into an error.
 """
 
 from __future__ import annotations
@@ -25,7 +34,10 @@ import httpx
 
 from advisor.agent.formats import _spec_dict, format_for
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
+from advisor.backends.http_bounds import Bounds, error_text, read_body, sse_payloads, within
 from advisor.errors import BackendError, KeyRefusedError, UnknownModelError
+from advisor.redaction import scrub
+from advisor.triton.client import GenerationTimeout
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
 BACKOFF_S = 0.5
@@ -33,6 +45,9 @@ BACKOFF_S = 0.5
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 #: SamplingParams keys passed through to the chat-completions body (others are vLLM-only and dropped).
 SAMPLING_KEYS = ("temperature", "top_p", "seed", "stop", "presence_penalty", "frequency_penalty")
+#: The most bytes an answer may hold, and one tool call's arguments, unless the rung says otherwise
+MAX_RESPONSE_BYTES = 4 * 2**20
+MAX_TOOL_ARGUMENTS_BYTES = 256 * 2**10
 
 
 def chat_messages(messages: list[dict] | None, prompt: str) -> list[dict]:
@@ -60,8 +75,10 @@ class OpenAIBackend:
     """Client of one OpenAI-compatible endpoint for one ladder model (its key variable and tool-call format)."""
 
     def __init__(self, endpoint: str, *, rung: str = "", api_key_env: str | None = None,
-                 tool_call_format: str = "hermes", timeout_s: float = 60.0, retries: int = 2):
+                 tool_call_format: str = "hermes", timeout_s: float = 60.0, retries: int = 2,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, max_tool_arguments_bytes: int = MAX_TOOL_ARGUMENTS_BYTES):
         self.endpoint = endpoint.rstrip("/")
+        self.max_response_bytes, self.max_tool_arguments_bytes = max_response_bytes, max_tool_arguments_bytes
         self.rung = rung
         self.api_key_env = api_key_env
         self.tool_call_format = tool_call_format
@@ -74,6 +91,14 @@ class OpenAIBackend:
     # plumbing ------------------------------------------------------------------------------------------
     def _where(self) -> str:
         return f"rung {self.rung!r} at {self.endpoint}" if self.rung else self.endpoint
+
+    def _clean(self, text: str, most: int = 200) -> str:
+        """An answer's text for an error message: scrubbed of the key (and credentials), one line, cut short."""
+        secret = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return " ".join(scrub(text, [secret]).split())[:most]
+
+    def _bounds(self, seconds: float | None) -> Bounds:
+        return Bounds.within(self.timeout_s if seconds is None else seconds, self.timeout_s, self.max_response_bytes)
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json"}
@@ -93,7 +118,7 @@ class OpenAIBackend:
         return self._http
 
     def _refused(self, status: int, text: str, model: str) -> BackendError:
-        detail = " ".join(text.split())[:200]
+        detail = self._clean(text)
         if status in (401, 403):
             key = f" (key from {self.api_key_env})" if self.api_key_env else " (no api_key_env on the rung)"
             return KeyRefusedError(f"{self._where()} refused the API key{key}: HTTP {status} {detail}")
@@ -101,30 +126,40 @@ class OpenAIBackend:
             return UnknownModelError(f"{self._where()}: no model {model!r} (or no /chat/completions): HTTP 404 {detail}")
         return BackendError(f"{self._where()} answered HTTP {status}: {detail}")
 
-    async def _post(self, path: str, body: dict, model: str, stream: bool = False):
-        """POST with retries on 429/5xx and dropped connections; returns the response (open when `stream`)."""
+    async def _post(self, path: str, body: dict, model: str, bounds: Bounds):
+        """POST with retries on 429/5xx and dropped connections, each within `bounds`; returns the open response
+        of a 2xx answer (the caller reads its body within the bounds and closes it)."""
         client = self._client()
         headers = self._headers()
         attempt = 0
         while True:
             try:
                 request = client.build_request("POST", self.endpoint + path, json=body, headers=headers)
-                response = await client.send(request, stream=stream)
+                response = await within(bounds, client.send(request, stream=True))
             except httpx.TransportError as exc:
                 if attempt >= self.retries:
-                    raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} {exc}".rstrip()) from None
+                    raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} "
+                                       f"{self._clean(str(exc))}".rstrip()) from None
                 wait = None
             else:
-                if response.status_code < 400:
+                if 200 <= response.status_code < 300:
                     return response
-                text = (await response.aread()).decode(errors="replace")
+                text = await error_text(response, bounds, self._where())
                 await response.aclose()
+                if response.status_code < 400:
+                    where = response.headers.get("location")
+                    raise BackendError(f"{self._where()} answered HTTP {response.status_code}"
+                                       + (f" (to {self._clean(where)})" if where else "") + ": advisor follows no "
+                                       "redirect; set the rung's url to the endpoint itself")
                 if response.status_code not in RETRY_STATUSES or attempt >= self.retries:
                     if response.status_code in (400, 422) and "tools" in body:
                         raise _ToolsRefused(text)
                     raise self._refused(response.status_code, text, model)
                 wait = _retry_after(response.headers.get("retry-after"))
-            await asyncio.sleep(wait if wait is not None else BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2))
+            wait = wait if wait is not None else BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2)
+            if time.monotonic() + wait >= bounds.deadline:
+                raise asyncio.TimeoutError  # no time left for another try
+            await asyncio.sleep(wait)
             attempt += 1
 
     def _body(self, model: str, prompt: str, max_tokens: int, sampling: dict | None, messages, tools) -> dict:
@@ -138,11 +173,20 @@ class OpenAIBackend:
             body["tools"] = offered
         return body
 
-    def _calls_as_text(self, calls: list[dict]) -> str:
+    def _calls_as_text(self, calls: list) -> str:
         fmt = format_for(self.tool_call_format)
         out = []
         for call in calls:
-            fn = call.get("function") or {}
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name") or "", str) or \
+                    not isinstance(fn.get("arguments") or "", str):
+                raise BackendError(f"{self._where()} answered a tool call outside the API: "
+                                   f"{self._clean(json.dumps(call))!r}")
+            size = len((fn.get("arguments") or "").encode("utf-8", "surrogatepass"))
+            if size > self.max_tool_arguments_bytes:
+                raise BackendError(f"{self._where()} answered a tool call ({self._clean(fn.get('name') or '', 60)!r}) "
+                                   f"with {size:,} bytes of arguments: the rung's max_tool_arguments_bytes is "
+                                   f"{self.max_tool_arguments_bytes:,}")
             try:
                 args = json.loads(fn.get("arguments") or "{}")
             except json.JSONDecodeError:
@@ -159,15 +203,19 @@ class OpenAIBackend:
         body = self._body(model, prompt, max_tokens, sampling, messages, tools)
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            data = await asyncio.wait_for(self._complete(body, model), timeout=limit)
+            data = await asyncio.wait_for(self._complete(body, model, self._bounds(limit)), timeout=limit)
         except asyncio.TimeoutError:
-            raise BackendError(f"generation on {self._where()} timed out after {limit:g}s") from None
+            raise GenerationTimeout(f"generation on {self._where()} timed out after {limit:g}s") from None
         try:
             choice = data["choices"][0]
             message = choice.get("message") or {}
-        except (KeyError, IndexError, TypeError):
-            raise BackendError(f"{self._where()} answered without choices: {str(data)[:200]}") from None
+            if not isinstance(message, dict):
+                raise TypeError
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise BackendError(f"{self._where()} answered without choices: {self._clean(json.dumps(data))}") from None
         text = message.get("content") or ""
+        if not isinstance(text, str) or not isinstance(message.get("tool_calls") or [], list):
+            raise BackendError(f"{self._where()} answered a message outside the API: {self._clean(json.dumps(message))}")
         if message.get("tool_calls"):
             text = "\n".join(filter(None, [text, self._calls_as_text(message["tool_calls"])]))
         usage = data.get("usage") or {}
@@ -175,61 +223,95 @@ class OpenAIBackend:
                     usage.get("completion_tokens"))
         return result_from_parts(model, prompt, [part], time.perf_counter() - started)
 
-    async def _complete(self, body: dict, model: str) -> dict:
+    async def _open(self, body: dict, model: str, bounds: Bounds):
+        """The open 2xx response to a chat request (asked again without tools when the endpoint refused them)."""
         try:
-            response = await self._post("/chat/completions", body, model)
+            return await self._post("/chat/completions", body, model, bounds)
         except _ToolsRefused:
             self.native_tools = False
-            body = {k: v for k, v in body.items() if k != "tools"}
-            response = await self._post("/chat/completions", body, model)
+            body.pop("tools", None)
+            return await self._post("/chat/completions", body, model, bounds)
+
+    async def _complete(self, body: dict, model: str, bounds: Bounds) -> dict:
+        response = await self._open(body, model, bounds)
         try:
-            return response.json()
+            raw = await read_body(response, bounds, self._where())
+        finally:
+            await response.aclose()
+        try:
+            data = json.loads(raw)
         except ValueError:
             raise BackendError(f"{self._where()} answered with something that is not JSON: "
-                               f"{response.text[:200]!r}") from None
+                               f"{self._clean(raw[:400].decode('utf-8', 'replace'))!r}") from None
+        if not isinstance(data, dict):
+            raise BackendError(f"{self._where()} answered JSON that is not an object: {self._clean(json.dumps(data))}")
+        return data
 
     async def generate_stream(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
                               timeout_s: float | None = None, request_id: str | None = None,
                               messages: list | None = None, tools: list | None = None) -> AsyncIterator[Part]:
-        """Server-sent chunks as `Part`s; the last carries ``usage`` (asked with ``stream_options``)."""
+        """Server-sent chunks as `Part`s; the last carries ``usage`` (asked with ``stream_options``). The whole
+        stream is bounded (`advisor.backends.http_bounds`): past the time limit a `GenerationTimeout`, past the
+        bytes or outside the API a `BackendError`."""
         body = self._body(model, prompt, max_tokens, sampling, messages, tools)
         body.update(stream=True, stream_options={"include_usage": True})
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        bounds = self._bounds(limit)
         try:
-            response = await self._post("/chat/completions", body, model, stream=True)
-        except _ToolsRefused:
-            self.native_tools = False
-            body.pop("tools", None)
-            response = await self._post("/chat/completions", body, model, stream=True)
+            response = await self._open(body, model, bounds)
+            try:
+                async for part in self._parts(response, bounds):
+                    yield part
+            finally:
+                await response.aclose()
+        except asyncio.TimeoutError:
+            raise GenerationTimeout(f"generation on {self._where()} timed out after {limit:g}s "
+                                    f"(streamed; no chunk for {min(limit, self.timeout_s):g}s, or not done)") from None
+
+    async def _parts(self, response, bounds: Bounds) -> AsyncIterator[Part]:
+        """The parts of an open server-sent-events answer; tool calls last, as text in the rung's format."""
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "text/event-stream":
+            sample = await error_text(response, bounds, self._where())
+            raise BackendError(f"{self._where()} answered a stream request with {kind or 'no content-type'}, not "
+                               f"server-sent events: {self._clean(sample)!r}")
         calls: dict[int, dict] = {}
-        finish = None
-        try:
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                try:
-                    chunk = json.loads(payload)
-                except json.JSONDecodeError:
-                    raise BackendError(f"{self._where()} sent a stream chunk that is not JSON: {payload[:120]!r}") from None
-                if "error" in chunk:
-                    raise BackendError(f"{self._where()} failed mid-stream: {str(chunk['error'])[:200]}")
-                usage = chunk.get("usage") or {}
-                for choice in chunk.get("choices") or []:
-                    delta = choice.get("delta") or {}
-                    for tc in delta.get("tool_calls") or []:
-                        slot = calls.setdefault(tc.get("index", 0), {"function": {"name": "", "arguments": ""}})
-                        fn = tc.get("function") or {}
-                        slot["function"]["name"] += fn.get("name") or ""
-                        slot["function"]["arguments"] += fn.get("arguments") or ""
-                    finish = _finish(choice.get("finish_reason")) or finish
-                    if delta.get("content"):
-                        yield Part(delta["content"], None, None, None)
-                if usage:
-                    yield Part("", None, usage.get("prompt_tokens"), usage.get("completion_tokens"))
-        finally:
-            await response.aclose()
+        finish, done, chunks = None, False, 0
+        async for payload in sse_payloads(response, bounds, self._where()):
+            if payload == "[DONE]":
+                done = True
+                break
+            try:
+                chunk = json.loads(payload)
+            except json.JSONDecodeError:
+                raise BackendError(f"{self._where()} sent a stream chunk that is not JSON: "
+                                   f"{self._clean(payload, 120)!r}") from None
+            if not isinstance(chunk, dict):
+                raise BackendError(f"{self._where()} sent a stream chunk that is not an object: "
+                                   f"{self._clean(payload, 120)!r}")
+            if "error" in chunk:
+                raise BackendError(f"{self._where()} failed mid-stream: {self._clean(json.dumps(chunk['error']))}")
+            if not isinstance(chunk.get("choices"), list):
+                raise BackendError(f"{self._where()} sent a stream chunk without choices: {self._clean(payload, 120)!r}")
+            chunks += 1
+            usage = chunk.get("usage") or {}
+            for choice in chunk["choices"]:
+                delta = (choice.get("delta") if isinstance(choice, dict) else None) or {}
+                for tc in delta.get("tool_calls") or []:
+                    slot = calls.setdefault(tc.get("index", 0), {"function": {"name": "", "arguments": ""}})
+                    fn = tc.get("function") or {}
+                    slot["function"]["name"] += str(fn.get("name") or "")
+                    slot["function"]["arguments"] += str(fn.get("arguments") or "")
+                    if len(slot["function"]["arguments"]) > self.max_tool_arguments_bytes:
+                        self._calls_as_text([slot])  # refuses it, naming the bound
+                finish = _finish(choice.get("finish_reason")) or finish
+                if isinstance(delta.get("content"), str) and delta["content"]:
+                    yield Part(delta["content"], None, None, None)
+            if usage:
+                yield Part("", None, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        if not chunks or not (done or finish):
+            raise BackendError(f"{self._where()} ended its stream " + (
+                "without a chunk" if not chunks else "before [DONE] and without a finish_reason") + " (cut short?)")
         text = self._calls_as_text([calls[i] for i in sorted(calls)]) if calls else ""
         yield Part(text, finish or "unknown", None, None)
 
@@ -239,16 +321,27 @@ class OpenAIBackend:
 
     async def models(self) -> list[str]:
         """The model ids ``GET /models`` lists (BackendError when the endpoint cannot be asked)."""
+        bounds = self._bounds(None)
+        client = self._client()
         try:
-            response = await self._client().get(self.endpoint + "/models", headers=self._headers())
+            request = client.build_request("GET", self.endpoint + "/models", headers=self._headers())
+            response = await within(bounds, client.send(request, stream=True))
+            try:
+                if response.status_code >= 300:
+                    raise self._refused(response.status_code, await error_text(response, bounds, self._where()), "")
+                raw = await read_body(response, bounds, self._where())
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
-            raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} {exc}".rstrip()) from None
-        if response.status_code >= 400:
-            raise self._refused(response.status_code, response.text, "")
+            raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} "
+                               f"{self._clean(str(exc))}".rstrip()) from None
+        except asyncio.TimeoutError:
+            raise GenerationTimeout(f"{self._where()}: /models did not answer within {self.timeout_s:g}s") from None
         try:
-            return [m["id"] for m in response.json().get("data", [])]
+            return [m["id"] for m in json.loads(raw).get("data", [])]
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise BackendError(f"{self._where()}: /models answered {response.text[:200]!r}") from None
+            raise BackendError(f"{self._where()}: /models answered "
+                               f"{self._clean(raw[:400].decode('utf-8', 'replace'))!r}") from None
 
     async def repository_index(self) -> list[str]:
         """Same as `models` (what `advisor ladder check` lists when a model is missing)."""
@@ -295,7 +388,9 @@ def _retry_after(value: str | None) -> float | None:
 def _create(endpoint: str, model, options: BackendOptions) -> OpenAIBackend:
     return OpenAIBackend(endpoint, rung=getattr(model, "name", ""), api_key_env=getattr(model, "api_key_env", None),
                          tool_call_format=getattr(model, "tool_call_format", "hermes"),
-                         timeout_s=options.timeout_s, retries=options.retries)
+                         timeout_s=options.timeout_s, retries=options.retries,
+                         max_response_bytes=getattr(model, "max_response_bytes", MAX_RESPONSE_BYTES),
+                         max_tool_arguments_bytes=getattr(model, "max_tool_arguments_bytes", MAX_TOOL_ARGUMENTS_BYTES))
 
 
 BACKENDS.add("openai", BackendKind(_create, shared=False,

@@ -19,6 +19,7 @@ import uuid
 from typing import Any
 
 from advisor.errors import RouterError, did_you_mean
+from advisor.redaction import without_urls
 from advisor.router.routing.route import route_one
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import Verifier
@@ -175,10 +176,22 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return deliver(out, last[0], last[1], "rejected")
     timed_out = any(a.out_of_time for a in out.attempts)
     out.status = 504 if timed_out else 503
-    errors = "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
+    errors = attempt_errors(out.attempts)
     out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else
-                 f"no rung could answer: {errors or 'nothing tried'}. Is Triton ({rt.settings.served_by}) up?")
+                 f"no rung could answer: {errors or 'nothing tried'}." + triton_hint(rt, out.attempts))
     return out
+
+
+def attempt_errors(attempts) -> str:
+    """The attempts' errors as a client reads them: each names its rung, without the addresses behind it."""
+    return "; ".join(f"{a.rung}: {without_urls(a.error or '')}" for a in attempts)
+
+
+def triton_hint(rt, attempts) -> str:
+    """" Is Triton up?" when a rung that failed is served by Triton (the embedded one named), else nothing."""
+    if not any(getattr(rt.rungs.get(a.rung), "backend", "triton") == "triton" for a in attempts):
+        return ""
+    return " Is Triton (embedded) up?" if rt.settings.served_by == "embedded" else " Is Triton up?"
 
 
 async def run_with_deadline(rt, req, plan: RequestPlan) -> Outcome:

@@ -20,6 +20,7 @@ from advisor.errors import BackendError
 from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, failover_order, fill_attempt,
                                       max_tokens_for)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
+from advisor.service.dispatch import attempt_errors, triton_hint
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 from advisor.service.session_routing import after_step
 from advisor.triton.client import GenerationTimeout
@@ -116,7 +117,7 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
     if opened is None:
         timed_out = any(a.out_of_time for a in out.attempts)
         out.status = 504 if timed_out else 503
-        out.error = "no rung could answer: " + "; ".join(f"{a.rung}: {a.error}" for a in out.attempts)
+        out.error = "no rung could answer: " + attempt_errors(out.attempts) + triton_hint(rt, out.attempts)
         _release(rt)
         return finish(rt, req, out, key, started, started_at)
     out.rung = opened[0]

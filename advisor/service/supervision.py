@@ -198,7 +198,8 @@ def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, pr
     status, stop = _Status(status_path), threading.Event()
     if not embeds(probe_config, ladder):
         with serving(probe_config, ladder, suite_path) as (urls, served_by):
-            watch = UrlProbe(sorted(set(urls.values())), protocol, status, stop, echo)
+            tritons = {m.name for m in ladder.models() if getattr(m, "backend", "triton") == "triton"}
+            watch = UrlProbe(sorted({u for name, u in urls.items() if name in tritons}), protocol, status, stop, echo)
             watch.start()
             try:
                 yield urls, served_by

@@ -1,0 +1,34 @@
+"""Secrets and addresses kept out of what an upstream's text reaches: logs, the store, clients.
+
+An endpoint's error message is the endpoint's own text, and a hostile or careless one echoes what it received,
+the ``Authorization`` header included. `scrub` replaces the given secrets (a rung's API key) and anything shaped
+like a credential (``Bearer ...``, ``Authorization: ...``, ``api_key=...``) with ``[redacted]``; it runs on
+every text the ``openai`` backend takes from an answer, before the text is cut short (a cut must not leave half
+a key). `without_urls` replaces URLs with ``(upstream)``: what a client of the routing service may read names
+the rungs, not the addresses behind them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+REDACTED = "[redacted]"
+_SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=:-]{4,}")
+_FIELD = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api[-_]?key|access[-_]?token)"
+                    r"(\W{0,3}?\s*[:=]\s*\W{0,2})(?!\[redacted\]|(?:bearer|basic|token)\s)[^\s\"',;}]+")
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>),;]+")
+
+
+def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
+    """`text` without the `secrets` (each at least 4 characters) and without credential-shaped values."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, REDACTED)
+    text = _SCHEME.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+    return _FIELD.sub(lambda m: m.group(1) + m.group(2) + REDACTED, text)
+
+
+def without_urls(text: str) -> str:
+    """`text` with every URL replaced by ``(upstream)``."""
+    return _URL.sub("(upstream)", text)
