@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from advisor.errors import did_you_mean
+from advisor.errors import StoreError, did_you_mean
 from advisor.service.dispatch import decide, run_with_deadline
 from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
 from advisor.service.recording import ROTATE_S
@@ -114,6 +114,9 @@ def create_app(settings=None):
         rt = state["rt"]
         ok, why = await rt.readiness()
         records = rt.writer.health() if hasattr(rt.writer, "health") else {}
+        latch = getattr(rt, "_latches", None)
+        if latch is not None and latch.trouble():  # the session latch could not be written a moment ago
+            records = {**records, "records": "degraded", "records_detail": latch.trouble()}
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
         if _unauthorized(rt, request, count=False) is not None:  # keys configured, none given: the status only
             return json_response({"status": status}, status=200 if ok else 503)
@@ -216,6 +219,11 @@ async def chat_completions(rt, request):
         m.child(m.rejected, "429").inc()
         return error_response(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry "
                               f"shortly", kind="rate_limit_error", code="concurrency_limit", headers={"retry-after": "1"})
+    cannot = rt.writer.refusal() if hasattr(rt.writer, "refusal") else None
+    if cannot:  # the disk is full: answer nothing that could not be recorded (advisor.service.recording)
+        m.child(m.rejected, "503").inc()
+        return error_response(503, f"cannot record requests now: {cannot}", kind="service_unavailable",
+                              code="cannot_record", headers={"retry-after": "5"})
     rt.in_flight += 1
     m.in_flight.inc()
     streaming = False
@@ -227,6 +235,10 @@ async def chat_completions(rt, request):
         except RequestError as exc:
             m.child(m.rejected, str(exc.status)).inc()
             return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code)
+        except StoreError as exc:  # the session latch cannot be written (its disk is full)
+            m.child(m.rejected, "503").inc()
+            return error_response(503, f"cannot record requests now: {exc}", kind="service_unavailable",
+                                  code="cannot_record", headers={"retry-after": "5"})
         if req.stream and plan.verifier is None:
             streaming = True
             return await stream_response(rt, req, plan, key, started, started_at)

@@ -283,6 +283,7 @@ def ingest_now(spool: Path, store: str | Path, min_age_s: float = 0.0) -> dict[s
 def _ingest_loop(spool: Path, options: ServeOptions, stop: threading.Event, echo) -> None:
     if options.ingest_every_s <= 0:
         return
+    failing = None  #: the kind of failure of the last rounds (one line when it starts, one when it ends)
     while not stop.wait(options.ingest_every_s):
         try:
             if options.store_url:  # what the workers could not ship, and the segments of killed processes
@@ -292,5 +293,11 @@ def _ingest_loop(spool: Path, options: ServeOptions, stop: threading.Event, echo
         except StoreError:  # the store is busy (another process has it) or down: next round
             continue
         except Exception as exc:  # noqa: BLE001 - this thread must outlive a failed round; the segment waits
-            echo(f"ingest: round failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-                 f"the segments wait in {spool} for the next round")
+            if type(exc).__name__ != failing:
+                failing = type(exc).__name__
+                echo(f"ingest: round failed ({failing}: {str(exc).splitlines()[0] if str(exc) else ''}); the "
+                     f"segments wait in {spool}; retried every {options.ingest_every_s:g} s (one line when it works)")
+            continue
+        if failing is not None:
+            failing = None
+            echo(f"ingest: rounds work again; the waiting segments of {spool} are in the store")

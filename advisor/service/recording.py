@@ -10,11 +10,19 @@ attempt, so ingesting a segment twice adds nothing. ``advisor serve`` ingests ev
 after its workers stopped; ``advisor store ingest`` does the same by hand (e.g. for replicas on other hosts
 writing to a shared spool folder). A torn last line (a worker killed mid-write) is skipped and counted; any
 other bad line is quarantined beside the spool (`advisor.service.spool_lines`) and the rest ingested.
+
+**A full disk** loses nothing the service answered: a write that fails (``ENOSPC``, a quota, an I/O error) is
+cut back off the segment (no torn line for the next record to merge into) and its records wait in memory,
+written before anything else once the disk takes them again (tried by the next write and every `ROTATE_S` by
+the app's tick). Meanwhile `SegmentWriter.refusal` says why, and the service answers new requests 503
+(``cannot_record``) rather than answer what it could not record; ``/readyz`` says ``degraded``. One log line
+when writing fails and one when it works again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -29,6 +37,7 @@ if TYPE_CHECKING:
 
 ROTATE_S = 1.0
 ROTATE_LINES = 5000
+log = logging.getLogger("advisor.recording")
 
 
 def spool_for(store_path: str | Path) -> Path:
@@ -37,7 +46,7 @@ def spool_for(store_path: str | Path) -> Path:
 
 
 class SegmentWriter:
-    """Appends one worker's records to its own segment files (thread-safe, flushed per `write`)."""
+    """Appends one worker's records to its own segment files (thread-safe, written to the OS per `write`)."""
 
     def __init__(self, spool: str | Path, worker: str, on_close=None):
         self.spool = Path(spool)
@@ -49,28 +58,76 @@ class SegmentWriter:
         self._file = None
         self._opened = 0.0
         self._lines = 0
+        self._size = 0  #: bytes of the open segment that are whole records
+        self._backlog: list[tuple[bytes, int]] = []  #: (lines, records) the disk did not take yet
+        self.trouble: str | None = None  #: why records are only in memory now, else None
 
     def _path(self, suffix: str) -> Path:
         return self.spool / f"{self.worker}-{os.getpid()}-{self._n:06d}{suffix}"
 
     def write(self, records: list[dict[str, Any]]) -> str:
-        """Append records (decision and attempts of one request) and flush them to the OS; the segment's name."""
-        data = "".join(json.dumps(r, default=str, separators=(",", ":")) + "\n" for r in records)
+        """Append records (decision and attempts of one request) and write them to the OS; the segment's name
+        ("" when the disk did not take them: they wait in memory, see the module docstring)."""
+        data = "".join(json.dumps(r, default=str, separators=(",", ":")) + "\n" for r in records).encode("utf-8")
         with self._lock:
             if self._file is not None and (self._lines >= ROTATE_LINES or time.monotonic() - self._opened > ROTATE_S):
                 self._close()
-            if self._file is None:
-                self._n += 1
-                self._file = self._path(".open").open("a", encoding="utf-8")
-                self._opened, self._lines = time.monotonic(), 0
-            self._file.write(data)
-            self._file.flush()
-            self._lines += len(records)
+            self._backlog.append((data, len(records)))
+            if not self._drain():
+                return ""
             return Path(self._file.name).stem
 
+    def refusal(self) -> str | None:
+        """Why the service cannot record a request now (records wait in memory), else None."""
+        return self.trouble
+
+    def health(self) -> dict[str, Any]:
+        """What /readyz reports about records: nothing while they are written, else ``degraded`` and why."""
+        if self.trouble is None:
+            return {}
+        return {"records": "degraded", "records_detail": self.trouble,
+                "records_in_memory": sum(n for _, n in self._backlog)}
+
+    def _drain(self) -> bool:
+        """Write the waiting records in order (under the lock); False when the disk refused them."""
+        try:
+            while self._backlog:
+                self._append(*self._backlog[0])
+                self._backlog.pop(0)
+        except OSError as exc:
+            if self.trouble is None:
+                self.trouble = (f"cannot write records to {self.spool} ({exc.strerror or exc}): they wait in "
+                                "memory, and new requests get 503 until the disk takes them")
+                log.warning("recording: %s", self.trouble)
+            return False
+        if self.trouble is not None:
+            self.trouble = None
+            log.warning("recording: records are written to %s again; none was lost", self.spool)
+        return True
+
+    def _append(self, data: bytes, records: int) -> None:
+        """Append whole lines to the open segment; a failed write is cut back off (OSError raised)."""
+        if self._file is None:
+            self._n += 1
+            self._file = self._path(".open").open("ab", buffering=0)
+            self._opened, self._lines, self._size = time.monotonic(), 0, 0
+        done = 0
+        try:
+            while done < len(data):
+                done += self._file.write(memoryview(data)[done:])
+        except OSError:
+            if done:
+                os.ftruncate(self._file.fileno(), self._size)  # no torn line for the next write to merge into
+            raise
+        self._size += len(data)
+        self._lines += records
+
     def rotate_if_old(self) -> None:
-        """Close the current segment when it is older than ROTATE_S (called periodically by the app)."""
+        """Write the records the disk refused, close the current segment when it is older than ROTATE_S (called
+        periodically by the app)."""
         with self._lock:
+            if self._backlog:
+                self._drain()
             if self._file is not None and time.monotonic() - self._opened > ROTATE_S:
                 self._close()
 
@@ -84,8 +141,11 @@ class SegmentWriter:
                 self.on_close(Path(closed))
 
     def close(self) -> None:
-        """Close the current segment (it becomes ingestible)."""
+        """Write what waits in memory and close the current segment (it becomes ingestible)."""
         with self._lock:
+            if self._backlog and not self._drain():
+                log.error("recording: %d records could not be written to %s (%s) and are lost with this worker",
+                          sum(n for _, n in self._backlog), self.spool, self.trouble)
             self._close()
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from advisor.errors import StoreError
+
 from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
 from advisor.service.sessions import (SessionState, SessionStep, latch_key, latches, rung_above, session_of, signals,
                                       step_budget)
@@ -152,7 +154,10 @@ def after_step(rt, req, out) -> None:
             old.pending = reason
         return old
 
-    latches(rt).update(s.latch_key, note)
+    try:
+        latches(rt).update(s.latch_key, note)
+    except StoreError:  # the latch's disk is full: the answer stands, and the next step decides afresh
+        return
     if moved:
         s.escalation = f"verifier_rejected {moved[0][2]}->{moved[0][3]}"
         session_metrics(rt).escalated(moved[0])

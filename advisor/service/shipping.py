@@ -56,10 +56,11 @@ class DatabaseRecorder:
     # ----------------------------------------------------------------- the request side (event loop)
     def write(self, records: list[dict[str, Any]]) -> str:
         """Append to the spool segment, then queue for the database; the segment's name."""
-        name = self.segments.write(records)
-        with self._lock:
-            seg = self._pending.setdefault(name, [0, 0, False, False])
-            seg[0] += len(records)
+        name = self.segments.write(records)  # "" when the disk is full: the records wait in its memory
+        if name:
+            with self._lock:
+                seg = self._pending.setdefault(name, [0, 0, False, False])
+                seg[0] += len(records)
         try:
             self.queue.put_nowait((name, records))
         except queue.Full:
@@ -70,8 +71,14 @@ class DatabaseRecorder:
         """Close the current segment when it is old (called periodically by the app)."""
         self.segments.rotate_if_old()
 
+    def refusal(self) -> str | None:
+        """Why the service cannot record a request now (the spool's disk is full), else None."""
+        return self.segments.refusal()
+
     def health(self) -> dict[str, Any]:
         """What /readyz reports about records."""
+        if self.segments.trouble:
+            return {**self.segments.health(), "records_queued": self.queue.qsize(), "records_shipped": self.shipped}
         return {"records": "degraded" if self.degraded else "database", "records_detail": self.degraded,
                 "records_queued": self.queue.qsize(), "records_shipped": self.shipped,
                 "records_spooled_only": self.spooled_only}

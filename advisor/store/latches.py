@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from advisor.errors import StoreError
+
 
 class LatchStore:
     """Session states (dataclasses of `state_type`) in one SQLite file shared by the service's workers."""
@@ -32,6 +34,7 @@ class LatchStore:
                           "updated REAL NOT NULL)")
         self._con.execute("CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated)")
         self._lock = threading.Lock()
+        self._failed: tuple[float, str] | None = None  #: (when, why) the last write failed, until one works
         self._writes = 0
         self._new, self._trim_every = 0, max(1, max_sessions // 1000)
 
@@ -58,10 +61,22 @@ class LatchStore:
                     if self._writes % 1000 == 0:
                         con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
                 con.execute("COMMIT")
+            except sqlite3.OperationalError as exc:  # the disk is full, or the file cannot be written
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
+                self._failed = (time.monotonic(), f"cannot write the session latch {self.path}: {exc}")
+                raise StoreError(self._failed[1]) from None
             except BaseException:
-                con.execute("ROLLBACK")
+                if con.in_transaction:
+                    con.execute("ROLLBACK")
                 raise
+            self._failed = None
             return new
+
+    def trouble(self, within_s: float = 5.0) -> str | None:
+        """Why the last write failed, when it did within `within_s` and none has worked since, else None."""
+        failed = self._failed
+        return failed[1] if failed is not None and time.monotonic() - failed[0] < within_s else None
 
     def _evict(self, con) -> None:
         """Delete the least recently updated sessions past `max_sessions`."""
