@@ -189,3 +189,41 @@ def _wait(cond, timeout: float = 120.0) -> None:
         if time.monotonic() > end:
             raise AssertionError("condition not met in time")
         time.sleep(0.05)
+
+
+def test_a_wrong_database_password_is_one_line_at_start_and_degraded_on_every_worker(postgres_server, triton_server,
+                                                                                       routers, tmp_path):
+    """A store URL whose password PostgreSQL refuses: one log line at start (password redacted), and /readyz
+    "degraded" from every worker at once, whether it has handled a request or not (issue 38 case 12)."""
+    import httpx
+    import psycopg
+
+    from test_service import KEY, Service
+
+    url = postgres_server.new_database("wrong_password")
+    hba = postgres_server.data / "pg_hba.conf"
+    if "advisor_pw" not in hba.read_text():
+        hba.write_text("host all advisor_pw 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        postgres_server._run("pg_ctl", "reload", "-D", str(postgres_server.data))
+        with psycopg.connect(url, autocommit=True) as con:
+            con.execute("CREATE ROLE advisor_pw LOGIN PASSWORD 'the-right-one'")
+    wrong = url.replace("postgres@", "advisor_pw:not-the-password@")
+    (tmp_path / "keys.txt").write_text(f"full {KEY}\n")
+    svc = Service(["--url", triton_server.grpc_url, "--router", str(routers[0]), "--keys", str(tmp_path / "keys.txt"),
+                   "--spool", str(tmp_path / "spool"), "--workers", "2", "--ingest-every", "1"], wrong)
+    try:
+        deadline = time.monotonic() + 15
+        while True:  # every worker probes the database as it starts
+            states = [httpx.get(svc.base + "/readyz", headers={"authorization": f"Bearer {KEY}"}, timeout=5).json()
+                      for _ in range(20)]  # a new connection each: the two workers both answer some
+            if all(s["status"] == "degraded" for s in states):
+                break
+            assert time.monotonic() < deadline, [s["status"] for s in states]
+            time.sleep(0.5)
+        assert "password authentication failed" in states[0]["records_detail"]
+        serving = list(svc.lines)
+    finally:
+        svc.stop()
+    log = "".join(svc.lines)
+    assert "not-the-password" not in log and "Traceback" not in log, log
+    assert sum("password authentication failed" in line for line in serving) == 1, "".join(serving)

@@ -123,6 +123,8 @@ def serve(options: ServeOptions) -> None:
         keys = KeyRing([ApiKey("generated", key_hash(secret))])
         echo(f"no API key configured (--keys FILE or ADVISOR_API_KEYS): generated one for this run: {secret}")
     spool = Path(options.spool) if options.spool else default_spool(options.store_url or options.store_path)
+    if options.store_url:
+        database_line(options.store_url, spool, echo)
     port = options.port or free_port(options.host)
     clean_stale_workdirs()  # what a SIGKILL of an earlier service left behind
     with workdir() as tmp:
@@ -195,6 +197,16 @@ def live_counts(store_path: Path) -> tuple[int, int]:
         return 0, 0
     with Store.open(store_path, read_only=True) as store:
         return store.live_counts()
+
+
+def database_line(url: str, spool: Path, echo) -> None:
+    """One line at start when the PostgreSQL store cannot be reached (a wrong password, a host that is down):
+    the service serves anyway, its records wait in the spool, and every worker's /readyz says degraded."""
+    try:
+        open_store(url).close()
+    except StoreError as exc:
+        echo(f"records: {exc}; serving anyway: records wait in {spool} until the database takes them, and "
+             "/readyz says degraded meanwhile")
 
 
 def stop_line(store_path: Path, before: tuple[int, int], torn_lines: int = 0) -> str:

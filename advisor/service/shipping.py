@@ -144,19 +144,26 @@ class DatabaseRecorder:
         except Exception:  # noqa: BLE001 - a broken connection
             pass
 
-    def _probe(self) -> float:
-        """Connect once; clear `degraded` when that works. The next retry time."""
+    def _probe(self, first: bool = False) -> float:
+        """Connect once; clear `degraded` when that works (set it when the `first` probe fails). The next retry
+        time."""
         try:
             self._connect().query("SELECT 1 AS up")
-        except Exception:  # noqa: BLE001 - still down
+        except Exception as exc:  # noqa: BLE001 - still down
             if self._store is not None:
                 self._disconnect()
+            if first:
+                self._down(exc)
             return time.monotonic() + self.retry_s
         self.degraded = None
         return 0.0
 
+    def _down(self, exc: BaseException) -> None:
+        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        self.degraded = f"PostgreSQL unreachable ({why}); records spooled to {self.segments.spool} until it is back"
+
     def _run(self) -> None:
-        retry_at = 0.0
+        retry_at = self._probe(first=True)  # at start: /readyz says degraded on every worker, requests or not
         while not (self._stop.is_set() and self.queue.empty()):
             items = self._take()
             if not items:
@@ -174,9 +181,7 @@ class DatabaseRecorder:
                 self._dirty(names, records)
                 if self._store is not None:
                     self._disconnect()
-                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                self.degraded = (f"PostgreSQL unreachable ({why}); records spooled to {self.segments.spool} "
-                                 "until it is back")
+                self._down(exc)
                 retry_at = time.monotonic() + self.retry_s
                 continue
             self.degraded = None
