@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
@@ -124,8 +125,8 @@ def test_output_fits_80_columns_and_next_lines_are_runnable(probed, capsys, monk
     assert nexts
     for n in nexts:
         n = n.split(" plan: the recommendation")[0]
-        assert ("`advisor probe --more " in n or "a verifier that accepts >=" in n or "usable >= " in n
-                or "use the skill" in n or "apt-get install bubblewrap" in n or "`advisor probe`" in n), n
+        assert (re.search(r"`advisor probe (--\w+ \S+ )*--more \w+`", n) or "a verifier that accepts >=" in n or "usable >= " in n
+                or "use the skill" in n or "apt-get install bubblewrap" in n or "`advisor probe" in n), n
         assert "a target of" not in n
     assert main(["floors", "--store", str(db)]) == 0
     text = capsys.readouterr().out
@@ -156,6 +157,11 @@ def test_more_buys_runs_or_says_why_not(probed, capsys):
         assert after["runs"] > runs_before
         assert [p for p in after["plans"] if p["task_class"] in waiting] != \
             [p for p in fj["plans"] if p["task_class"] in waiting]
+    assert main(["floors", "--store", str(db)]) == 0  # the printed command runs as printed
+    printed = re.search(r"`(advisor probe --store \S+ --more \w+)`", " ".join(capsys.readouterr().out.split()))
+    if printed:
+        assert main([*shlex.split(printed.group(1))[1:], "--no-report"]) == 0
+        assert "--more " in capsys.readouterr().err
     assert main([*probe, "--more", "nosuchclass"]) != 0
     assert "no class 'nosuchclass'" in capsys.readouterr().err
 
@@ -189,3 +195,93 @@ def test_progress_lines_when_not_on_a_terminal():
     n = len(lines)
     time.sleep(0.1)
     assert len(lines) == n and not any(t.name == "probe-progress" for t in threading.enumerate())
+
+
+def test_floors_columns_line_up_for_long_rung_names(tmp_path, capsys):
+    """`advisor floors` on a ladder with `qwen2.5-coder-1.5b`: every row's columns start where the header's do."""
+    from advisor.store import Store
+    from synthetic import make_run
+
+    rungs = ("smollm2-135m", "qwen2.5-coder-1.5b")
+    runs = [make_run("two_tools", f"t{i}", rung, "baseline", rep, overall=90.0 if rung == rungs[1] else 10.0,
+                     rungs=rungs) for i in range(4) for rung in rungs for rep in range(3)]
+    with Store.open(tmp_path / "cpu.duckdb") as s:
+        s.add_runs_bulk(runs)
+    assert main(["floors", "--store", str(tmp_path / "cpu.duckdb")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("rung "))
+    rows = [line for line in lines if line.lstrip().startswith(rungs)]
+    assert len(rows) == 2
+    for row in rows:
+        # the runs column is right-aligned under its header: both end at the same position
+        assert row.index(" 12 ") + 3 == header.index("runs") + len("runs"), (header, row)
+        assert row.split()[0] in rungs
+
+
+def test_frontier_has_no_empty_axis_and_no_negative_rates(tmp_path, monkeypatch):
+    """A class without a usable run says so instead of an x axis around $0; no y axis runs below 0."""
+    from advisor.report import open_store, plots
+    from advisor.report.data import collect
+    from advisor.store import Store
+    from synthetic import make_run
+
+    runs = [make_run(cls, f"{cls}-{i}", rung, "baseline", rep, overall=(90.0 if cls == "ok" and rung != "small"
+                                                                        else 10.0))
+            for cls in ("ok", "never") for i in range(4) for rung in ("small", "mid", "large") for rep in range(3)]
+    with Store.open(tmp_path / "f.duckdb") as s:
+        s.add_runs_bulk(runs)
+    figs = []
+    monkeypatch.setattr(plots, "_png", lambda fig: figs.append(fig) or b"")
+    with open_store(tmp_path / "f.duckdb") as s:
+        plots.frontier(collect(s))
+    axes = {ax.get_title(): ax for ax in figs[0].axes if ax.get_visible()}
+    assert set(axes) == {"ok", "never"}
+    assert all(ax.get_ylim()[0] >= 0 for ax in axes.values())
+    assert not list(axes["never"].get_xticks()) and any("no usable run" in t.get_text() for t in axes["never"].texts)
+    assert list(axes["ok"].get_xticks()) and axes["ok"].get_xlim()[0] >= 0
+    labels = [t.get_text() for t in axes["ok"].texts]
+    assert any(" x" in label for label in labels), labels  # the plan is drawn beside the single attempts
+
+
+def test_report_reuses_its_suite_and_ladder_folder(tmp_path):
+    """Two reports of one store write one folder, `<suite>-<ladder>`, the second overwriting the first."""
+    from advisor.report import open_store, write_report
+    from advisor.store import Store
+    from synthetic import demo_oracle
+
+    with Store.open(tmp_path / "r.duckdb") as s:
+        s.add_runs_bulk(demo_oracle().full_grid(replicas=1))
+    with open_store(tmp_path / "r.duckdb") as s:
+        first = write_report(s, tmp_path / "reports")
+        (first.folder / "stale.png").write_bytes(b"x")
+        second = write_report(s, tmp_path / "reports")
+    assert first.folder == second.folder and first.folder.name == "synth-synthladder"
+    assert [p.name for p in (tmp_path / "reports").iterdir()] == ["synth-synthladder"]
+    assert not (second.folder / "stale.png").exists()
+
+
+def test_summary_without_skills_has_no_empty_table_and_fits_80_columns():
+    """A suite whose tasks have no skill (the CPU ladder's tiny suite): the per-rung table shows every task, not an
+    all-dash 'tasks with a skill (0)' table; both tables fit 80 columns with long rung names."""
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from advisor.probe.summary import Cell, render
+
+    full = asdict(Cell(runs=6, tc=80.0, if_=70.0, overall=74.3, usable=0.5, near_zero=0.1, cost_per_task=0.0,
+                       turns=2.5))
+    empty = asdict(Cell())
+    rungs = ["smollm2-135m", "qwen2.5-coder-1.5b"]
+    summary = {"suite": "tiny", "ladder": "cpu", "simulated": False, "runs": 12, "unscored": 0, "bar": 75,
+               "near_zero": 25, "paired_tasks": 0,
+               "rungs": [{"rung": r, "all_baseline": full, "paired_baseline": empty, "paired_skill": empty}
+                         for r in rungs],
+               "classes": [{"class": c, "rung": r, "baseline": full, "skill": empty}
+                           for c in ("json_answer", "two_tools") for r in rungs]}
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    render(summary, console)
+    text = console.export_text()
+    assert "(0)" not in text and "every task (none has a skill)" in text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "74.3" in text and "qwen2.5-coder-1.5b" in text and " with " not in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -73,7 +74,8 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     from advisor.report.answer import print_answer
 
     typer.echo("")
-    print_answer(result, report=None)
+    print_answer(result, report=None,
+                 probe_args="" if str(store) == DEFAULT_STORE else f"--store {shlex.quote(str(store))}")
 
 
 def _num(x: float | None, fmt: str = "{:.1f}") -> str:

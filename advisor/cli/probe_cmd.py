@@ -159,7 +159,7 @@ def probe(
                                "summary": result.summary}, indent=2, default=str))
     else:
         render(result.summary)
-        _answer(store, result, files)
+        _answer(store, result, files, config)
     if out.backend_errors:
         raise typer.Exit(3)
 
@@ -209,7 +209,7 @@ def _more(config, classes: list[str], err):
     if more.config is None and floors is not None:
         from advisor.report.answer import print_answer
 
-        print_answer(floors, report=None)
+        print_answer(floors, report=None, probe_args=_probe_args(config))
     return more.config
 
 
@@ -238,7 +238,16 @@ def _report_hook(store: Path, result, err):
         return None
 
 
-def _answer(store: Path, result, files) -> None:
+def _probe_args(config) -> str:
+    """The options a follow-up `advisor probe` needs to probe the same ladder, suite and store."""
+    import shlex
+
+    args = [("--ladder", config.ladder_path), ("--suite", config.suite_path), ("--url", config.url),
+            ("--store", None if str(config.store_path) == "advisor.duckdb" else config.store_path)]
+    return " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in args if value)
+
+
+def _answer(store: Path, result, files, config) -> None:
     """End with the per-class answer (rich table) and the report's path; a store without floors prints nothing."""
     from advisor.errors import AdvisorError
     from advisor.floors import find_floors
@@ -250,7 +259,7 @@ def _answer(store: Path, result, files) -> None:
             floors = find_floors(s, result.suite.name)
     except AdvisorError:
         return
-    print_answer(floors, report=files.html if files else None)
+    print_answer(floors, report=files.html if files else None, probe_args=_probe_args(config))
 
 
 #: Seconds between progress lines when stderr is not a terminal (a log file, CI).

@@ -27,6 +27,8 @@ class MoreRuns:
 def more_runs(config, suite, floors, classes: Sequence[str], chosen: dict[str, str]) -> MoreRuns:
     """The runs that would decide each class in `classes` (a `ProbeConfig` for one full-grid probe over them);
     `chosen` maps each class with runs to the condition its answer shows (`advisor.report.decision`)."""
+    wanted = None if not config.tasks else set(config.tasks)
+    pool = [t for t in suite.tasks if wanted is None or t.id in wanted]  # --task narrows what --more may run
     known = sorted({t.task_class for t in suite.tasks})
     for cls in classes:
         if cls not in known:
@@ -38,10 +40,13 @@ def more_runs(config, suite, floors, classes: Sequence[str], chosen: dict[str, s
     replicas = config.replicas
     lines = []
     for cls in dict.fromkeys(classes):
+        if not any(t.task_class == cls for t in pool):
+            lines.append(f"--more {cls}: nothing to run: --task selects none of its tasks")
+            continue
         condition = chosen.get(cls)
         plan = plans.get((cls, condition)) if condition is not None else None
         if condition is None:  # no runs at all yet: the whole class, as a first probe would run it
-            mine = [t.id for t in suite.tasks if t.task_class == cls]
+            mine = [t.id for t in pool if t.task_class == cls]
             tasks += mine
             conditions |= {"baseline", "skill"}
             lines.append(f"--more {cls}: no runs yet: probing its {len(mine)} tasks on every rung")
@@ -51,7 +56,7 @@ def more_runs(config, suite, floors, classes: Sequence[str], chosen: dict[str, s
                    else (plan.next_step if plan is not None and plan.next_step else "its answer does not wait on runs"))
             lines.append(f"--more {cls}: nothing to buy: {why}")
             continue
-        mine = [t.id for t in suite.tasks if t.task_class == cls and condition in t.conditions()]
+        mine = [t.id for t in pool if t.task_class == cls and condition in t.conditions()]
         cf = floors.get(cls, condition)
         have = max((cf.verdict(r).stats.runs for r in plan.decide_rungs if cf.verdict(r) is not None), default=0)
         replicas = max(replicas, math.ceil((have + plan.runs_needed) / max(1, len(mine))))

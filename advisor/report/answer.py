@@ -106,22 +106,26 @@ def answer_table(dec, settings, report: Any = None):
     return t
 
 
-def answer_lines(dec, settings, report: Any = None) -> list[str]:
-    """What the terminal prints under the answer table: next steps, notes, the report path."""
+def answer_lines(dec, settings, report: Any = None, probe_args: str = "") -> list[str]:
+    """What the terminal prints under the answer table: next steps, notes, the report path. `probe_args` (e.g.
+    ``--store other.duckdb``) go into the `advisor probe` commands the next steps name, so they run as printed."""
     rows, _ = answer_rows(dec)
     lines = [f"next for {row[0]}: {row[-1]}" for row in rows if row[-1] != "-"]
+    if probe_args:
+        lines = [line.replace("`advisor probe", f"`advisor probe {probe_args}") for line in lines]
     lines += answer_notes(dec, settings)
     lines.append(f"report: {report}" if report else "no report written (`advisor report` writes one)")
     return lines
 
 
-def print_answer(floors, report: Any = None, console: Any = None) -> None:
-    """Print the per-class answer of a `FloorReport` (to `console`, default stdout)."""
+def print_answer(floors, report: Any = None, console: Any = None, probe_args: str = "") -> None:
+    """Print the per-class answer of a `FloorReport` (to `console`, default stdout); `probe_args` as for
+    `answer_lines`."""
     # heavy dependency, imported on use: rich
     from rich.console import Console
 
     console = console or Console()
     dec = decide_floors(floors)
     console.print(answer_table(dec, floors.settings, report))
-    for line in answer_lines(dec, floors.settings, report):
+    for line in answer_lines(dec, floors.settings, report, probe_args):
         console.print(line, markup=False, highlight=False)
