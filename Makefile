@@ -4,6 +4,7 @@
 #   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 8 min the first time)
 #   make test       # set up .venv with the cpu-models extra and run the whole test suite (starts its own tritonserver)
 #   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
+#   make checkov    # the Kubernetes manifests' policy checker, in its own venv (.venv-checkov; make test runs it)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -13,10 +14,15 @@ PIP    := $(BIN)/pip install -qq --disable-pip-version-check
 # INSTALL_BWRAP=no leaves the machine alone (the probe then runs the example suite without its code tasks)
 INSTALL_BWRAP ?= yes
 
+# checkov (tests/test_kubernetes.py checks deploy/kubernetes with it) pins many packages of its own: it gets its own
+# venv, never the project's
+CHECKOV_VERSION ?= 3.3.30
+CHECKOV_VENV    ?= .venv-checkov
+
 # llama.cpp for this CPU family without -march=native (the default build can fault on CPUs advertising AMX).
 CPU_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: probe serve test test-fast setup sandbox cpu-models clean
+.PHONY: probe serve test test-fast setup sandbox cpu-models checkov clean
 
 setup: $(VENV)/.installed
 
@@ -34,6 +40,14 @@ $(VENV)/.cpu-models: $(VENV)/.installed
 	CMAKE_ARGS="$(CPU_CMAKE_ARGS)" $(PIP) -e '.[test,cpu-models]'
 	@touch $@
 
+checkov: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+
+$(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION):
+	@echo "setting up $(CHECKOV_VENV): checkov $(CHECKOV_VERSION) (errors only)"
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	@$(CHECKOV_VENV)/bin/pip install -qq --disable-pip-version-check 'checkov==$(CHECKOV_VERSION)'
+	@touch $@
+
 sandbox:
 	@command -v bwrap >/dev/null 2>&1 || [ "$(INSTALL_BWRAP)" != yes ] || [ "$$(id -u)" != 0 ] \
 	  || ! command -v apt-get >/dev/null 2>&1 || { echo "installing bubblewrap (apt-get) for the run_python sandbox"; \
@@ -47,11 +61,11 @@ probe: setup sandbox
 serve: setup
 	$(BIN)/advisor serve
 
-test: setup cpu-models
+test: setup cpu-models checkov
 	$(BIN)/python -m pytest -q
 
-test-fast: setup
+test-fast: setup checkov
 	$(BIN)/python -m pytest -q -m "not slow"
 
 clean:
-	rm -rf $(VENV) advisor.duckdb advisor.duckdb.wal
+	rm -rf $(VENV) $(CHECKOV_VENV) advisor.duckdb advisor.duckdb.wal
