@@ -238,6 +238,19 @@ def damaged_case(how: str, *command: str) -> Callable[[Path], list[str]]:
     return build
 
 
+def _corrupt_spool(tmp: Path) -> list[str]:
+    """A closed spool segment: a good decision, a 0xFF byte line, a ``[1,2,3]`` line, another good decision."""
+    good = ['{"record": "decision", "decision_id": "%s", "created_at": "2026-01-01T00:00:00", "request_hash": "h", '
+            '"policy": "p", "mode": "single", "chosen_rung": "r"}' % d for d in ("d1", "d2")]
+    _write(tmp, "spool/w1-1-000001.jsonl", b"\n".join([good[0].encode(), b'{"record": "\xff"}', b"[1,2,3]",
+                                                       good[1].encode()]) + b"\n")
+    return ["store", "ingest", "--store", str(tmp / "live.duckdb"), "--spool", str(tmp / "spool")]
+
+
+def _quarantined(out: str) -> str | None:
+    return None if "2 decisions, 0 attempts ingested" in out and "2 bad lines quarantined" in out else out
+
+
 _HOLDERS: list[subprocess.Popen] = []
 
 
@@ -400,6 +413,8 @@ CASES: list[Case] = [
     Case("store-truncated-serve", lambda t: damaged_case("truncated", "serve")(t) + [
         "--ladder", str(_write(t, "ladder.yaml", LADDER)), "--url", "127.0.0.1:9", "--no-auth"],
          ["store.duckdb", "damaged", "backup"], subprocess=True),
+    # a corrupt spool line is quarantined, the rest of its segment ingested (no UnicodeDecodeError / TypeError)
+    Case("spool-corrupt-lines", _corrupt_spool, ok=True, check_output=_quarantined),
     # ------------------------------------------------------------------ strict JSON output
     Case("floors-json-inf", _inf_cost_store, ok=True, check_output=_strict_json),
 ]
