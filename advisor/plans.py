@@ -205,8 +205,9 @@ def _runs_to_decide(r: _Rungs, shape, verifier, target: float, confidence: float
     return hi
 
 
-def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> ClassPlan:
-    """The plan of one `advisor.floors.ClassFloor` (its cells' usable counts and costs)."""
+def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float, has_skill: bool = False) -> ClassPlan:
+    """The plan of one `advisor.floors.ClassFloor` (its cells' usable counts and costs); `has_skill`: the class
+    has runs with a skill already (a next step then does not propose writing one)."""
     converging = [i for i, v in enumerate(cf.rungs) if v.why_below != "does_not_converge"]
     top = max(converging, default=-1)  # below the size floor: a larger rung's loop converges
     cells = [v.stats for i, v in enumerate(cf.rungs) if v.stats.usable and v.stats.cost_per_attempt is not None
@@ -221,7 +222,7 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
         out.next_step = (f"no usable result in {scored} scored runs on a rung that converges; what would: "
                          + larger_rung_phrase(max(x.stats.scored for x in cf.rungs), verifier.verifier, target,
                                               confidence)
-                         + (", or a skill" if cf.condition == "baseline" else ""))
+                         + (", or a skill document for the class" if not has_skill else ""))
         return out
     r = _Rungs([c.rung for c in cells], np.array([c.usable for c in cells], float),
                np.array([c.scored for c in cells], float), np.array([c.cost_per_attempt for c in cells], float))
@@ -262,7 +263,7 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float) -> C
     out.next_step = (f"no plan reaches {target:.0%}: the best, {best.describe()}, reaches {best.usable:.0%} "
                      f"[{best.interval[0]:.0%}-{best.interval[1]:.0%}]; what would: "
                      f"{larger_rung_phrase(max(c.scored for c in cells), v, target, confidence)}{at}"
-                     + (", or a skill" if cf.condition == "baseline" else ""))
+                     + (", or a skill document for the class" if not has_skill else ""))
     return out
 
 
@@ -318,7 +319,9 @@ def recommend(floors, verifiers: dict[str, VerifierUse]) -> list["ClassPlan"]:
     a class is missing). A condition without a plan whose other condition (the skill) has one says so."""
     s = floors.settings
     default = VerifierUse(True, s.false_accept, s.false_reject, "configured", "floor settings")
-    out = [plan_cells(cf, verifiers.get(cf.task_class, default), s.target, s.confidence) for cf in floors.classes]
+    skilled = {cf.task_class for cf in floors.classes if cf.condition == "skill"}
+    out = [plan_cells(cf, verifiers.get(cf.task_class, default), s.target, s.confidence, cf.task_class in skilled)
+           for cf in floors.classes]
     by = {(p.task_class, p.condition): p for p in out}
     for p in out:
         other = by.get((p.task_class, "skill" if p.condition == "baseline" else "baseline"))
