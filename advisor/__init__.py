@@ -9,8 +9,8 @@ from advisor.ladder import Ladder, Model, load_ladder
 from advisor.scores import Step, Thresholds, Verifier, chain_outcome, overall_score
 from advisor.store import RunRecord, Store
 from advisor.suite import Suite, Task, load_suite
+from advisor.version import __version__
 
-__version__ = "0.1.0"  #: the one version source (pyproject.toml reads it; `advisor --version` prints it)
 
 __all__ = [
     "AdvisorError", "BackendError", "ConfigError", "DataError", "RouterError", "StoreError",

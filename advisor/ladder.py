@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from advisor.backends import BACKENDS
 from advisor.errors import ConfigError, did_you_mean
 from advisor.strict import StrictModel
+from advisor.toolcalls import FORMATS
 from advisor.yamlio import line_of, read_yaml, validate
 
 LADDER_VERSION = 1
@@ -128,7 +129,7 @@ class Model(StrictModel):
     max_tool_arguments_bytes: int = Field(default=256 * 2**10, gt=0, description="Most bytes of one tool call's "
                                           "arguments an `openai` endpoint may answer; more fails the attempt.")
     tool_call_format: str = Field(description="How the model writes tool calls: a name registered in "
-                                  "advisor.agent.formats.FORMATS (hermes, qwen3_coder, qwen3_xml, nemotron_json).")
+                                  "advisor.toolcalls.FORMATS (hermes, qwen3_coder, qwen3_xml, nemotron_json).")
     tokenizer_path: str | None = Field(default=None, description="Folder with tokenizer_config.json holding the chat template.")
     vllm: dict[str, Any] = Field(default_factory=dict, description="vLLM engine arguments rendered into model.json.")
     self_hosted: bool = Field(default=True, description="Served on the organization's own hardware.")
@@ -140,9 +141,6 @@ class Model(StrictModel):
     @field_validator("tool_call_format")
     @classmethod
     def _known_format(cls, value: str) -> str:
-        # lazy: this module is loaded by `import advisor`, which stays light
-        from advisor.agent.formats import FORMATS
-
         return _registered(value, FORMATS, "tool-call format")
 
     @field_validator("backend")

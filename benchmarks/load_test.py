@@ -200,7 +200,8 @@ def postgres_round(url: str, store: Path, tmp: Path, args, bodies) -> dict:
     from advisor.router.feedback.promotion import promote
     from advisor.service.launch import train_from_store
     from advisor.store import open_store
-    from advisor.store.local_postgres import LocalPostgres
+    sys.path.insert(0, str(REPO))  # the test PostgreSQL server lives with the tests
+    from tests.local_postgres import LocalPostgres
 
     with LocalPostgres() as pg:
         router = train_from_store(store, load_ladder(DEMO)).save(tmp / "router.json")

@@ -50,7 +50,7 @@ def postgres_server():
     not installed, except under CI (`.ci/run` installs it)."""
     import os
 
-    from advisor.store.local_postgres import LocalPostgres, postgres_bin
+    from tests.local_postgres import LocalPostgres, postgres_bin
 
     if postgres_bin() is None:
         if os.environ.get("CI"):

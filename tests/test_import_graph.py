@@ -1,4 +1,5 @@
-"""The package's import graph has no cycle, and in-function imports are kept for heavy dependencies only.
+"""The package's import graph has no cycle, its packages stand in layers, and in-function imports are kept for
+heavy dependencies only.
 
 Every `import` and `from ... import` of an advisor module, at module level and inside functions (and under ``if
 TYPE_CHECKING``), is an edge; so is the package ``__init__`` each import runs first (importing
@@ -6,7 +7,23 @@ TYPE_CHECKING``), is an edge; so is the package ``__init__`` each import runs fi
 already being imported. A strongly connected component of more than one module fails the test and names its
 modules. Outside the command line (whose commands import on use so that ``--help`` stays fast), an import inside a
 function is allowed for a third-party library only, or with a comment above it saying why (``# heavy ...`` or
-``# lazy ...``)."""
+``# lazy ...``).
+
+The layers, lowest first (`LAYERS`; docs/extending.md shows the same table). A module may import its own layer
+and the layers below it, never one above, and no two packages import each other (through any chain):
+
+1. foundations: errors, registry, nesting, yamlio, strict, money, jsonout, records, scores, shares,
+   suite_validation, version, toolcalls (the tool-call formats' registry; the formats register from `agent`);
+2. backends: backends, triton (the Triton client, its backend, the embedded server), store;
+3. agent: ladder, tools, checks, suite, agent, verifier, importers;
+4. probe and router: standin, orchestrator, probe, router, plans, floors;
+5. service;
+6. report;
+7. cli and the package root ``advisor`` (its ``__init__`` re-exports the public names).
+
+A lower layer reaches a higher one only through a registry (`advisor.registry.Registry` imports its builtin
+modules by name on first lookup): the tool-call formats, the backends, the stand-in responders.
+"""
 
 from __future__ import annotations
 
@@ -104,6 +121,47 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     return {m: imported(m, p, known) for m, p in known.items()}
 
 
+#: Packages (the first name under ``advisor``) by layer, lowest first; see the module docstring.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundations", ("errors", "registry", "nesting", "yamlio", "strict", "money", "jsonout", "records", "scores",
+                     "shares", "suite_validation", "version", "toolcalls")),
+    ("backends", ("backends", "triton", "store")),
+    ("agent", ("ladder", "tools", "checks", "suite", "agent", "verifier", "importers")),
+    ("probe and router", ("standin", "orchestrator", "probe", "router", "plans", "floors")),
+    ("service", ("service",)),
+    ("report", ("report",)),
+    ("cli", ("cli", "")),  # "": the package root, advisor/__init__.py
+]
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its first name under the root (``""`` for the root itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Package -> the other packages its modules import."""
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        mine = package_of(module)
+        out.setdefault(mine, set()).update(package_of(t) for t in targets if package_of(t) != mine)
+    return out
+
+
+def upward_imports(graph: dict[str, set[str]], layers: list[tuple[str, tuple[str, ...]]] = LAYERS) -> list[str]:
+    """Every import from a module into a higher layer, and every package no layer names, as messages."""
+    rank = {pkg: i for i, (_, pkgs) in enumerate(layers) for pkg in pkgs}
+    out = sorted({f"{package_of(m) or '(root)'} is in no layer: add it to LAYERS" for m in graph
+                  if package_of(m) not in rank})
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = rank.get(package_of(module)), rank.get(package_of(target))
+            if a is not None and b is not None and b > a:
+                out.append(f"{module} ({layers[a][0]}) imports {target} ({layers[b][0]})")
+    return out
+
+
 def in_function_imports(path: Path) -> list[tuple[int, str, str]]:
     """(line, imported module, the line above its block) of every import inside a function of the file; a block
     is a run of import statements on consecutive lines, which one comment above it covers."""
@@ -147,6 +205,29 @@ def test_the_package_has_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles (extract the layer the modules share):\n" + "\n".join(
         " <-> ".join(c) for c in found)
+
+
+def test_no_import_runs_up_a_layer():
+    found = upward_imports(import_graph())
+    assert not found, "imports into a higher layer (move the code down, or reach it through a registry):\n" + \
+        "\n".join(found)
+
+
+def test_no_two_packages_import_each_other():
+    found = cycles(package_graph(import_graph()))
+    assert not found, "package cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_layer_check_fails_on_an_upward_import_and_an_unplaced_package(tmp_path):
+    root = tmp_path / "pkg"
+    for name, text in {"__init__.py": "", "low/__init__.py": "", "low/a.py": "from pkg.high import b\n",
+                       "high/__init__.py": "", "high/b.py": "", "stray.py": "from pkg.low import a\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    found = upward_imports(import_graph(root), [("low", ("low",)), ("high", ("high", ""))])
+    assert found == ["stray is in no layer: add it to LAYERS", "pkg.low.a (low) imports pkg.high (high)",
+                     "pkg.low.a (low) imports pkg.high.b (high)"]
+    assert cycles(package_graph(import_graph(root))) == []
 
 
 @pytest.mark.parametrize("files, expected", [

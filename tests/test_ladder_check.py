@@ -11,7 +11,7 @@ import pytest
 
 from advisor.cli import main
 from advisor.errors import BackendError
-from advisor.triton.check import check_ladder
+from advisor.probe.ladder_check import check_ladder
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"

@@ -127,7 +127,7 @@ def test_the_service_uses_measured_rates_and_the_config_as_fallback(probed, caps
     from advisor.router.feedback.live import verifier_rates
 
     with Store.open(store, read_only=True) as s:
-        labels = verifier_rates(probed / "service.yaml", None, s)
+        labels = verifier_rates(load_config(probed / "service.yaml", None), s)
     assert labels["narrow"] == rates["narrow"].verifier and labels["unprobed"].false_accept == 0.11
     missing, lines = service_rates(config, probed / "absent.duckdb")
     assert missing["narrow"].as_pair() == [0.31, 0.29] and all("config" in ln for ln in lines)

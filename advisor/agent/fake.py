@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, Union
 
-from advisor import standin
 from advisor.errors import BackendError
-from advisor.triton.client import GenerationResult, estimate_tokens
+from advisor.backends import GenerationResult, estimate_tokens
+from advisor.triton.responders import standin_responder
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class FakeModel:
     @classmethod
     def standin(cls, ladder: Any, suite_paths: Sequence[Any], fail: Iterable[str] = ()) -> "FakeModel":
         """Answer each rung (by its Triton model name) with its SIMULATED stand-in responder, in-process."""
-        responders = {m.triton_model: standin.responder_for(m, list(suite_paths)) for m in ladder.rungs}
+        responders = {m.triton_model: standin_responder(m, suite_paths) for m in ladder.rungs}
 
         def answer(call: FakeCall) -> Reply:
             g = responders[call.model](call.prompt, {**(call.sampling or {}), "max_tokens": call.max_tokens})

@@ -24,15 +24,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
-from advisor.errors import ConfigError, did_you_mean
-from advisor.registry import Registry
+from advisor.toolcalls import FORMATS, ToolFormat, format_for, register_format
+from advisor.toolcalls import spec_dict as _spec_dict
 
 FINAL_MARKER = "FINAL ANSWER:"
-
-#: Every tool-call format by name: the names a ladder's ``tool_call_format`` may use.
-FORMATS: Registry["ToolFormat"] = Registry("tool-call format", entry_points="advisor.formats")
 
 
 @dataclass(frozen=True)
@@ -45,35 +42,6 @@ class Parsed:
     final: str | None = None
     error: str | None = None
     extra_calls: int = 0  #: further calls in the same reply that were ignored
-
-
-class ToolFormat(Protocol):
-    """How one tool-call format renders the tool list and a call, and parses replies."""
-
-    name: str
-
-    def render_tools(self, specs: Sequence[Any]) -> str:
-        """The tool list and calling instructions for the system prompt."""
-
-    def render_call(self, name: str, arguments: dict[str, Any]) -> str:
-        """One call written the way this format's models write it."""
-
-    def parse(self, text: str, specs: Sequence[Any] = ()) -> Parsed:
-        """Parse one model reply."""
-
-
-def register_format(fmt: ToolFormat) -> ToolFormat:
-    """Register a format instance under its ``name`` (the ladder's ``tool_call_format`` value)."""
-    return FORMATS.add(fmt.name, fmt)
-
-
-def _spec_dict(spec: Any) -> dict[str, Any]:
-    """A ToolSpec (object with name/description/parameters, or a dict) as a plain dict."""
-    if isinstance(spec, dict):
-        return {"name": spec["name"], "description": spec.get("description", ""),
-                "parameters": spec.get("parameters") or {"type": "object", "properties": {}}}
-    return {"name": spec.name, "description": getattr(spec, "description", ""),
-            "parameters": getattr(spec, "parameters", None) or {"type": "object", "properties": {}}}
 
 
 def final_text(text: str) -> str:
@@ -310,11 +278,3 @@ register_format(HermesJsonFormat())
 register_format(QwenXmlFormat("qwen3_coder"))
 register_format(QwenXmlFormat("qwen3_xml"))
 register_format(NemotronJsonFormat())
-
-
-def format_for(name: Any) -> ToolFormat:
-    """The format called `name` (a ladder's ``tool_call_format``); ConfigError when unknown."""
-    key = str(getattr(name, "value", name))
-    if key not in FORMATS:
-        raise ConfigError(f"unknown tool_call_format {key!r}.{did_you_mean(key, FORMATS.names())}")
-    return FORMATS.get(key)

@@ -32,11 +32,11 @@ from typing import Any, AsyncIterator
 
 import httpx
 
-from advisor.agent.formats import _spec_dict, format_for
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
 from advisor.backends.http_bounds import Bounds, error_text, read_body, sse_payloads, within
 from advisor.errors import BackendError, KeyRefusedError, UnknownModelError
 from advisor.redaction import scrub
+from advisor.toolcalls import format_for, spec_dict
 from advisor.triton.client import GenerationTimeout
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
@@ -68,7 +68,7 @@ def openai_tools(specs: list | None) -> list[dict] | None:
     """Tool specs (name, description, parameters) as OpenAI ``tools``."""
     if not specs:
         return None
-    return [{"type": "function", "function": _spec_dict(s)} for s in specs]
+    return [{"type": "function", "function": spec_dict(s)} for s in specs]
 
 
 class OpenAIBackend:

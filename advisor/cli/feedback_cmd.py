@@ -49,13 +49,19 @@ def _ladder(path: Path | None):
     return load_ladder(path or default_file(DEFAULT_LADDER))
 
 
+def _service_config(path: Path, ladder_path: Path | None):
+    from advisor.service.config import load_config
+
+    return load_config(path, _ladder(ladder_path))
+
+
 def add_live(store, data, weight: float, holdout: int, service_config: Path | None, ladder_path: Path | None = None):
     """`router train --live`: the probe data plus the verified live attempts older than the held-out window."""
     from advisor.router.feedback.live import live_attempts, merge_live, split_by_time, verifier_rates
 
     rows, skipped = live_attempts(store)
     train_rows, held = split_by_time(rows, holdout)
-    rates = verifier_rates(service_config, _ladder(ladder_path), store) if service_config else {}
+    rates = verifier_rates(_service_config(service_config, ladder_path), store) if service_config else {}
     out = merge_live(data, train_rows, rates, weight, skipped, len({r["decision_id"] for r in held}))
     info = out.provenance["live"]
     typer.echo(f"live: {info['attempts']} verified attempts of {info['decisions']} decisions added (weight "
@@ -91,7 +97,7 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
     from advisor.store import RunStore
 
     with open_store(store) as s:  # measured verifier rates are probe-run data: a DuckDB store's, else the config's
-        rates = (verifier_rates(service_config, _ladder(ladder), s if isinstance(s, RunStore) else None)
+        rates = (verifier_rates(_service_config(service_config, ladder), s if isinstance(s, RunStore) else None)
                  if service_config else {})
         out = do_promote(candidate, s, pointer, window, min_decisions, margin, rates, force, require_shadow,
                          shadow_margin)

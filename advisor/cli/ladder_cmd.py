@@ -97,7 +97,7 @@ def check(
     """
     import asyncio
 
-    from advisor.triton.check import check_ladder
+    from advisor.probe.ladder_check import check_ladder
 
     lad = load_ladder(ladder)
     rows = asyncio.run(check_ladder(lad, url, protocol=getattr(protocol, "value", protocol), timeout_s=timeout))

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor import __version__
+from advisor.version import __version__
 from advisor.errors import DataError, did_you_mean
 from advisor.importers import register_importer
 from advisor.ladder import Ladder

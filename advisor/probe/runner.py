@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from advisor import __version__
+from advisor.version import __version__
 from advisor.agent.loop import run_episode
 from advisor.checks import score_episode
 from advisor.probe.plan import RunSpec, policy_model

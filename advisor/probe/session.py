@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
-import advisor
 from advisor.backends import BackendOptions, BackendPool
 from advisor.checks.base import needs_judge
 from advisor.checks.judge import TritonJudge
@@ -45,7 +44,7 @@ def default_file(relative: str) -> Path:
     if here.exists():
         return here
 
-    repo = Path(advisor.__file__).resolve().parent.parent / relative
+    repo = Path(__file__).resolve().parents[2] / relative
     if repo.exists():
         return repo
     raise ConfigError(f"{relative}: not found in {Path.cwd()} nor in {repo.parent.parent}; "

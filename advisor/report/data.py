@@ -12,12 +12,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-import advisor
 from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
 from advisor.report.analysis import recommend, stored_comparison
 from advisor.report.live import live_section
 from advisor.store import Store
+from advisor.version import __version__
 
 
 @dataclass
@@ -159,7 +159,7 @@ def provenance(store, suite: str, classes: Sequence[str] | None = None) -> dict[
         "run_kinds": runs["kinds"],
         "first_run": _iso(runs["first"]), "last_run": _iso(runs["last"]),
         "store": str(store.path), "migrations": store.applied_migrations(),
-        "report_advisor_version": advisor.__version__,
+        "report_advisor_version": __version__,
         "generated_at": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
     }
 

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from advisor.standin.agent import StandinAgent
 from advisor.standin.orchestrator import StandinOrchestrator
+from advisor.triton.responders import RESPONDERS
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -73,5 +74,7 @@ def responder_for(model, suite_paths: Sequence[str | Path] = ()) -> Responder:
 
     return respond
 
+
+RESPONDERS.add("standin", responder_for)
 
 __all__ = ["Generation", "Responder", "count_tokens", "responder_for", "truncate_tokens"]

@@ -23,9 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
-from advisor import standin
 from advisor.errors import BackendError, ConfigError
 from advisor.triton import llama_model
+from advisor.triton.responders import standin_responder
 from advisor.triton.standin_model import infer_function, pytriton_tensors
 from advisor.tools.tree import remove_tree
 
@@ -232,7 +232,7 @@ class EmbeddedTriton:
                 triton.bind(model_name=model.triton_model, infer_func=llama_model.infer_function(server),
                             inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
                 continue
-            respond = standin.responder_for(model, self.suite_paths)
+            respond = standin_responder(model, self.suite_paths)
             latency_s = model.standin.latency_ms / 1000.0 if model.standin else 0.0
             triton.bind(model_name=model.triton_model, infer_func=infer_function(respond, latency_s, self._executor),
                         inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))

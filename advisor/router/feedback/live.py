@@ -43,7 +43,6 @@ import numpy as np
 from advisor.checks.agreement import latest_verifier
 from advisor.records import text_hash
 from advisor.scores import Verifier
-from advisor.service.config import load_config
 from advisor.verifier.calibration import policy_rates
 
 if TYPE_CHECKING:
@@ -69,13 +68,13 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
     return [r for r in rows if r["decision_id"] not in held], [r for r in rows if r["decision_id"] in held]
 
 
-def verifier_rates(config_path, ladder, store=None) -> dict[str, Verifier]:
-    """Per class the verifier's error rates: measured by `advisor verifier measure` for this verifier when stored,
-    else a judge verifier's last `advisor judge agreement`, else the service config's."""
+def verifier_rates(config, store=None) -> dict[str, Verifier]:
+    """Per class the verifier's error rates under the loaded service `config` (`advisor.service.config.load_config`):
+    measured by `advisor verifier measure` for this verifier when stored, else a judge verifier's last
+    `advisor judge agreement`, else the config's."""
     out: dict[str, Verifier] = {}
-    if config_path is None:
+    if config is None:
         return out
-    config = load_config(config_path, ladder)
     measured = None
     if store is not None:
         measured = latest_verifier(store)

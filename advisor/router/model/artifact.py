@@ -31,7 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from advisor import __version__
+from advisor.version import __version__
 from advisor.errors import RouterError
 from advisor.nesting import load_json
 from advisor.router.model.cache import cache_of, derived
