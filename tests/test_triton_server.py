@@ -156,10 +156,10 @@ rungs:
 @pytest.mark.slow
 async def test_slow_stand_in_serves_requests_concurrently(tmp_path, monkeypatch):
     """16 requests of 0.4 s each: the server has many of them in flight at once (started, not yet answered)."""
-    import advisor.standin as standin
+    import advisor.triton.server as server_module
 
     started: list[float] = []  # one entry per request the server began to serve (its responder ran)
-    real = standin.responder_for
+    real = server_module.standin_responder
 
     def counting(model, suite_paths=()):
         respond = real(model, suite_paths)
@@ -170,7 +170,7 @@ async def test_slow_stand_in_serves_requests_concurrently(tmp_path, monkeypatch)
 
         return wrapped
 
-    monkeypatch.setattr(standin, "responder_for", counting)
+    monkeypatch.setattr(server_module, "standin_responder", counting)
     path = tmp_path / "slow.yaml"
     path.write_text(SLOW_LADDER)
     in_flight: list[int] = []  # at each answer: requests started minus those already answered
