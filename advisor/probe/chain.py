@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from advisor.agent.loop import EpisodeResult, run_episode
-from advisor.checks import score_episode
 from advisor.errors import ConfigError, RouterError
 from advisor.orchestrator.loop import PolicyCall
 from advisor.router.model.artifact import load_router
@@ -45,6 +44,7 @@ from advisor.router.routing.policies import Context, POLICIES, Requests, make_po
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.router.training.fit import fit_router, grouped_folds, training_data_from_store
 from advisor.tools.environment import Environment
+from advisor.verifier.base import VerifiedText, VerifierContext, make_verifier
 
 VERIFIER = "deterministic task-completion checks (TC >= bar), in classes with verifier: true"
 CROSSFIT_FOLDS = 5  #: grouped folds of the router policy's out-of-sample decisions
@@ -146,15 +146,9 @@ def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> di
 
 async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None, str]:
     """(accepted, usable, verdict) of one attempt: `VERIFIER` decides; the full score says if it was usable."""
-    try:
-        card = await score_episode(task, episode, None)
-    except Exception as exc:  # noqa: BLE001 - a check that crashes cannot accept
-        return False, None, f"rejected: the checks failed to run ({type(exc).__name__}: {exc})"
-    usable = None if card.overall is None else card.overall >= bar
-    if card.tc_score is None:
-        return False, usable, f"rejected: task-completion checks could not decide ({card.unscored_reason})"
-    ok = card.tc_score >= bar
-    return ok, usable, f"{'accepted' if ok else 'rejected'}: task completion {card.tc_score:.0f} vs bar {bar:g}"
+    verifier = make_verifier("task_completion", ctx=VerifierContext(options={"task": task, "bar": bar}))
+    verdict = await verifier.verify(VerifiedText(episode.final, [(c.name, c.arguments) for c in episode.calls], episode), task.instructions)
+    return verdict.accepted, verdict.usable, verdict.detail
 
 
 def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, store: Any, suite: Any,

@@ -37,6 +37,7 @@ from advisor.errors import ConfigError, did_you_mean
 from advisor.registry import UnknownNameError
 from advisor.router.routing.policies import POLICIES, batch_policies
 from advisor.strict import StrictModel
+from advisor.verifier.base import VERIFIERS
 from advisor.yamlio import line_of, load_model, read_yaml
 
 CONFIG_VERSION = 1
@@ -66,8 +67,12 @@ class JudgeVerifier(StrictModel):
 
 
 class VerifierConfig(StrictModel):
-    """How replies of one class are verified: deterministic checks, the judge, or none (`verifier: none`)."""
+    """How replies of one class are verified: deterministic checks, the judge, a registered verifier (`type`),
+    or none (`verifier: none`)."""
 
+    type: str | None = Field(default=None, description="A verifier registered in advisor.verifier.base.VERIFIERS "
+                             "(default: judge when a judge is given, else checks).")
+    options: dict[str, Any] = Field(default_factory=dict, description="Settings the `type`'s verifier reads.")
     checks: list[ReplyCheck] = Field(default_factory=list, description="All must pass for the reply to be accepted.")
     judge: JudgeVerifier | None = None
     false_accept: float = Field(default=0.0, ge=0, le=1, description="P(accept | not usable), used by the policy "
@@ -75,9 +80,16 @@ class VerifierConfig(StrictModel):
     false_reject: float = Field(default=0.0, ge=0, le=1, description="P(reject | usable), used by the policy "
                                 "when not measured (`advisor verifier measure`).")
 
+    @field_validator("type")
+    @classmethod
+    def _registered(cls, value: str | None) -> str | None:
+        if value is not None and value not in VERIFIERS:
+            raise ValueError(f"unknown verifier {value!r}.{did_you_mean(value, VERIFIERS.names())}")
+        return value
+
     @model_validator(mode="after")
     def _some(self) -> "VerifierConfig":
-        if not self.checks and self.judge is None:
+        if not self.checks and self.judge is None and self.type in (None, "checks", "judge"):
             raise ValueError("a verifier needs checks or a judge (write `verifier: none` for no verifier)")
         return self
 

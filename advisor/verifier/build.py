@@ -5,38 +5,25 @@ A reply is seen by the checks as a one-turn episode: the ``final`` target is its
 ``json_equals`` and ``tool_call`` checks apply unchanged. A judge verifier asks the ladder's judge role with
 the class's rubric (`advisor.checks.judge.TritonJudge`) and accepts at its threshold; its tokens are costed.
 A verifier that cannot decide (the judge is down, its verdict does not parse) rejects, and says why.
-The error rates the policy uses for a verifier are measured on probe runs by `advisor.verifier.calibration`.
+Each kind is registered in `advisor.verifier.base.VERIFIERS` (``checks``, ``judge``, ``task_completion``: the
+probe's verifier of an attempt, the task's own task-completion checks at the bar). The error rates the policy
+uses for a verifier are measured on probe runs by `advisor.verifier.calibration`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from advisor.checks import score_episode
 from advisor.checks.base import get_check
 from advisor.checks.judge import JudgeError, TritonJudge
 from advisor.errors import ConfigError
 from advisor.records import Episode, ToolCall
+from advisor.verifier.base import VERIFIERS, ReplyVerifier, VerifiedText, Verdict, VerifierContext, VerifierKind, kind_of
 
-
-@dataclass
-class VerifiedText:
-    """What a verifier reads of a reply: its final answer (None for a tool call) and its tool calls (name,
-    arguments). The service's `advisor.service.chat.Reply` carries both; a stored probe run is read into one."""
-
-    final: str | None
-    calls: list[tuple[str, dict]]
-
-
-@dataclass
-class Verdict:
-    """What a verifier said about one reply."""
-
-    accepted: bool
-    detail: str
-    cost_usd: float = 0.0  #: the judge's cost, when a judge verified
-    undecided: bool = False  #: the verifier could not grade (it rejects; a measurement leaves it out)
+__all__ = ["ChecksVerifier", "JudgeReplyVerifier", "TaskCompletionVerifier", "VerifiedText", "Verdict",
+           "build_verifier"]
 
 
 class ChecksVerifier:
@@ -80,20 +67,43 @@ class JudgeReplyVerifier:
         return Verdict(ok, f"judge score {grade.score:.2f} ({grade.reason})", grade.cost_usd)
 
 
-def build_verifier(verifier_config, ladder, client_for) -> Any | None:
-    """The verifier object of one class config (None for `verifier: none`)."""
+def build_verifier(verifier_config, ladder, client_for) -> ReplyVerifier | None:
+    """The verifier of one class config (None for `verifier: none`), built by its registered kind."""
     if verifier_config is None:
         return None
-    if verifier_config.judge is not None:
-        judge_model = ladder.roles.judge
-        if judge_model is None:
-            raise ConfigError(f"a class uses a judge verifier but ladder {ladder.name!r} has no roles.judge")
+    return VERIFIERS.get(kind_of(verifier_config)).build(verifier_config, VerifierContext(ladder, client_for))
 
-        judge = JudgeReplyVerifier(verifier_config.judge, TritonJudge(client_for(judge_model), judge_model))
-        if not verifier_config.checks:
-            return judge
-        return _Both(ChecksVerifier(verifier_config.checks), judge)
-    return ChecksVerifier(verifier_config.checks)
+
+def _judge(config, ctx: VerifierContext) -> ReplyVerifier:
+    judge_model = ctx.ladder.roles.judge if ctx.ladder is not None else None
+    if judge_model is None:
+        raise ConfigError("a class uses a judge verifier but "
+                          + (f"ladder {ctx.ladder.name!r} has no roles.judge" if ctx.ladder is not None
+                             else "no ladder was given (its roles.judge grades)"))
+    judge = JudgeReplyVerifier(config.judge, TritonJudge(ctx.client_for(judge_model), judge_model))
+    return _Both(ChecksVerifier(config.checks), judge) if config.checks else judge
+
+
+class TaskCompletionVerifier:
+    """The probe's verifier of an attempt: the task's task-completion checks reach the bar (they see the goal,
+    not how the work was done); the verdict also says whether the full score made the attempt usable."""
+
+    def __init__(self, task: Any, bar: float):
+        self.task, self.bar = task, bar
+
+    async def verify(self, reply: VerifiedText, request_text: str = "") -> Verdict:
+        """Score the attempt's episode (`reply.episode`) with the task's checks."""
+        try:
+            card = await score_episode(self.task, reply.episode, None)
+        except Exception as exc:  # noqa: BLE001 - a check that crashes cannot accept
+            return Verdict(False, f"rejected: the checks failed to run ({type(exc).__name__}: {exc})", undecided=True)
+        usable = None if card.overall is None else card.overall >= self.bar
+        if card.tc_score is None:
+            return Verdict(False, f"rejected: task-completion checks could not decide ({card.unscored_reason})",
+                           undecided=True, usable=usable)
+        ok = card.tc_score >= self.bar
+        return Verdict(ok, f"{'accepted' if ok else 'rejected'}: task completion {card.tc_score:.0f} vs bar "
+                       f"{self.bar:g}", usable=usable)
 
 
 class _Both:
@@ -105,3 +115,11 @@ class _Both:
     async def verify(self, reply, request_text: str) -> Verdict:
         first = await self.checks.verify(reply, request_text)
         return first if not first.accepted else await self.judge.verify(reply, request_text)
+
+
+VERIFIERS.add("checks", VerifierKind(lambda config, ctx: ChecksVerifier(config.checks),
+                                     "every configured check passes on the reply"))
+VERIFIERS.add("judge", VerifierKind(_judge, "the ladder's judge role grades the reply (after the checks, if any)"))
+VERIFIERS.add("task_completion", VerifierKind(
+    lambda config, ctx: TaskCompletionVerifier(ctx.options["task"], float(ctx.options["bar"])),
+    "the probe's: the task's own task-completion checks reach the bar"))

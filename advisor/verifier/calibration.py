@@ -32,7 +32,8 @@ from advisor.errors import ConfigError, DataError, StoreError, did_you_mean
 from advisor.records import now, text_hash
 from advisor.scores import DEFAULT_BAR, Verifier
 from advisor.store import Store
-from advisor.verifier.build import VerifiedText, build_verifier
+from advisor.verifier.base import VerifiedText
+from advisor.verifier.build import build_verifier
 
 POOLED = "*"  #: the rung name of a class's pooled rates
 
@@ -40,6 +41,9 @@ POOLED = "*"  #: the rung name of a class's pooled rates
 def verifier_hash(verifier_config) -> str:
     """A short hash of what a verifier does (its checks and judge; not the error rates stated beside them)."""
     body = verifier_config.model_dump(mode="json", exclude={"false_accept", "false_reject"})
+    for key, default in (("type", None), ("options", {})):  # a builtin kind hashes as its checks and judge
+        if body.get(key) == default:
+            body.pop(key, None)
     return text_hash(json.dumps(body, sort_keys=True))[:16]
 
 
