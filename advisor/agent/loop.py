@@ -14,26 +14,24 @@ sandboxed environment and feeds the observation back. It always ends, and record
 - ``invalid_output``: `limits.max_invalid` unusable replies in a row (a parse error, an empty reply, or a reply
   cut off at the rung's `max_output_tokens`). Each one before that is shown to the model as an observation.
 
-Every model call's tokens (as the server counted them) and latency go into one `TurnRecord` per call.
+Every model call's tokens (as the server counted them) and latency go into one `TurnRecord` per call. The steps
+of a turn (budget, model call, parse, tool step, stuck check, record) are `advisor.agent.turns.Turns`, which the
+orchestrator's loop drives too.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import time
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.agent.chat import ChatTemplate, system_prompt, template_for
 from advisor.agent.formats import FINAL_MARKER, format_for
-from advisor.records import Episode, Condition, StopReason, ToolCall, TurnRecord
-from advisor.errors import BackendError
+from advisor.agent.turns import (OBSERVATION_CHARS, RECORD_CHARS, STUCK_CYCLES, STUCK_REPEATS, EpisodeResult, Stop,
+                                 Turns, call_signature, clip_text, is_stuck, with_hint)
+from advisor.records import Condition, Episode, StopReason
 
-STUCK_REPEATS = 3  #: identical consecutive actions that count as stuck
-STUCK_CYCLES = 3  #: full A-B cycles (A B A B A B) that count as stuck
-OBSERVATION_CHARS = 6000  #: observation text shown to the model (the rest is cut with a note)
-RECORD_CHARS = 2000  #: observation text kept in a TurnRecord
+__all__ = ["EpisodeResult", "ModelClient", "NO_TOOLS", "OBSERVATION_CHARS", "RECORD_CHARS", "STUCK_CYCLES",
+           "STUCK_REPEATS", "call_signature", "clip_text", "is_stuck", "run_episode"]
+
 #: The system prompt's tool section for a task without tools (an empty tool list invites invented calls).
 NO_TOOLS = (f"You have no tools for this task. Reply with '{FINAL_MARKER}' followed by your answer, and nothing "
             "else.")
@@ -46,45 +44,6 @@ class ModelClient(Protocol):
                        timeout_s: float | None = None, request_id: str | None = None,
                        messages: list | None = None, tools: list | None = None) -> Any:
         """One generation: an object with text, finish_reason, input_tokens, output_tokens, tokens_from_server."""
-
-
-@dataclass
-class EpisodeResult:
-    """An episode plus its per-call accounting."""
-
-    episode: Episode
-    turns: list[TurnRecord] = field(default_factory=list)
-    model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tokens_from_server: bool = True
-    latency_s: float = 0.0  #: wall time of the whole episode
-    notes: list[str] = field(default_factory=list)  #: e.g. the client's note on token-count fallbacks
-
-    def cost(self, model: Any) -> float:
-        """USD of every model call (prices are linear in tokens)."""
-        return model.attempt_cost(self.input_tokens, self.output_tokens)
-
-
-def call_signature(name: str, args: dict[str, Any]) -> str:
-    return name + "\x00" + json.dumps(args, sort_keys=True, default=str)
-
-
-def is_stuck(actions: list[str], repeats: int = STUCK_REPEATS, cycles: int = STUCK_CYCLES) -> bool:
-    """True when the last actions repeat one action `repeats` times or alternate two for `cycles` cycles."""
-    if len(actions) >= repeats and len(set(actions[-repeats:])) == 1:
-        return True
-    n = 2 * cycles
-    if len(actions) >= n:
-        tail = actions[-n:]
-        a, b = tail[0], tail[1]
-        if a != b and all(x == (a if i % 2 == 0 else b) for i, x in enumerate(tail)):
-            return True
-    return False
-
-
-def clip_text(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
 
 
 async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limits: Any, *,
@@ -104,97 +63,22 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
         {"role": "system", "content": system_prompt(fmt.render_tools(specs) if specs else NO_TOOLS, skill)},
         {"role": "user", "content": task.instructions},
     ]
-    res = EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS, workspace=getattr(env, "workspace", None)))
-    ep = res.episode
-    actions: list[str] = []
-    invalid_in_row = 0
-    start = time.monotonic()
-    deadline = start + float(limits.timeout_s)
-
-    def stop(reason: StopReason, error: str | None = None) -> EpisodeResult:
-        ep.stop_reason = reason
-        ep.error = error
-        ep.api_log = list(getattr(env, "api_log", []) or [])
-        res.latency_s = time.monotonic() - start
-        return res
-
-    for turn in range(int(limits.max_turns)):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return stop(StopReason.TIMEOUT, f"episode wall time reached {limits.timeout_s:g} s")
-        used = res.input_tokens + res.output_tokens
-        if used >= limits.max_tokens:
-            return stop(StopReason.MAX_TOKENS, f"{used} tokens used of {limits.max_tokens}")
-        prompt = template.render(messages)
-        max_out = int(model.max_output_tokens)
-        rid = f"{request_id}:{turn}" if request_id else None
-        t0 = time.monotonic()
-        try:
-            gen = await asyncio.wait_for(
-                client.generate(model.triton_model, prompt, max_tokens=max_out, sampling=sampling,
-                                timeout_s=remaining, request_id=rid, messages=list(messages), tools=specs),
-                timeout=remaining)
-        except asyncio.TimeoutError:
-            return stop(StopReason.TIMEOUT, f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
-        except BackendError as exc:
-            if time.monotonic() >= deadline - 0.05:  # the client's own timeout fired at the episode deadline
-                return stop(StopReason.TIMEOUT, f"model call of turn {turn} still pending at the {limits.timeout_s:g} s limit")
-            return stop(StopReason.BACKEND_ERROR, f"turn {turn}: {exc}")
-        latency = time.monotonic() - t0
-        res.model_calls += 1
-        res.input_tokens += int(gen.input_tokens)
-        res.output_tokens += int(gen.output_tokens)
-        if not getattr(gen, "tokens_from_server", True):
-            res.tokens_from_server = False
-        note = getattr(gen, "note", None)
-        if note and note not in res.notes:
-            res.notes.append(note)
-        record = TurnRecord(turn=turn, action="invalid", input_tokens=int(gen.input_tokens),
-                            output_tokens=int(gen.output_tokens), latency_s=latency,
-                            finish_reason=str(gen.finish_reason or ""))
-        res.turns.append(record)
-        text = gen.text or ""
-        parsed = fmt.parse(text, specs)
-        if gen.finish_reason == "length":
-            parsed = None
-            error = (f"your reply was cut off at the {max_out}-token output limit; write shorter replies: "
-                     "one tool call, or a brief final answer")
-        elif parsed.kind == "invalid":
-            error = f"could not parse your reply: {parsed.error}"
-        if parsed is not None and parsed.kind == "final":
-            record.action, record.observation = "final", clip_text(parsed.final or "", RECORD_CHARS)
-            ep.final = parsed.final
-            return stop(StopReason.FINAL)
-        if parsed is None or parsed.kind == "invalid":
-            invalid_in_row += 1
-            record.observation = error
-            messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": f"ERROR: {error}"}]
-            if invalid_in_row >= limits.max_invalid:
-                return stop(StopReason.INVALID_OUTPUT, f"{invalid_in_row} unusable replies in a row; last: {error}")
-        else:
-            invalid_in_row = 0
-            try:
-                call: ToolCall = await asyncio.wait_for(env.call(parsed.name, parsed.arguments),
-                                                        timeout=max(deadline - time.monotonic(), 0.001))
-            except asyncio.TimeoutError:
-                record.action, record.arguments_json = parsed.name, json.dumps(parsed.arguments, default=str)
-                ep.calls.append(ToolCall(parsed.name, parsed.arguments, "tool call cut by the episode time limit",
-                                         ok=False))
-                return stop(StopReason.TIMEOUT, f"tool {parsed.name!r} still running at the {limits.timeout_s:g} s limit")
-            ep.calls.append(call)
-            observation = call.observation if call.ok else f"ERROR: {call.observation}"
-            if parsed.extra_calls:
-                observation += (f"\n[note: only the first tool call of your reply was run; "
-                                f"{parsed.extra_calls} more ignored]")
-            record.action = parsed.name
-            record.arguments_json = json.dumps(parsed.arguments, default=str)
-            record.observation = clip_text(observation, RECORD_CHARS)
-            hint = getattr(fmt, "observation_hint", None)  # a format's reminder of how to finish
-            shown = clip_text(observation, OBSERVATION_CHARS) + (f"\n{hint}" if hint else "")
-            messages += [{"role": "assistant", "content": text}, {"role": "tool", "content": shown}]
-            actions.append(call_signature(parsed.name, parsed.arguments))
-            if is_stuck(actions):
-                return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")
-        if res.input_tokens + res.output_tokens >= limits.max_tokens:
-            return stop(StopReason.MAX_TOKENS, f"{res.input_tokens + res.output_tokens} tokens used of {limits.max_tokens}")
-    return stop(StopReason.MAX_TURNS, f"no final answer in {limits.max_turns} model calls")
+    turns = Turns(EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS,
+                                        workspace=getattr(env, "workspace", None))),
+                  env, limits, sampling=sampling, request_id=request_id)
+    try:
+        for turn in range(int(limits.max_turns)):
+            turns.check_budget()
+            gen, record = await turns.ask(client, model, template, messages, specs, f"turn {turn}")
+            parsed = turns.parse(fmt, gen, specs, model)
+            if parsed.kind == "final":
+                raise turns.final(record, parsed)
+            messages.append({"role": "assistant", "content": gen.text or ""})
+            if parsed.kind == "invalid":
+                messages.append({"role": "tool", "content": turns.invalid(record, parsed)})
+            else:
+                messages.append({"role": "tool", "content": with_hint(await turns.act(record, parsed), fmt)})
+            turns.check_tokens()
+        raise Stop(StopReason.MAX_TURNS, f"no final answer in {limits.max_turns} model calls")
+    except Stop as stop:
+        return turns.finish(stop)

@@ -28,19 +28,17 @@ their parse errors, under a rung's usual system prompt; the orchestrator's routi
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from advisor.agent.chat import system_prompt, template_for
 from advisor.agent.formats import Parsed, format_for
-from advisor.agent.loop import OBSERVATION_CHARS, RECORD_CHARS, EpisodeResult, clip_text, call_signature, is_stuck
-from advisor.errors import BackendError, ConfigError
+from advisor.agent.turns import EpisodeResult, Stop, Turns, with_hint
+from advisor.errors import ConfigError
 from advisor.orchestrator.experts import EXPERT_TOOL, Expert, expert_tool
 from advisor.orchestrator.prompt import PREFS_MODES, offered, orchestrator_prompt, render_preferences, violations
-from advisor.records import Condition, Episode, StopReason, ToolCall, TurnRecord
+from advisor.records import Condition, Episode, StopReason
 
 DEFAULT_ROUNDS = 50
 
@@ -109,6 +107,7 @@ class _Step:
     text: str  #: what the model wrote
     parsed: Parsed | None
     observation: str
+    tool: bool = False  #: a tool's observation (its reader's format may add its reminder of how to finish)
 
 
 async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], client_for: Callable[[Any], Any],
@@ -117,126 +116,65 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
                            request_id: str | None = None) -> OrchestratedResult:
     """Run one episode of `task` with `orchestrator` directing `experts`; never raises for model or tool problems.
 
-    `client_for(model)` gives the `ModelClient` serving a model (the same Triton client as the rungs).
+    `client_for(model)` gives the `ModelClient` serving a model (the same Triton client as the rungs). Each turn
+    is `advisor.agent.turns.Turns`' steps; this loop only decides who speaks.
     """
     fmt = format_for(orchestrator.tool_call_format)
-    template = template_for(orchestrator)
     specs = list(env.specs())
     shown = offered(experts, prefs, config.prefs)
     by_alias = {e.alias: e for e in shown}
+    own_tools = [*specs, expert_tool(shown)]
     skill = task.skill_text if condition == Condition.SKILL else None
     prefs_text = render_preferences(prefs, experts) if config.prefs != "off" else ""
-    system = orchestrator_prompt(fmt.render_tools([*specs, expert_tool(shown)]), prefs_text, skill)
+    system = orchestrator_prompt(fmt.render_tools(own_tools), prefs_text, skill)
     res = OrchestratedResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS, workspace=getattr(env, "workspace", None)))
-    ep, steps, actions = res.episode, [], []
-    invalid_in_row = 0
-    start = time.monotonic()
-    deadline = start + float(limits.timeout_s)
+    turns = Turns(res, env, limits, sampling=sampling, request_id=request_id)
+    steps: list[_Step] = []
 
-    def stop(reason: StopReason, error: str | None = None) -> OrchestratedResult:
-        ep.stop_reason, ep.error = reason, error
-        ep.api_log = list(getattr(env, "api_log", []) or [])
-        res.latency_s = time.monotonic() - start
-        return res
-
-    async def ask(model: Any, prompt: str, rnd: int, role: str, respects: bool | None):
-        remaining = deadline - time.monotonic()
-        rid = f"{request_id}:{len(res.calls)}" if request_id else None
-        t0 = time.monotonic()
-        gen = await asyncio.wait_for(client_for(model).generate(
-            model.triton_model, prompt, max_tokens=int(model.max_output_tokens), sampling=sampling,
-            timeout_s=remaining, request_id=rid), timeout=remaining)
-        latency = time.monotonic() - t0
-        n_in, n_out = int(gen.input_tokens), int(gen.output_tokens)
-        res.model_calls += 1
-        res.input_tokens += n_in
-        res.output_tokens += n_out
-        res.tokens_from_server = res.tokens_from_server and bool(getattr(gen, "tokens_from_server", True))
-        note = getattr(gen, "note", None)
-        if note and note not in res.notes:
-            res.notes.append(note)
+    async def ask(model: Any, messages: list[dict[str, str]], tools: list[Any], rnd: int, role: str,
+                  respects: bool | None):
+        gen, record = await turns.ask(client_for(model), model, template_for(model), messages, tools, f"round {rnd}")
+        n_in, n_out = record.input_tokens, record.output_tokens
         res.calls.append(PolicyCall(len(res.calls), rnd, model.name, role, n_in, n_out,
-                                    model.attempt_cost(n_in, n_out), latency, respects))
-        res.turns.append(TurnRecord(turn=len(res.turns), action="invalid", input_tokens=n_in, output_tokens=n_out,
-                                    latency_s=latency, finish_reason=str(gen.finish_reason or "")))
-        return gen
+                                    model.attempt_cost(n_in, n_out), record.latency_s, respects))
+        return gen, record
 
-    for rnd in range(config.max_rounds):
-        if time.monotonic() >= deadline:
-            return stop(StopReason.TIMEOUT, f"episode wall time reached {limits.timeout_s:g} s")
-        if res.input_tokens + res.output_tokens >= limits.max_tokens:
-            return stop(StopReason.MAX_TOKENS, f"{res.input_tokens + res.output_tokens} tokens used of {limits.max_tokens}")
-        prompt = template.render(_orchestrator_messages(system, task.instructions, steps, fmt))
-        try:
-            gen = await ask(orchestrator, prompt, rnd, "orchestrator", None)
-            text, by = gen.text or "", "orchestrator"
-            parsed = _parse(fmt, gen, specs + [expert_tool(shown)], orchestrator)
+    try:
+        for rnd in range(config.max_rounds):
+            turns.check_budget()
+            gen, record = await ask(orchestrator, _orchestrator_messages(system, task.instructions, steps, fmt),
+                                    own_tools, rnd, "orchestrator", None)
+            by = "orchestrator"
+            parsed = turns.parse(fmt, gen, own_tools, orchestrator)
             if parsed.kind == "call" and parsed.name == EXPERT_TOOL:
                 alias = str(parsed.arguments.get("expert", ""))
-                res.turns[-1].action, res.turns[-1].arguments_json = EXPERT_TOOL, json.dumps(parsed.arguments)
+                record.action, record.arguments_json = EXPERT_TOOL, json.dumps(parsed.arguments)
                 if alias not in by_alias:
                     res.unknown_experts += 1
                     error = (f"ERROR: unknown expert {alias!r}; call_expert takes one of "
                              f"{', '.join(by_alias) or '(none offered)'}")
-                    res.turns[-1].observation = error
-                    steps.append(_Step(by, text, parsed, error))
-                    actions.append(call_signature(EXPERT_TOOL, parsed.arguments))
-                    if is_stuck(actions):
-                        return stop(StopReason.STUCK, f"repeating actions: last {EXPERT_TOOL!r}")
+                    record.observation = error
+                    steps.append(_Step(by, gen.text or "", parsed, error))
+                    turns.note_action(EXPERT_TOOL, parsed.arguments)
                     continue
                 expert = by_alias[alias]
-                res.turns[-1].observation = f"turn handed to {alias} ({expert.name})"
-                efmt = format_for(expert.model.tool_call_format)
-                eprompt = template_for(expert.model).render(_expert_messages(task, skill, steps, efmt, specs, alias))
-                gen = await ask(expert.model, eprompt, rnd, "expert", not violations(expert, prefs) if prefs else True)
-                text, by = gen.text or "", alias
-                parsed = _parse(efmt, gen, specs, expert.model)
-        except asyncio.TimeoutError:
-            return stop(StopReason.TIMEOUT, f"model call of round {rnd} still pending at the {limits.timeout_s:g} s limit")
-        except BackendError as exc:
-            if time.monotonic() >= deadline - 0.05:
-                return stop(StopReason.TIMEOUT, f"model call of round {rnd} still pending at the {limits.timeout_s:g} s limit")
-            return stop(StopReason.BACKEND_ERROR, f"round {rnd}: {exc}")
-        record = res.turns[-1]
-        if parsed.kind == "final":
-            record.action, record.observation = "final", clip_text(parsed.final or "", RECORD_CHARS)
-            ep.final = parsed.final
-            return stop(StopReason.FINAL)
-        if parsed.kind == "invalid":
-            invalid_in_row += 1
-            if by == "orchestrator":
-                res.invalid_turns += 1
-            error = f"ERROR: could not parse {'your' if by == 'orchestrator' else 'the expert' + chr(39) + 's'} reply: {parsed.error}"
-            record.observation = error
-            steps.append(_Step(by, text, None, error))
-            if invalid_in_row >= limits.max_invalid:
-                return stop(StopReason.INVALID_OUTPUT, f"{invalid_in_row} unusable replies in a row; last: {parsed.error}")
-            continue
-        invalid_in_row = 0
-        try:
-            call: ToolCall = await asyncio.wait_for(env.call(parsed.name, parsed.arguments),
-                                                    timeout=max(deadline - time.monotonic(), 0.001))
-        except asyncio.TimeoutError:
-            ep.calls.append(ToolCall(parsed.name, parsed.arguments, "tool call cut by the episode time limit", ok=False))
-            return stop(StopReason.TIMEOUT, f"tool {parsed.name!r} still running at the {limits.timeout_s:g} s limit")
-        ep.calls.append(call)
-        observation = call.observation if call.ok else f"ERROR: {call.observation}"
-        if parsed.extra_calls:
-            observation += (f"\n[note: only the first tool call of the reply was run; "
-                            f"{parsed.extra_calls} more ignored]")
-        record.action, record.arguments_json = parsed.name, json.dumps(parsed.arguments, default=str)
-        record.observation = clip_text(observation, RECORD_CHARS)
-        steps.append(_Step(by, text, parsed, clip_text(observation, OBSERVATION_CHARS)))
-        actions.append(call_signature(parsed.name, parsed.arguments))
-        if is_stuck(actions):
-            return stop(StopReason.STUCK, f"repeating actions: last {parsed.name!r}")
-    return stop(StopReason.MAX_TURNS, f"no final answer in {config.max_rounds} rounds")
-
-
-def _parse(fmt: Any, gen: Any, specs: list[Any], model: Any) -> Parsed:
-    if gen.finish_reason == "length":
-        return Parsed("invalid", error=f"the reply was cut off at the {model.max_output_tokens}-token output limit")
-    return fmt.parse(gen.text or "", specs)
+                record.observation = f"turn handed to {alias} ({expert.name})"
+                by, efmt = alias, format_for(expert.model.tool_call_format)
+                gen, record = await ask(expert.model, _expert_messages(task, skill, steps, efmt, specs, alias),
+                                        specs, rnd, "expert", not violations(expert, prefs) if prefs else True)
+                parsed = turns.parse(efmt, gen, specs, expert.model, whose="the expert's")
+            if parsed.kind == "final":
+                raise turns.final(record, parsed)
+            if parsed.kind == "invalid":
+                if by == "orchestrator":
+                    res.invalid_turns += 1
+                steps.append(_Step(by, gen.text or "", None, turns.invalid(record, parsed)))
+                continue
+            steps.append(_Step(by, gen.text or "", parsed, await turns.act(record, parsed), tool=True))
+            turns.check_tokens()
+        raise Stop(StopReason.MAX_TURNS, f"no final answer in {config.max_rounds} rounds")
+    except Stop as stop:
+        return turns.finish(stop)
 
 
 def _orchestrator_messages(system: str, instructions: str, steps: list[_Step], fmt: Any) -> list[dict[str, str]]:
@@ -246,7 +184,7 @@ def _orchestrator_messages(system: str, instructions: str, steps: list[_Step], f
             content = s.text if s.by == "orchestrator" else f"[{s.by}] {s.text}"
         else:
             content = f"[{s.by}] {fmt.render_call(s.parsed.name, s.parsed.arguments)}"
-        messages += [{"role": "assistant", "content": content}, {"role": "tool", "content": s.observation}]
+        messages += [{"role": "assistant", "content": content}, {"role": "tool", "content": _seen(s, fmt)}]
     return messages
 
 
@@ -261,5 +199,10 @@ def _expert_messages(task: Any, skill: str | None, steps: list[_Step], fmt: Any,
         if s.parsed is None or s.parsed.name == EXPERT_TOOL:
             continue  # the orchestrator's own routing and parse errors are not part of the task conversation
         messages += [{"role": "assistant", "content": fmt.render_call(s.parsed.name, s.parsed.arguments)},
-                     {"role": "tool", "content": s.observation}]
+                     {"role": "tool", "content": _seen(s, fmt)}]
     return messages
+
+
+def _seen(step: _Step, fmt: Any) -> str:
+    """A step's observation as a reader in format `fmt` sees it (a tool's, with the format's reminder)."""
+    return with_hint(step.observation, fmt) if step.tool else step.observation
