@@ -160,9 +160,9 @@ def drift(store: Annotated[Path, typer.Option("--store", help="DuckDB store (pro
           live_store: LiveStoreOpt = None, as_json: JsonOpt = False) -> None:
     """Per class: live accept rate vs probe usable rate, predicted vs realised P(usable), cost per usable result."""
     from advisor.router.feedback.drift import drift_table, render_lines
-    from advisor.store import Store, with_live
+    from advisor.store import RunStore, open_store, with_live
 
-    with with_live(Store.open(store, read_only=True), live_store) as s:
+    with with_live(open_store(store, read_only=True, role=RunStore), live_store) as s:
         table = drift_table(s, threshold)
     if as_json:
         typer.echo(jsonout.dumps(table, indent=2))
@@ -178,9 +178,9 @@ def shadow_report(store: StoreOpt = Path(DEFAULT_STORE),
     """Estimate a shadow candidate's cost and usable rate on the live traffic it shadowed, with intervals."""
     from advisor.router.feedback.shadow_report import render
     from advisor.router.feedback.shadow_report import shadow_report as build
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
-    with Store.open(store, read_only=True) as s:
+    with open_store(store, read_only=True, role=RunStore) as s:
         rep = build(s, version)
     if as_json:
         typer.echo(jsonout.dumps(rep.as_dict(), indent=2))

@@ -55,11 +55,11 @@ def floors(store: StoreOpt = Path(DEFAULT_STORE),
     retries) and the single-attempt floor beside it; then the answer, per class."""
     from advisor.floors import LIVE_NOTE, find_floors, live_acceptance
     from advisor.report.live_sessions import session_lines, session_summary
-    from advisor.store import Store, with_live
+    from advisor.store import RunStore, open_store, with_live
 
     settings = settings_options(bar, near_zero, target, confidence, k, false_accept, false_reject)
     suite = stored_suite_name(suite_file, suite_name)
-    with with_live(Store.open(store, read_only=True), live_store) as s:
+    with with_live(open_store(store, read_only=True, role=RunStore), live_store) as s:
         result = find_floors(s, suite, settings, classes=task_class)
         live = live_acceptance(s, task_class)
         sessions = session_summary(s, task_class)

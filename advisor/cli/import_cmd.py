@@ -76,14 +76,14 @@ def import_file(
     missing columns, unknown models and empty files stop the import with one message.
     """
     from advisor.ladder import load_ladder
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
     opts = ImportOptions(suite_name=suite_name, shape=shape.value, bar=usable_threshold, output_tokens=output_tokens,
                          model_map=parse_map(model_map or []), task_column=task_column, prompt_column=prompt_column,
                          ignore=ignore or [], replicas=replicas)
     lad = load_ladder(ladder)
     prepared = prepare_import(file, lad, opts)  # every input problem is found before the store is touched
-    with Store.open(store) as s:
+    with open_store(store, role=RunStore) as s:
         report = write_import(prepared, s)
     if as_json:
         typer.echo(jsonout.dumps(report.to_dict(), indent=2))

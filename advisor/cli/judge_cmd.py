@@ -58,7 +58,7 @@ def agreement(
     from advisor.checks.agreement import measure_agreement, save_agreement
     from advisor.checks.judge import TritonJudge
     from advisor.ladder import load_ladder
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
     from advisor.suite import load_suite
 
     lad = load_ladder(ladder)
@@ -71,7 +71,7 @@ def agreement(
         finally:
             await judge.client.close()
 
-    with Store.open(store) as db:
+    with open_store(store, role=RunStore) as db:
         result = asyncio.run(run())
         result.simulated = result.simulated or lad.roles.judge.simulated
         save_agreement(db, result)
@@ -88,9 +88,9 @@ def agreement(
 def show(store: Annotated[Path, typer.Option("--store", help="DuckDB store.")] = Path("advisor.duckdb"),
          judge: Annotated[Optional[str], typer.Option("--judge", help="Only this judge.")] = None) -> None:
     """Print the stored judge measurements, newest first."""
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
-    with Store.open(store, read_only=True) as db:
+    with open_store(store, read_only=True, role=RunStore) as db:
         rows = db.judge_agreements(judge)
     if not rows:
         typer.echo("no judge agreement measured yet; run `advisor judge agreement`")

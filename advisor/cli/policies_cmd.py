@@ -36,10 +36,10 @@ def policies(store: StoreOpt = Path(DEFAULT_STORE),
     from advisor.floors import FloorSettings, resolve_suite
     from advisor.ladder import load_ladder
     from advisor.report.analysis import advice_rows, compare, recommend, side_by_side
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
     wanted = stored_suite_name(suite_file, suite_name)
-    with Store.open(store, read_only=True) as s:
+    with open_store(store, read_only=True, role=RunStore) as s:
         name = resolve_suite(s, wanted)
         lad = load_ladder(ladder) if ladder else _stored_ladder(s, name)
         settings = FloorSettings(bar=bar, confidence=confidence)

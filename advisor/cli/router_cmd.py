@@ -82,13 +82,13 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
 
     from advisor.router.model.artifact import SUFFIXES
     from advisor.router.training.fit import fit_router, training_data_from_store
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
     if out.suffix not in SUFFIXES:
         raise DataError(f"--out {out}: router artifacts end in .json or .npz")
     from advisor.store import with_live
 
-    with with_live(Store.open(store, read_only=True), live_store if live else None) as s:
+    with with_live(open_store(store, read_only=True, role=RunStore), live_store if live else None) as s:
         data = training_data_from_store(s, suite_name=suite_name, ladder_name=ladder_name)
         if live:
             from advisor.cli.feedback_cmd import add_live
@@ -160,7 +160,7 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
     from advisor.router.evaluation.metrics import strict
     from advisor.router.evaluation.tables import mode_table
     from advisor.router.training.fit import training_data_from_store
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
     single, escalate = _configs(k, false_accept, false_reject, max_chain)
     warnings.filterwarnings("ignore", category=UserWarning)
@@ -181,7 +181,7 @@ def evaluate(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
         cv = ev.evaluate_artifact(model, data, single, escalate)
         how = f"artifact {artifact} on {test_file}"
     else:
-        with Store.open(store, read_only=True) as s:
+        with open_store(store, read_only=True, role=RunStore) as s:
             data = training_data_from_store(s, suite_name=suite_name)
         cv = ev.cross_validate(data, single, escalate, folds=folds, progress=lambda m: typer.echo(m, err=True))
         how = f"{folds}-fold CV grouped by prompt over {store}"

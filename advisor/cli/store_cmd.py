@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from advisor import jsonout
-from advisor.store import DEFAULT_STORE, Store
+from advisor.store import DEFAULT_STORE, RunStore, open_store
 
 StoreOpt = Annotated[Path, typer.Option("--store", help="DuckDB store file.")]
 
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
 def info(store: StoreOpt = Path(DEFAULT_STORE),
          as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False) -> None:
     """Schema migrations and run counts by kind, suite and rung (simulated runs marked)."""
-    with Store.open(store, read_only=True) as s:
+    with open_store(store, read_only=True, role=RunStore) as s:
         rows = s.run_counts()
         out = {"store": str(store), "migrations": s.applied_migrations(), "runs": rows}
     if as_json:
@@ -45,7 +45,7 @@ def info(store: StoreOpt = Path(DEFAULT_STORE),
 def export(folder: Annotated[Path, typer.Argument(help="Folder to write <table>.parquet files into.")],
            store: StoreOpt = Path(DEFAULT_STORE)) -> None:
     """Export every table of the store to Parquet files."""
-    with Store.open(store, read_only=True) as s:
+    with open_store(store, read_only=True, role=RunStore) as s:
         files = s.export_parquet(folder)
     for f in files:
         typer.echo(str(f))

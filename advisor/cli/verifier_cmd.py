@@ -57,7 +57,7 @@ def measure(
     """
     from advisor.ladder import load_ladder
     from advisor.service.config import load_config
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
     from advisor.verifier.calibration import measure_verifiers, save_measurement
 
     suite = stored_suite_name(suite_file, suite_name)
@@ -73,7 +73,7 @@ def measure(
         finally:
             await client_for.close()
 
-    with Store.open(store) as db:
+    with open_store(store, role=RunStore) as db:
         measurements = asyncio.run(run(db))
         measurement_id = save_measurement(db, measurements, bar=bar, config_path=str(config))
         rows = [r for r in db.verifier_rate_rows() if r["measurement_id"] == measurement_id]
@@ -95,9 +95,9 @@ def show(store: Annotated[Path, typer.Option("--store", help="DuckDB store.")] =
          task_class: Annotated[Optional[str], typer.Option("--class", help="Only this class.")] = None,
          as_json: Annotated[bool, typer.Option("--json", help="Rows as JSON.")] = False) -> None:
     """Print the stored verifier measurements, newest first."""
-    from advisor.store import Store
+    from advisor.store import RunStore, open_store
 
-    with Store.open(store, read_only=True) as db:
+    with open_store(store, read_only=True, role=RunStore) as db:
         rows = db.verifier_rate_rows(task_class)
     if as_json:
         typer.echo(jsonout.dumps(rows, indent=2, default=str))

@@ -26,7 +26,7 @@ from advisor.probe.runner import DEFAULT_CONCURRENCY, ProbeOutcome, RunResult, e
 from advisor.probe.summary import summarize
 from advisor.records import RunKind
 from advisor.router.routing.policies import POLICIES, probe_chain_policies
-from advisor.store import Store
+from advisor.store import RunStore, open_store
 from advisor.suite import load_suite
 from advisor.tools.base import available_tools
 from advisor.tools.sandbox import require_sandbox, runs_code, sandbox_status
@@ -117,7 +117,7 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
     config, skipped = without_code_tasks(config, suite)
     require_sandbox(suite, config.allow_unsandboxed, config.tasks)  # refused before any server starts
     planned = planner.start(suite, ladder, config)
-    with Store.open(config.store_path) as store, serving(config, ladder, suite_path) as (urls, served_by):
+    with open_store(config.store_path, role=RunStore) as store, serving(config, ladder, suite_path) as (urls, served_by):
         def load_rows():
             return store.floor_rows(suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(),
                                     kinds=[RunKind.PROBE])

@@ -16,7 +16,8 @@ from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
 from advisor.report.analysis import recommend, stored_comparison
 from advisor.report.live import live_section
-from advisor.store import Store
+from advisor.store import RunStore
+from advisor.store import open_store as open_role
 from advisor.version import __version__
 
 
@@ -83,15 +84,10 @@ def parse_volumes(items: Sequence[str] | None) -> dict[str, int]:
 
 
 def open_store(path: str | Path):
-    """Open a store for reporting: it must exist; older schemas are migrated forward on open."""
+    """Open a store of runs for reporting: it must exist; older schemas are migrated forward on open."""
     if str(path) != ":memory:" and not Path(path).exists():
         raise StoreError(f"{path}: no store here yet (run `advisor probe` or `advisor import` first)")
-    if str(path) != ":memory:" and Path(path).is_file() and Path(path).stat().st_size > 0:
-        with open(path, "rb") as fh:
-            head = fh.read(12)
-        if head[8:12] != b"DUCK":
-            raise StoreError(f"{path}: not a DuckDB store (give the file `advisor probe --store` wrote)")
-    return Store.open(path)
+    return open_role(path, role=RunStore)
 
 
 def collect(store, suite: str | None = None, settings: FloorSettings | None = None,

@@ -31,7 +31,7 @@ from advisor.service.reload import load_serving
 from advisor.service.runtime import SETTINGS_ENV, ServeSettings
 from advisor.service.session_costs import ANY_CLASS, cells_from_store
 from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
-from advisor.store import Store, is_database_url, open_store
+from advisor.store import RunStore, is_database_url, open_store
 from advisor.store.postgres import redact
 from advisor.store.protocols import duckdb_path
 from advisor.triton.server import free_port, served_what
@@ -94,7 +94,7 @@ def train_from_store(store_path: Path, ladder):
     """A router trained on the store's runs of `ladder`, as `advisor serve` trains one when given none
     (RouterError saying to run `advisor probe` first when the store cannot give one)."""
     try:
-        with Store.open(store_path, read_only=True) as store:
+        with open_store(store_path, read_only=True, role=RunStore) as store:
             data = training_data_from_store(store, ladder_name=ladder.name)
     except RouterError as exc:
         raise RouterError(f"no router to serve: pass --router FILE, or run `advisor probe` first so that one can "
@@ -178,7 +178,7 @@ def session_start_cells(config, ladder, store_path) -> tuple[dict, str | None]:
     cells: dict = {}
     if Path(store_path).is_file():
         try:
-            with Store.open(store_path, read_only=True) as store:
+            with open_store(store_path, read_only=True, role=RunStore) as store:
                 cells = cells_from_store(store, ladder, sessions)
         except DamagedStoreError:
             raise  # one line naming the file and what to do, before anything starts
@@ -195,7 +195,7 @@ def live_counts(store_path: Path) -> tuple[int, int]:
     """(decisions, attempts) the store holds; (0, 0) where there is no store yet."""
     if not Path(store_path).exists():
         return 0, 0
-    with Store.open(store_path, read_only=True) as store:
+    with open_store(store_path, read_only=True, role=RunStore) as store:
         return store.live_counts()
 
 

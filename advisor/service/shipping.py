@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.service.recording import SegmentWriter, split_records
-from advisor.store.postgres import PostgresStore
+from advisor.store import Reconnecting
 
 QUEUE_REQUESTS = 20_000  #: requests waiting for the database, at most (their records stay in the spool past it)
 BATCH = 1_000
@@ -45,7 +45,7 @@ class DatabaseRecorder:
         self.queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
         self._pending: dict[str, list] = {}  #: segment name -> [lines written, lines shipped, dirty, closed]
-        self._store = None
+        self._db = Reconnecting(self.url)
         self._stop = threading.Event()
         self.degraded: str | None = None  #: why records are not reaching the database now, else None
         self.shipped = 0
@@ -88,8 +88,7 @@ class DatabaseRecorder:
         self.segments.close()
         self._stop.set()
         self._thread.join(timeout_s)
-        if self._store is not None:
-            self._disconnect()
+        self._disconnect()
 
     # ----------------------------------------------------------------- segment bookkeeping
     def _closed(self, path: Path) -> None:
@@ -133,16 +132,10 @@ class DatabaseRecorder:
         return items
 
     def _connect(self):
-        if self._store is None:
-            self._store = PostgresStore.open(self.url)
-        return self._store
+        return self._db.store()
 
     def _disconnect(self) -> None:
-        store, self._store = self._store, None
-        try:
-            store.close()
-        except Exception:  # noqa: BLE001 - a broken connection
-            pass
+        self._db.close()
 
     def _probe(self, first: bool = False) -> float:
         """Connect once; clear `degraded` when that works (set it when the `first` probe fails). The next retry
@@ -150,8 +143,7 @@ class DatabaseRecorder:
         try:
             self._connect().query("SELECT 1 AS up")
         except Exception as exc:  # noqa: BLE001 - still down
-            if self._store is not None:
-                self._disconnect()
+            self._disconnect()
             if first:
                 self._down(exc)
             return time.monotonic() + self.retry_s
@@ -179,8 +171,7 @@ class DatabaseRecorder:
                 self._connect().add_live(*split_records([rec for _, recs in items for rec in recs]))
             except Exception as exc:  # noqa: BLE001 - whatever failed, the records are in the spool
                 self._dirty(names, records)
-                if self._store is not None:
-                    self._disconnect()
+                self._disconnect()
                 self._down(exc)
                 retry_at = time.monotonic() + self.retry_s
                 continue

@@ -21,14 +21,10 @@ from advisor.store._live_queries import LiveQueries
 from advisor.store._registry_queries import RegistryQueries
 from advisor.store._session_queries import SessionQueries
 from advisor.store.migrations import MIGRATIONS
+from advisor.store.protocols import STORES, StoreKind, redact
 
 _MIGRATION_LOCK = 7_246_117  #: pg_advisory_lock key: one migrating replica at a time
 _TYPES = [(re.compile(r"\bDOUBLE\b(?!\s+PRECISION)"), "DOUBLE PRECISION"), (re.compile(r"\bBLOB\b"), "BYTEA")]
-
-
-def redact(url: str) -> str:
-    """A database URL with its password replaced by ``***`` (what logs, errors and /readyz may show)."""
-    return re.sub(r"(://[^:/@]+:)[^/]*@", r"\1***@", url)
 
 
 def translate(sql: str, with_params: bool = True) -> str:
@@ -196,3 +192,11 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
                     cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _in_{table} ON CONFLICT DO NOTHING")
                     added.append(cur.rowcount)
         return added[0], added[1]
+
+
+def _open(url: str, read_only: bool) -> PostgresStore:
+    return PostgresStore.open(url, read_only=read_only)
+
+
+for _scheme in ("postgresql", "postgres"):
+    STORES.add(_scheme, StoreKind(_open, "PostgreSQL: the live records and router registry of several replicas"))

@@ -31,7 +31,7 @@ from advisor.checks.agreement import Rates
 from advisor.errors import ConfigError, DataError, StoreError, did_you_mean
 from advisor.records import now, text_hash
 from advisor.scores import DEFAULT_BAR, Verifier
-from advisor.store import Store
+from advisor.store import RunStore, open_store
 from advisor.verifier.base import VerifiedText
 from advisor.verifier.build import build_verifier
 
@@ -208,7 +208,7 @@ def service_rates(config, store_path) -> tuple[dict[str, PolicyRates], list[str]
     store = None
     if Path(store_path).is_file():
         try:
-            store = Store.open(store_path, read_only=True)
+            store = open_store(store_path, read_only=True, role=RunStore)
         except StoreError as exc:
             note = [f"verifier rates: the store could not be read ({exc}); the config's rates are used"]
     try:

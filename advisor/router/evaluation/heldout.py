@@ -23,7 +23,7 @@ from advisor.importers.recorded import (ID_COLUMNS, PROMPT_COLUMNS, TASK_COLUMNS
                                         import_recorded, read_table)
 from advisor.ladder import Ladder
 from advisor.router.training.fit import training_data_from_store
-from advisor.store import Store
+from advisor.store import RunStore, open_store
 
 BOOKKEEPING = ("orig_split", "split", "fold", "orig_fold", "data_split", "subset")
 
@@ -89,6 +89,6 @@ def load_heldout(path: str | Path, model, ladder=None, opts=None):
             if rung is not None:
                 mapping[mid] = rung
     opts = opts.model_copy(update={"model_map": mapping})
-    with Store.open(":memory:") as store:
+    with open_store(":memory:", role=RunStore) as store:
         import_recorded(path, ladder, store, opts)
         return training_data_from_store(store, suite_name="heldout")

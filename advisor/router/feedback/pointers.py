@@ -25,11 +25,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from advisor.errors import RouterError, StoreError
+from advisor.errors import RouterError
 from advisor.nesting import load_json
 from advisor.records import now
-from advisor.store import is_database_url
-from advisor.store.postgres import PostgresStore, redact
+from advisor.store import Reconnecting, is_database_url
+from advisor.store.postgres import redact
 
 POINTER_FORMAT = "advisor-router-pointer"
 
@@ -127,37 +127,21 @@ class DatabasePointer:
     def __init__(self, url: str, name: str = "promoted", cache: str | Path | None = None):
         self.url, self.name = url, name
         self.cache = Path(cache) if cache else Path(tempfile.gettempdir()) / "advisor-artifacts"
-        self._store = None
+        self._db = Reconnecting(url, label=str(self))
 
     def __str__(self) -> str:
         return f"{redact(self.url)}#{self.name}"
 
     def store(self):
         """The registry connection (opened on first use, reopened after the database went away)."""
-        if self._store is not None and self._store.closed:
-            self.close()
-        if self._store is None:
-            self._store = PostgresStore.open(self.url)
-        return self._store
+        return self._db.store()
 
     def close(self) -> None:
         """Close the connection."""
-        store, self._store = self._store, None
-        if store is not None:
-            try:
-                store.close()
-            except Exception:  # noqa: BLE001 - a broken connection
-                pass
+        self._db.close()
 
     def _call(self, method: str, *args: Any) -> Any:
-        try:
-            return getattr(self.store(), method)(*args)
-        except StoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - psycopg's errors: the database went away mid-call
-            self.close()
-            raise StoreError(f"{self}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}") \
-                from None
+        return self._db.call(method, *args)
 
     def exists(self) -> bool:
         """True when something was promoted."""
