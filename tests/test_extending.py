@@ -1,5 +1,6 @@
-"""docs/extending.md's worked examples, executed: a toy check, tool, tool-call format, importer and routing
-policy are registered from the page's own code blocks and then used the way the page says."""
+"""docs/extending.md's worked examples, executed: a toy check, tool, tool-call format, importer, routing policy,
+model backend, store and verifier are registered from the page's own code blocks and then used the way the page
+says."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def run_example(name: str, **namespace) -> types.ModuleType:
 
 
 def test_the_page_has_an_example_of_every_part():
-    assert {"check", "check suite", "tool", "format", "importer", "policy", "fake", "backend"} <= set(blocks())
+    assert {"check", "check suite", "tool", "format", "importer", "policy", "fake", "backend", "store", "verifier",
+            "verifier config"} <= set(blocks())
 
 
 def test_a_check_is_one_module_plus_a_registration(registries, tmp_path):
@@ -202,3 +204,46 @@ rungs:
     with pytest.raises(ConfigError, match=r"ladder.yaml:8: rungs.0.backend: Value error, unknown backend "
                                           "'functon'. Did you mean 'function'"):
         load_ladder(path)
+
+
+def test_a_store_is_one_class_plus_a_registration(monkeypatch, tmp_path):
+    from advisor.errors import StoreError
+    from advisor.store import STORES, RouterRegistry, RunStore, open_store
+
+    monkeypatch.setattr(STORES, "_items", dict(STORES.items()))
+    run_example("store")
+    url = f"folder://{tmp_path / 'routers'}"
+    registry = open_store(url, role=RouterRegistry)
+    assert registry.put_artifact("abc", ".json", "v1", b"{}") and not registry.put_artifact("abc", ".json", "v1", b"")
+    registry.set_pointer("abc", "v1", "p1")
+    registry.add_promotion({"promotion_id": "p1", "action": "promote"})
+    again = open_store(url, read_only=True)  # what one process wrote, another reads
+    assert again.pointer()["sha256"] == "abc" and again.artifact("abc") == (".json", b"{}")
+    assert [p["promotion_id"] for p in again.promotions()] == ["p1"]
+    with pytest.raises(StoreError, match=r"routers: a folder store does not keep RunStore"):
+        open_store(url, role=RunStore)
+    with pytest.raises(StoreError, match=r"folderr://: unknown store scheme. Did you mean 'folder'"):
+        open_store(url.replace("folder://", "folderr://"))
+
+
+def test_a_verifier_is_one_class_plus_a_registration(monkeypatch, tmp_path):
+    from advisor.service.config import load_config
+    from advisor.verifier.base import VERIFIERS, VerifiedText
+    from advisor.verifier.build import build_verifier
+
+    monkeypatch.setattr(VERIFIERS, "_items", dict(VERIFIERS.items()))
+    run_example("verifier")
+    path = tmp_path / "service.yaml"
+    text = "# example: verifier config\n" + blocks()["verifier config"]
+    path.write_text(text)
+    config = load_config(path)
+    verifier = build_verifier(config.classes["chat"].verifier_config, None, None)
+    short = asyncio.run(verifier.verify(VerifiedText("Hello there.", []), "hello"))
+    long = asyncio.run(verifier.verify(VerifiedText("Hello there, how are you today?", []), "hello"))
+    call = asyncio.run(verifier.verify(VerifiedText(None, [("read_file", {"path": "a"})]), "hello"))
+    assert (short.accepted, short.detail) == (True, "2 words (at most 5)")
+    assert (long.accepted, call.accepted) == (False, False)
+    path.write_text(text.replace("type: word_limit", "type: word_limt"))
+    with pytest.raises(ConfigError, match=r"service.yaml:6: classes.chat.verifier.type: Value error, unknown "
+                                          "verifier 'word_limt'. Did you mean 'word_limit'"):
+        load_config(path)
