@@ -160,8 +160,9 @@ class Turns:
     def parse(fmt: Any, gen: Any, specs: list[Any], model: Any, whose: str = "your") -> Parsed:
         """The reply as a `Parsed`; an unusable one (cut off, or not parseable) carries the error to show."""
         if gen.finish_reason == "length":
-            return Parsed("invalid", error=f"your reply was cut off at the {int(model.max_output_tokens)}-token output limit; "
-                                 "write shorter replies: one tool call, or a brief final answer")
+            limit = int(model.max_output_tokens)
+            return Parsed("invalid", error=f"your reply was cut off at the {limit}-token output limit; write shorter "
+                                           "replies: one tool call, or a brief final answer")
         parsed = fmt.parse(gen.text or "", specs)
         if parsed.kind == "invalid":
             return dataclasses.replace(parsed, error=f"could not parse {whose} reply: {parsed.error}")

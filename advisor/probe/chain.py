@@ -147,7 +147,8 @@ def decide_chains(policy: str, router: Any, tasks: Any, prefs: Any = None) -> di
 async def verify(task: Any, episode: Any, bar: float) -> tuple[bool, bool | None, str]:
     """(accepted, usable, verdict) of one attempt: `VERIFIER` decides; the full score says if it was usable."""
     verifier = make_verifier("task_completion", ctx=VerifierContext(options={"task": task, "bar": bar}))
-    verdict = await verifier.verify(VerifiedText(episode.final, [(c.name, c.arguments) for c in episode.calls], episode), task.instructions)
+    reply = VerifiedText(episode.final, [(c.name, c.arguments) for c in episode.calls], episode)
+    verdict = await verifier.verify(reply, task.instructions)
     return verdict.accepted, verdict.usable, verdict.detail
 
 

@@ -117,7 +117,8 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
     config, skipped = without_code_tasks(config, suite)
     require_sandbox(suite, config.allow_unsandboxed, config.tasks)  # refused before any server starts
     planned = planner.start(suite, ladder, config)
-    with open_store(config.store_path, role=RunStore) as store, serving(config, ladder, suite_path) as (urls, served_by):
+    with (open_store(config.store_path, role=RunStore) as store,
+          serving(config, ladder, suite_path) as (urls, served_by)):
         def load_rows():
             return store.floor_rows(suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(),
                                     kinds=[RunKind.PROBE])

@@ -141,7 +141,7 @@ class DatabaseRecorder:
         """Connect once; clear `degraded` when that works (set it when the `first` probe fails). The next retry
         time."""
         try:
-            self._connect().query("SELECT 1 AS up")
+            self._db.ping()
         except Exception as exc:  # noqa: BLE001 - still down
             self._disconnect()
             if first:

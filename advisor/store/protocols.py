@@ -152,6 +152,10 @@ class Reconnecting:
             except Exception:  # noqa: BLE001 - a broken connection
                 pass
 
+    def ping(self) -> None:
+        """Open the store if needed and run one trivial query (raises when the database is not there)."""
+        self.store().query("SELECT 1 AS up")
+
     def call(self, method: str, *args: Any) -> Any:
         """`method(*args)` on the store; a failure of the connection closes it and is one `StoreError` line."""
         try:

@@ -20,7 +20,8 @@ from advisor.checks.base import get_check
 from advisor.checks.judge import JudgeError, TritonJudge
 from advisor.errors import ConfigError
 from advisor.records import Episode, ToolCall
-from advisor.verifier.base import VERIFIERS, ReplyVerifier, VerifiedText, Verdict, VerifierContext, VerifierKind, kind_of
+from advisor.verifier.base import (VERIFIERS, ReplyVerifier, VerifiedText, Verdict, VerifierContext, VerifierKind,
+                                   kind_of)
 
 __all__ = ["ChecksVerifier", "JudgeReplyVerifier", "TaskCompletionVerifier", "VerifiedText", "Verdict",
            "build_verifier"]
