@@ -13,9 +13,11 @@ The layers, lowest first (`LAYERS`; docs/extending.md shows the same table). A m
 and the layers below it, never one above, and no two packages import each other (through any chain):
 
 1. foundations: errors, registry, nesting, yamlio, strict, money, jsonout, records, scores, shares,
-   suite_validation, version, toolcalls (the tool-call formats' registry; the formats register from `agent`);
-2. backends: backends, triton (the Triton client, its backend, the embedded server), store;
-3. agent: ladder, tools, checks, suite, agent, verifier, importers;
+   suite_validation, version, toolcalls (the tool-call formats' registry; the formats register from
+   `agent`);
+2. backends: what reaches outside the process: backends, triton (the Triton client, its backend, the embedded
+   server), store, tools (the sandboxed environment);
+3. agent: ladder, checks, suite, skipped, agent, verifier, importers;
 4. probe and router: standin, orchestrator, probe, router, plans, floors;
 5. service;
 6. report;
@@ -125,8 +127,8 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("errors", "registry", "nesting", "yamlio", "strict", "money", "jsonout", "records", "scores",
                      "shares", "suite_validation", "version", "toolcalls")),
-    ("backends", ("backends", "triton", "store")),
-    ("agent", ("ladder", "tools", "checks", "suite", "agent", "verifier", "importers")),
+    ("backends", ("backends", "triton", "store", "tools")),
+    ("agent", ("ladder", "checks", "suite", "skipped", "agent", "verifier", "importers")),
     ("probe and router", ("standin", "orchestrator", "probe", "router", "plans", "floors")),
     ("service", ("service",)),
     ("report", ("report",)),
