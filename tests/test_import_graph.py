@@ -13,8 +13,8 @@ The layers, lowest first (`LAYERS`; docs/extending.md shows the same table). A m
 and the layers below it, never one above, and no two packages import each other (through any chain):
 
 1. foundations: errors, registry, nesting, yamlio, strict, money, jsonout, records, scores, shares,
-   suite_validation, version, toolcalls (the tool-call formats' registry; the formats register from
-   `agent`);
+   suite_validation, version, redaction, toolcalls (the tool-call formats' registry; the formats register
+   from `agent`);
 2. backends: what reaches outside the process: backends, triton (the Triton client, its backend, the embedded
    server), store, tools (the sandboxed environment);
 3. agent: ladder, checks, suite, skipped, agent, verifier, importers;
@@ -126,7 +126,7 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
 #: Packages (the first name under ``advisor``) by layer, lowest first; see the module docstring.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("errors", "registry", "nesting", "yamlio", "strict", "money", "jsonout", "records", "scores",
-                     "shares", "suite_validation", "version", "toolcalls")),
+                     "shares", "suite_validation", "version", "toolcalls", "redaction")),
     ("backends", ("backends", "triton", "store", "tools")),
     ("agent", ("ladder", "checks", "suite", "skipped", "agent", "verifier", "importers")),
     ("probe and router", ("standin", "orchestrator", "probe", "router", "plans", "floors")),

@@ -34,10 +34,9 @@ import httpx
 
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
 from advisor.backends.http_bounds import Bounds, error_text, read_body, sse_payloads, within
-from advisor.errors import BackendError, KeyRefusedError, UnknownModelError
+from advisor.errors import BackendError, GenerationTimeout, KeyRefusedError, UnknownModelError
 from advisor.redaction import scrub
 from advisor.toolcalls import format_for, spec_dict
-from advisor.triton.client import GenerationTimeout
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
 BACKOFF_S = 0.5

@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from typing import Any, Callable
 
 from advisor.errors import StoreError
+from advisor.store.postgres import connect, redact
 
 TABLE = "advisor_session_latches"
 OPTIMISTIC = 3  #: conditional writes tried before a step reads with the row locked
@@ -42,8 +43,6 @@ class PgLatchStore:
     """Session states (dataclasses of `state_type`) in PostgreSQL, shared by every replica (module docstring)."""
 
     def __init__(self, url: str, state_type: type, ttl_s: float = 86400.0, max_sessions: int = 100_000):
-        from advisor.store.postgres import connect, redact
-
         self.url, self.path = url, redact(url)
         self.state_type, self.ttl_s, self.max_sessions = state_type, ttl_s, max_sessions
         self._connect = lambda: connect(url)

@@ -18,7 +18,7 @@ import random
 import time
 
 from advisor.backends.base import GenerationResult, estimate_tokens, result_from_parts
-from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
+from advisor.errors import BackendError, ContractError, GenerationTimeout, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp
 from advisor.triton.contract import check_model
 from advisor.triton.metrics import parse_prometheus, scrape
@@ -27,10 +27,6 @@ from advisor.triton.metrics import parse_prometheus, scrape
 BACKOFF_S = 0.2
 #: A generation running longer than this checks every as many seconds that the server is still ready.
 HEALTH_POLL_S = 2.0
-
-
-class GenerationTimeout(BackendError):
-    """A generation did not finish within its time limit."""
 
 
 def time_limit(seconds: float):
