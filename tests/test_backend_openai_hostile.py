@@ -270,6 +270,8 @@ MSGS = [{"role": "user", "content": "Say hello."}]
 
 
 @pytest.mark.parametrize("mode", ["huge", "drip", "silent", "bad-json", "no-choices", "redirect", "big-args", "leak"])
+@pytest.mark.triton
+@pytest.mark.slow
 def test_a_hostile_rung_fails_over_with_its_error_stored(hostile_service, hostile, mode):
     hostile.mode = mode
     started = time.monotonic()
@@ -285,6 +287,8 @@ def test_a_hostile_rung_fails_over_with_its_error_stored(hostile_service, hostil
 
 
 @pytest.mark.parametrize("mode", ["bad-json", "no-choices", "redirect", "not-sse", "big-args", "leak", "silent"])
+@pytest.mark.triton
+@pytest.mark.slow
 def test_a_hostile_rung_fails_a_stream_over_before_its_first_chunk(hostile_service, hostile, mode):
     hostile.mode = mode
     with httpx.stream("POST", hostile_service.base + "/v1/chat/completions", timeout=30,
@@ -299,6 +303,8 @@ def test_a_hostile_rung_fails_a_stream_over_before_its_first_chunk(hostile_servi
 
 
 @pytest.mark.parametrize("mode", ["huge", "endless", "drip"])
+@pytest.mark.triton
+@pytest.mark.slow
 def test_a_stream_that_never_ends_is_cut_at_the_attempt_limit(hostile_service, hostile, mode):
     hostile.mode = mode
     started = time.monotonic()
@@ -310,6 +316,8 @@ def test_a_stream_that_never_ends_is_cut_at_the_attempt_limit(hostile_service, h
     assert took < ATTEMPT_S + 4 and size < 16 * MB, (took, size)
 
 
+@pytest.mark.triton
+@pytest.mark.slow
 def test_the_upstream_key_and_urls_stay_out_of_the_503_the_log_and_ladder_check(hostile_service, hostile,
                                                                                monkeypatch, capsys):
     from advisor.cli import main
@@ -331,6 +339,7 @@ def test_the_upstream_key_and_urls_stay_out_of_the_503_the_log_and_ladder_check(
     assert UPSTREAM_KEY not in out.out + out.err and "[redacted]" in out.out
 
 
+@pytest.mark.slow
 def test_the_probe_stores_upstream_errors_without_the_key(hostile, tmp_path, monkeypatch):
     from advisor.probe import ProbeConfig, run_probe
     from advisor.store import Store

@@ -23,7 +23,7 @@ from advisor.store import Store
 
 from test_service import DEMO, KEY, SUITE, Service, one_task_per_class
 
-pytestmark = pytest.mark.triton
+pytestmark = [pytest.mark.triton, pytest.mark.slow]
 AUTH = {"authorization": f"Bearer {KEY}"}
 
 
