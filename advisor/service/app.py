@@ -114,9 +114,9 @@ def create_app(settings=None):
         rt = state["rt"]
         ok, why = await rt.readiness()
         records = rt.writer.health() if hasattr(rt.writer, "health") else {}
-        latch = getattr(rt, "_latches", None)
-        if latch is not None and latch.trouble():  # the session latch could not be written a moment ago
-            records = {**records, "records": "degraded", "records_detail": latch.trouble()}
+        latch_trouble = getattr(getattr(rt, "_latches", None), "trouble", None)
+        if latch_trouble is not None and latch_trouble():  # the session latch could not be written a moment ago
+            records = {**records, "records": "degraded", "records_detail": latch_trouble()}
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
         if _unauthorized(rt, request, count=False) is not None:  # keys configured, none given: the status only
             return json_response({"status": status}, status=200 if ok else 503)
