@@ -253,8 +253,8 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float, has_
         if need is not None:
             plan, error = need
             out.next_kind = "verifier"
-            out.next_step = (f"no verifier, so no retries: a verifier that accepts >= {1 - error:.0%} of usable answers "
-                             f"and rejects >= {1 - error:.0%} of unusable ones would make {plan.describe()} clear "
+            out.next_step = (f"no verifier, so no retries: a verifier that accepts >= {1 - error:.0%} of usable "
+                             f"answers and rejects >= {1 - error:.0%} of unusable ones would make {plan.describe()} clear "
                              f"{target:.0%} ({plan.usable:.0%} [{plan.interval[0]:.0%}-{plan.interval[1]:.0%}])")
             return out
     top = max(cf.rungs, key=lambda x: x.stats.rung_position).stats

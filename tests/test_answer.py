@@ -73,7 +73,8 @@ def test_probe_floors_and_report_agree_per_class(probed, capsys):
     decision = {c["task_class"]: c for c in doc["decision"]["classes"]}
     skipped = {k["task_class"]: k for k in doc["decision"]["skipped"]}
     assert {"code_change", "multi_step"} <= set(skipped) and "sandbox" in skipped["code_change"]["short"]
-    assert "bubblewrap" in skipped["code_change"]["reason"] and "apt-get install bubblewrap" in skipped["code_change"]["fix"]
+    code = skipped["code_change"]
+    assert "bubblewrap" in code["reason"] and "apt-get install bubblewrap" in code["fix"]
     classes = set(decision) | set(skipped)
     probe_rows = _rows(out, classes)
     assert main(["floors", "--store", str(db)]) == 0
@@ -125,7 +126,8 @@ def test_output_fits_80_columns_and_next_lines_are_runnable(probed, capsys, monk
     assert nexts
     for n in nexts:
         n = n.split(" plan: the recommendation")[0]
-        assert (re.search(r"`advisor probe (--\w+ \S+ )*--more \w+`", n) or "a verifier that accepts >=" in n or "usable >= " in n
+        assert (re.search(r"`advisor probe (--\w+ \S+ )*--more \w+`", n) or "a verifier that accepts >=" in n
+                or "usable >= " in n
                 or "use the skill" in n or "apt-get install bubblewrap" in n or "`advisor probe" in n), n
         assert "a target of" not in n
     assert main(["floors", "--store", str(db)]) == 0

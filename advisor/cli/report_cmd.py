@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -61,5 +62,6 @@ def report(store: Annotated[Path, typer.Option("--store", help="DuckDB store fil
 
     console = Console()
     console.print(answer_table(files.decision, settings, files.html))
-    for line in answer_lines(files.decision, settings, files.html):
+    args = "" if str(store) == DEFAULT_STORE else f"--store {shlex.quote(str(store))}"
+    for line in answer_lines(files.decision, settings, files.html, probe_args=args):
         console.print(line, markup=False, highlight=False)

@@ -146,7 +146,8 @@ def floor_tables(data) -> list[Table]:
                          attempt(c.cost_per_attempt), per_1k_usable(v.cost_per_usable), compact(v.points_per_dollar),
                          f"{v.status}: {v.reason}"])
         cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        out.append(Table(f"floor-{cf.task_class}-{cf.condition}", f"{cf.task_class} ({cond}): single attempt: {single_attempt_phrase(cf)}",
+        heading = f"{cf.task_class} ({cond}): single attempt: {single_attempt_phrase(cf)}"
+        out.append(Table(f"floor-{cf.task_class}-{cf.condition}", heading,
                          ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "does not converge",
                           "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {PER_1K_USABLE}",
                           "points/$", "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))

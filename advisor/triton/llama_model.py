@@ -35,7 +35,8 @@ def load_llama(model) -> Any:
         from llama_cpp import Llama
     except ImportError:
         raise ConfigError(f"rung {model.name!r} runs on llama.cpp: install the cpu-models extra "
-                          "(make cpu-models, or pip install -e '.[cpu-models]' with the CMAKE_ARGS in README.md)") from None
+                          "(make cpu-models, or pip install -e '.[cpu-models]' with the Makefile's CPU_CMAKE_ARGS "
+                          "as CMAKE_ARGS)") from None
     params = model.llama_cpp
     return Llama(model_path=str(path), n_ctx=params.n_ctx, n_threads=params.threads, n_threads_batch=params.threads,
                  n_batch=256, verbose=False, seed=0)
