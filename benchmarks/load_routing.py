@@ -3,13 +3,14 @@
 worker) in front of its own capacity stand-in (benchmarks/load_capacity.py: per rung, concurrency slots and a
 service time, so queues form as on a GPU), driven by the same seeded open-loop arrivals.
 
-Ladder (SIMULATED, `openai` rungs on loopback): small (4 slots x 0.25 s: 16 requests/s), medium (8 x 0.40 s:
-20/s), large (16 x 0.60 s: ~27/s), list prices 0.04 / 0.10 / 0.40 USD per M input and 0.16 / 0.40 / 1.60 per M
+Ladder (SIMULATED, `openai` rungs on loopback): small (2 slots x 0.50 s: 4 requests/s), medium (4 x 0.60 s:
+~6.7/s), large (8 x 0.80 s: 10/s), list prices 0.04 / 0.10 / 0.40 USD per M input and 0.16 / 0.40 / 1.60 per M
 output. The router is fitted on stated synthetic outcomes (P(usable) 0.85 / 0.88 / 0.90, no text signal), so
 that at the requests' value (``advisor.value_usd`` 0.0001) an idle ladder sends everything to small.
 
-Load: Poisson arrivals at --rate (default 6/s, under small's capacity) for the whole run, with --bursts bursts of
---burst-rate (default 30/s, above small's capacity) for --burst-s seconds each; every request asks for an answer
+Load: Poisson arrivals at --rate (default 1.5/s, under small's capacity) for the whole run, with --bursts bursts
+of --burst-rate more (default +8/s, above small's capacity, under small's and medium's together) for --burst-s
+seconds each (rates kept low so that the service's own CPU is not the bottleneck on a shared 2-core machine); every request asks for an answer
 within --deadline seconds (``advisor.max_latency_s``; the service's attempt limit is --attempt-limit). Loops are
 bounded: at most --max-requests arrivals per arm and --duration seconds of arrivals, each request with a client
 timeout.
@@ -19,7 +20,7 @@ result (the service's ``advisor_cost_usd_total`` over the usable results: answer
 usable at the answering rung's stated P(usable), the same draw per request in every arm), and the share per rung,
 over the whole run and over its idle part (before the first burst) apart.
 
-    python benchmarks/load_routing.py [--duration 40] [--rate 6] [--burst-rate 30] [--bursts 2] [--burst-s 5]
+    python benchmarks/load_routing.py [--duration 45] [--rate 1.5] [--burst-rate 8] [--bursts 2] [--burst-s 6]
         [--deadline 1.5] [--seed 0] [--json OUT]
 """
 
@@ -39,8 +40,8 @@ import load_capacity  # noqa: E402
 from load_test import ADVISOR, KEY, _read_until, pct, stop  # noqa: E402
 
 #: name, slots, service seconds, USD per M input, per M output, stated P(usable)
-RUNGS = [("small", 4, 0.25, 0.04, 0.16, 0.85), ("medium", 8, 0.40, 0.10, 0.40, 0.88),
-         ("large", 16, 0.60, 0.40, 1.60, 0.90)]
+RUNGS = [("small", 2, 0.50, 0.04, 0.16, 0.85), ("medium", 4, 0.60, 0.10, 0.40, 0.88),
+         ("large", 8, 0.80, 0.40, 1.60, 0.90)]
 VALUE_USD = 0.0001  #: the requests' value of a usable result: small wins on an idle ladder
 ARMS = ("load-blind", "load-aware", "always-largest")
 
@@ -201,11 +202,11 @@ def run_arm(arm: str, folder: Path, ladder_of, router: Path, times, draws, args)
 def main(argv: list[str] | None = None) -> dict:
     """Run the three arms and print the table (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", type=float, default=40.0, help="seconds of arrivals per arm")
-    ap.add_argument("--rate", type=float, default=6.0, help="base Poisson rate (requests/s)")
-    ap.add_argument("--burst-rate", type=float, default=30.0, help="extra rate inside a burst (requests/s)")
+    ap.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals per arm")
+    ap.add_argument("--rate", type=float, default=1.5, help="base Poisson rate (requests/s)")
+    ap.add_argument("--burst-rate", type=float, default=8.0, help="extra rate inside a burst (requests/s)")
     ap.add_argument("--bursts", type=int, default=2)
-    ap.add_argument("--burst-s", type=float, default=5.0)
+    ap.add_argument("--burst-s", type=float, default=6.0)
     ap.add_argument("--deadline", type=float, default=1.5, help="advisor.max_latency_s of every request")
     ap.add_argument("--attempt-limit", type=float, default=5.0, help="limits.attempt_timeout_s of the services")
     ap.add_argument("--max-requests", type=int, default=3000, help="bound on arrivals per arm")

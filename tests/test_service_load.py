@@ -29,10 +29,23 @@ def test_an_observer_sees_no_wait_when_idle_and_the_queue_when_calls_pile_up():
         obs.done.append((time.monotonic(), 0.2))
     assert obs.service_s() == 0.2 and obs.wait_s(5.0) == 0.0
     token = obs.start()
-    obs.started[token] -= 1.0  # a call in flight for a second already: 0.8 s of it was waiting
+    t0, n = obs.started[token]
+    obs.started[token] = (t0 - 1.0, n)  # a call in flight for a second already: 0.8 s of it was waiting
     assert obs.wait_s(5.0) == pytest.approx(0.8, abs=0.01)
     obs.end(token)
     assert not obs.started and obs.wait_s(5.0) == 0.0  # its latency is recent but the median is still 0.2
+
+
+def test_calls_in_flight_past_the_slots_seen_give_a_wait_at_once():
+    obs = RungObserver()
+    obs.service = 0.5
+    tokens = [obs.start(), obs.start()]
+    for t in tokens:
+        obs.end(t)  # two at once, both served at about the service time: two slots
+    assert obs.slots == 2 and obs.queue_wait_s() == 0.0
+    for _ in range(3):
+        obs.start()
+    assert obs.queue_wait_s() == pytest.approx((3 + 1 - 2) / 2 * 0.5)  # a call sent now: one service time
 
 
 TRITON = {

@@ -235,7 +235,7 @@ class LoadConfig(StrictModel):
                           "load).")
     poll_interval_s: float = Field(default=0.5, gt=0, description="How often each worker refreshes its estimate "
                                    "(a background task: decisions read the last estimate).")
-    window_s: float = Field(default=5.0, gt=0, description="Calls that ended this recently give the observed "
+    window_s: float = Field(default=2.0, gt=0, description="Calls that ended this recently give the observed "
                             "latency the wait is read from.")
     min_wait_s: float = Field(default=0.05, ge=0, description="Expected waits below this count as 0 (an idle ladder "
                               "decides as without load-awareness).")

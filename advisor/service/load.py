@@ -10,6 +10,10 @@ larger wins:
   latencies (the last `HISTORY` calls); the wait is the larger of the median latency of the calls that ended in
   the last ``window_s`` seconds less S, and the age of the oldest call still in flight less S (a queue that is
   growing shows there before any call of it returns). With nothing in flight and recent calls at S, it is 0.
+  Between polls, the calls in flight give a figure that moves with every call (`RungObserver.queue_wait_s`,
+  updated by the calls themselves, read as a number): the rung's slots are the most calls it had in flight at
+  once that were all served within `UNQUEUED` x S, and a call sent now waits (in flight + 1 - slots) / slots
+  service times; the decision takes the larger of the two.
 - **Triton's metrics endpoint**, for a Triton rung (``load.metrics_url``; default: port 8002 on the host of the
   rung's gRPC address): per model the mean queue time of the requests served since the last poll
   (``nv_inference_queue_duration_us`` over ``nv_inference_request_success``) while
@@ -43,29 +47,36 @@ from collections import deque
 from typing import Any
 
 HISTORY = 200  #: recent latencies kept per rung (the service time is their 10th percentile)
+UNQUEUED = 1.5  #: a call that took at most this times the service time was served without queueing
 SCRAPE_TIMEOUT_S = 2.0
 
 
 class RungObserver:
-    """advisor's own view of one rung in this worker: calls in flight (their start times) and recent latencies."""
+    """advisor's own view of one rung in this worker: calls in flight, recent latencies and the concurrency the
+    rung has served without queueing (its slots, as far as this worker has seen)."""
 
     def __init__(self) -> None:
-        self.started: dict[int, float] = {}
+        self.started: dict[int, tuple[float, int]] = {}  #: token -> (start time, calls in flight with it)
         self.done: deque[tuple[float, float]] = deque(maxlen=HISTORY)  #: (ended at, latency s)
+        self.service: float | None = None  #: the service time as the last poll computed it (`service_s`)
+        self.slots = 0  #: the most calls in flight at once that were all served within `UNQUEUED` x service
         self._next = 0
 
     def start(self) -> int:
         """A call begins; returns its token for `end`."""
         self._next += 1
-        self.started[self._next] = time.monotonic()
+        self.started[self._next] = (time.monotonic(), len(self.started) + 1)
         return self._next
 
     def end(self, token: int) -> None:
         """The call of `token` ended (answered or failed)."""
-        t0 = self.started.pop(token, None)
-        if t0 is not None:
+        begun = self.started.pop(token, None)
+        if begun is not None:
             now = time.monotonic()
-            self.done.append((now, now - t0))
+            latency = now - begun[0]
+            self.done.append((now, latency))
+            if self.service is not None and latency <= UNQUEUED * self.service:
+                self.slots = max(self.slots, begun[1])
 
     def service_s(self) -> float | None:
         """The rung's service time: the 10th percentile of its recent latencies (None before any call)."""
@@ -74,16 +85,24 @@ class RungObserver:
         lat = sorted(x for _, x in self.done)
         return lat[len(lat) // 10]
 
+    def queue_wait_s(self) -> float:
+        """The wait of a call sent now, from the calls in flight: past the slots seen, each slot's worth of calls
+        ahead costs one service time (0 before the service time and the slots are known)."""
+        if self.service is None or not self.slots:
+            return 0.0
+        ahead = len(self.started) + 1 - self.slots
+        return ahead * self.service / self.slots if ahead > 0 else 0.0
+
     def wait_s(self, window_s: float) -> float:
-        """The expected wait before service (module docstring)."""
-        service = self.service_s()
+        """The expected wait before service seen in latencies (module docstring); refreshes `service`."""
+        service = self.service = self.service_s()
         if service is None:
             return 0.0
         now = time.monotonic()
         recent = [x for t, x in self.done if now - t <= window_s]
         wait = statistics.median(recent) - service if recent else 0.0
         if self.started:
-            wait = max(wait, now - min(self.started.values()) - service)
+            wait = max(wait, now - min(t for t, _ in self.started.values()) - service)
         return max(0.0, wait)
 
 
@@ -168,10 +187,17 @@ class LoadBoard:
             wrapped = self.clients[key] = ObservedClient(client, obs)
         return wrapped
 
+    def wait(self, rung: str) -> float:
+        """The rung's expected wait now: the poller's figure, or the calls in flight's if larger (module
+        docstring); under ``min_wait_s``, 0."""
+        obs = self.observers.get(rung)
+        wait = max(self.waits.get(rung, 0.0), obs.queue_wait_s() if obs is not None else 0.0)
+        return wait if wait >= self.config.min_wait_s else 0.0
+
     def service_s(self, rung: str) -> float:
         """The rung's service time: observed, else the router's recorded median latency, else 0."""
         obs = self.observers.get(rung)
-        seen = obs.service_s() if obs is not None else None
+        seen = obs.service if obs is not None else None
         if seen is not None:
             return seen
         router = self.rt.router
@@ -198,8 +224,9 @@ class LoadBoard:
             obs = self.observers.get(rung.name)
             wait = max(obs.wait_s(cfg.window_s) if obs else 0.0, self.triton.get(rung.name, 0.0))
             waits[rung.name] = wait if wait >= cfg.min_wait_s else 0.0
-            self.rt.metrics.child(self.rt.metrics.expected_wait, rung.name).set(waits[rung.name])
         self.waits = waits
+        for rung in self.rt.ladder.rungs:
+            self.rt.metrics.child(self.rt.metrics.expected_wait, rung.name).set(self.wait(rung.name))
         return waits
 
     async def _poll_triton(self) -> None:
@@ -266,9 +293,9 @@ def apply(rt, req, plan) -> None:
     b = board(rt)
     if b is None or not plan.chain or plan.mode in ("pinned", "orchestrator"):
         return
-    waits = b.waits
-    if not any(waits.get(r, 0.0) > 0 for r in plan.allowed):  # an idle ladder: the decision as it was
-        plan.explanation = {**(plan.explanation or {}), "load": {"expected_wait_s": dict(waits)}}
+    waits = {r: b.wait(r) for r in plan.allowed}
+    if not any(waits.values()):  # an idle ladder: the decision as it was
+        plan.explanation = {**(plan.explanation or {}), "load": {"expected_wait_s": waits}}
         return
     prefs = req.advisor
     deadline = prefs.max_latency_s if prefs is not None and prefs.max_latency_s else rt.config.limits.attempt_timeout_s
