@@ -46,6 +46,9 @@ import time
 from collections import deque
 from typing import Any
 
+from advisor.triton._transport import default_metrics_url
+from advisor.triton.client import parse_prometheus, scrape
+
 HISTORY = 200  #: recent latencies kept per rung (the service time is their 10th percentile)
 UNQUEUED = 1.5  #: a call that took at most this times the service time was served without queueing
 SCRAPE_TIMEOUT_S = 2.0
@@ -250,8 +253,6 @@ class LoadBoard:
         """The Triton metrics endpoint of a rung: ``load.metrics_url``, else port 8002 on its gRPC host."""
         if self.config.metrics_url:
             return self.config.metrics_url
-        from advisor.triton._transport import default_metrics_url
-
         return default_metrics_url(self.rt.settings.urls.get(rung.name) or next(iter(self.rt.settings.urls.values()),
                                                                                  "localhost"))
 
@@ -265,8 +266,6 @@ class LoadBoard:
 
 async def _scrape(url: str) -> dict[str, float] | None:
     """The parsed Prometheus text of `url`, or None when it does not answer in `SCRAPE_TIMEOUT_S`."""
-    from advisor.triton.client import parse_prometheus, scrape
-
     try:
         async with asyncio.timeout(SCRAPE_TIMEOUT_S):
             return parse_prometheus(await scrape(url))

@@ -49,6 +49,7 @@ from typing import Any
 
 from advisor.agent.loop import call_signature, is_stuck
 from advisor.store.latches import LatchStore
+from advisor.store.pg_latches import PgLatchStore
 
 DERIVED_PREFIX = "drv_"
 REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected")
@@ -175,8 +176,6 @@ def latches(rt):
     if store is None:
         cfg = rt.config.sessions
         if rt.settings.store_url:
-            from advisor.store.pg_latches import PgLatchStore
-
             store = rt._latches = PgLatchStore(rt.settings.store_url, SessionState, cfg.ttl_s, cfg.max_sessions)
         else:
             store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
