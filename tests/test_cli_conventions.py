@@ -105,3 +105,17 @@ def test_warnings_are_one_plain_line(capsys):
         warnings.showwarning = saved
     err = capsys.readouterr().err
     assert err == "warning: rung 'super-120b': cross-validated AUC 0.54 < 0.55\n"
+
+
+def test_no_help_text_is_cut_at_80_columns():
+    """Every command's --help at 80 columns wraps its texts; none is cut with an ellipsis."""
+    from typer.testing import CliRunner
+
+    from advisor.cli import build_app
+    from advisor.cli.reference import command_paths
+
+    app, runner = build_app(), CliRunner()
+    cut = [" ".join(path) for path in command_paths()
+           if "…" in runner.invoke(app, [*path, "--help"], prog_name="advisor",
+                                   env={"COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb"}).output]
+    assert cut == []

@@ -14,9 +14,10 @@ from advisor.store import DEFAULT_STORE
 StoreOpt = Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_URL",
                                        help="DuckDB store (live outcomes, promotion records), or a PostgreSQL "
                                        "store (postgresql://...: its live records, pointer and artifacts).")]
-PointerOpt = Annotated[Optional[Path], typer.Option("--pointer", help="Promoted pointer the service reads "
-                                                    "(default: <store>.router/promoted.json; a PostgreSQL "
-                                                    "store's own).")]
+PointerOpt = Annotated[Optional[Path], typer.Option("--pointer", metavar="FILE",
+                                                    help="Promoted pointer the service reads "
+                                                    "(default: promoted.json in the folder <store>.router; a "
+                                                    "PostgreSQL store's own).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
                                                    help="Service config: the verifiers' stated error rates.")]
