@@ -27,14 +27,6 @@ class BackendError(AdvisorError):
     exit_code = 3
 
 
-class GenerationTimeout(BackendError):
-    """A generation did not finish within its time limit (any backend)."""
-
-
-class KeyRefusedError(BackendError):
-    """The server answered, but refused the API key (HTTP 401/403): reachable, not usable."""
-
-
 class UnknownModelError(BackendError):
     """The server does not host the model a rung names."""
 

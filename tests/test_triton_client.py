@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from advisor.backends import GenerationTimeout
 from advisor.errors import BackendError, ContractError, UnknownModelError
 from advisor.triton import _transport as tp
-from advisor.triton.client import GenerationTimeout, TritonClient
+from advisor.triton.client import TritonClient
 from advisor.triton.contract import check_model, contract_problems
 from advisor.triton.metrics import metric_total, parse_prometheus
 

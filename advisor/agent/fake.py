@@ -12,7 +12,7 @@ In the spirit of inspect_ai's ``mockllm``, it has two modes:
   compute, without starting it. Rungs named in ``fail`` raise `BackendError`.
 
 Every call is recorded in ``calls`` (model, prompt, max_tokens, sampling, request_id); ``prompts`` and
-``sampling`` are shortcuts. Results are `advisor.triton.client.GenerationResult`, the real client's type::
+``sampling`` are shortcuts. Results are `advisor.backends.GenerationResult`, the real client's type::
 
     from advisor.agent.fake import FakeModel
     from advisor.agent.loop import run_episode
@@ -74,6 +74,11 @@ Script = Union[Sequence[Any], Callable[[FakeCall], Any]]
 class FakeModel:
     """A scripted (or stand-in) `ModelClient`; see the module docstring."""
 
+    endpoint = "fake"
+    native_tools = False  #: answers the rendered prompt, as Triton does
+    streams = False
+    constrained_output = False
+
     def __init__(self, script: Script, *, input_tokens: int | None = None, output_tokens: int | None = None,
                  fail: Iterable[str] = ()):
         if not callable(script) and not list(script):
@@ -87,7 +92,7 @@ class FakeModel:
     @classmethod
     def standin(cls, ladder: Any, suite_paths: Sequence[Any], fail: Iterable[str] = ()) -> "FakeModel":
         """Answer each rung (by its Triton model name) with its SIMULATED stand-in responder, in-process."""
-        responders = {m.triton_model: standin_responder(m, suite_paths) for m in ladder.rungs}
+        responders = {m.model_id: standin_responder(m, suite_paths) for m in ladder.rungs}
 
         def answer(call: FakeCall) -> Reply:
             g = responders[call.model](call.prompt, {**(call.sampling or {}), "max_tokens": call.max_tokens})
@@ -136,6 +141,10 @@ class FakeModel:
             output_tokens=n_out if n_out is not None else estimate_tokens(reply.text),
             tokens_from_server=reply.tokens_from_server, latency_s=time.perf_counter() - started, model=model,
             note=reply.note)
+
+    async def server_ready(self) -> bool:
+        """Always True: a fake has no server to lose (rungs in ``fail`` fail each call instead)."""
+        return True
 
 
 __all__ = ["FakeCall", "FakeModel", "Reply", "Sleep"]

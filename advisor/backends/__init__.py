@@ -1,12 +1,17 @@
-"""Model backends: one protocol (`ModelBackend`), a registry by name (`BACKENDS`), one way to get a client.
+"""Model backends: one protocol (`ModelBackend`), a registry by name (`BACKENDS`), one way to get a client, and
+the failures every backend classifies itself (`BackendFailure` with a `FailureKind`).
 
 Built in: ``triton`` (the vLLM backend's tensor contract, `advisor.triton.client.TritonClient`) and ``openai``
 (any OpenAI-compatible chat-completions endpoint, `advisor.backends.openai`). docs/extending.md shows how to add one.
+Callers import results, parts and failures from here, never from a backend's module.
 """
 
 from advisor.backends.base import (BACKENDS, BackendKind, BackendOptions, GenerationResult, ModelBackend, Part,
                                    estimate_tokens, result_from_parts)
+from advisor.backends.failures import (BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError, failure_kind,
+                                       time_limit)
 from advisor.backends.pool import BackendPool, backend_name, client_for, endpoint_of
 
-__all__ = ["BACKENDS", "BackendKind", "BackendOptions", "BackendPool", "GenerationResult", "ModelBackend", "Part",
-           "backend_name", "client_for", "endpoint_of", "estimate_tokens", "result_from_parts"]
+__all__ = ["BACKENDS", "BackendFailure", "BackendKind", "BackendOptions", "BackendPool", "FailureKind",
+           "GenerationResult", "GenerationTimeout", "KeyRefusedError", "ModelBackend", "Part", "backend_name",
+           "client_for", "endpoint_of", "estimate_tokens", "failure_kind", "result_from_parts", "time_limit"]

@@ -4,7 +4,8 @@ Every model call (probe, judge, verifier measurement, routing service, `advisor 
 `ModelBackend` obtained from `advisor.backends.client_for` / `BackendPool`, chosen by the rung's ``backend:``
 name (`BACKENDS`). An answer is a `GenerationResult`: text, finish reason, input/output token counts, and whether
 the counts came from the server (else they were estimated and `note` says how). A streamed generation yields
-`Part`s; the backend's `result` folds them into a `GenerationResult`.
+`Part`s; the backend's `result` folds them into a `GenerationResult`. What can fail is in
+`advisor.backends.failures`: each backend raises `BackendFailure` with its kind.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class ModelBackend(Protocol):
     parameters) are given where the caller has them: a chat API uses them, Triton takes the rendered `prompt`."""
 
     endpoint: str
+    #: Capabilities, declared by each backend (callers read them, never probe with ``getattr``):
+    native_tools: bool  #: sends `tools` as the API's own tool definitions (else only the rendered prompt has them)
+    streams: bool  #: `generate_stream` yields parts as the server produces them
+    constrained_output: bool  #: can make the server hold its answer to a JSON schema
 
     async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
                        timeout_s: float | None = None, request_id: str | None = None,

@@ -2,11 +2,13 @@
 
 NVIDIA NIM (the hosted Nemotron models), ``vllm serve``, llama.cpp's server, Ollama, Triton's OpenAI frontend and
 advisor's own ``advisor serve`` all speak it. The rung's ``url`` is the API base (``http://host:port/v1``), its
-``triton_model`` the ``model`` id sent, and its ``api_key_env`` names the environment variable holding the key
-(read when the first request is sent, never from the ladder file). Token counts come from the answer's
-``usage`` (else estimated, and the result says so). 429 and 5xx answers and dropped connections are retried with
-exponential backoff (a ``Retry-After`` header is honoured); 401/403 is one line naming the rung, the endpoint and
-the variable. When the caller offers tools they are sent as OpenAI ``tools``; a call the endpoint returns in
+``model_id`` (``triton_model``: the same key) the ``model`` id sent, and its ``api_key_env`` names the environment
+variable holding the key (read when the first request is sent, never from the ladder file). Token counts come
+from the answer's ``usage`` (else estimated, and the result says so). 429 and 5xx answers and dropped connections
+are retried with exponential backoff (a ``Retry-After`` header is honoured); 401/403 is one line naming the rung,
+the endpoint and the variable. Failures are classified for the seam (`advisor.backends.failures`): past the time
+limit ``timeout``, unreachable or 5xx ``down``, 401/403 ``key refused``, 429 after the retries ``overloaded``, an
+answer outside the API ``bad output``. When the caller offers tools they are sent as OpenAI ``tools``; a call the endpoint returns in
 ``tool_calls`` is written back as text in the rung's ``tool_call_format``, so the loop parses native and text
 calls alike. An endpoint that refuses ``tools`` (HTTP 400/422) is asked again without them, and not offered
 them again: the tool list is in the system prompt in the rung's text format either way.
@@ -34,7 +36,8 @@ import httpx
 
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
 from advisor.backends.http_bounds import Bounds, error_text, read_body, sse_payloads, within
-from advisor.errors import BackendError, GenerationTimeout, KeyRefusedError, UnknownModelError
+from advisor.backends.failures import BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError
+from advisor.errors import BackendError, UnknownModelError
 from advisor.redaction import scrub
 from advisor.toolcalls import format_for, spec_dict
 
@@ -73,6 +76,10 @@ def openai_tools(specs: list | None) -> list[dict] | None:
 class OpenAIBackend:
     """Client of one OpenAI-compatible endpoint for one ladder model (its key variable and tool-call format)."""
 
+    native_tools = True  #: tools go as OpenAI ``tools`` (an instance sets it False once its endpoint refused them)
+    streams = True  #: server-sent events
+    constrained_output = False  #: no ``response_format`` is sent
+
     def __init__(self, endpoint: str, *, rung: str = "", api_key_env: str | None = None,
                  tool_call_format: str = "hermes", timeout_s: float = 60.0, retries: int = 2,
                  max_response_bytes: int = MAX_RESPONSE_BYTES, max_tool_arguments_bytes: int = MAX_TOOL_ARGUMENTS_BYTES):
@@ -83,7 +90,6 @@ class OpenAIBackend:
         self.tool_call_format = tool_call_format
         self.timeout_s = timeout_s
         self.retries = retries
-        self.native_tools = True  #: False once the endpoint refused ``tools``
         self._http = None
         self._loop = None
 
@@ -123,7 +129,8 @@ class OpenAIBackend:
             return KeyRefusedError(f"{self._where()} refused the API key{key}: HTTP {status} {detail}")
         if status == 404:
             return UnknownModelError(f"{self._where()}: no model {model!r} (or no /chat/completions): HTTP 404 {detail}")
-        return BackendError(f"{self._where()} answered HTTP {status}: {detail}")
+        kind = FailureKind.OVERLOADED if status == 429 else FailureKind.DOWN
+        return BackendFailure(f"{self._where()} answered HTTP {status}: {detail}", kind)
 
     async def _post(self, path: str, body: dict, model: str, bounds: Bounds):
         """POST with retries on 429/5xx and dropped connections, each within `bounds`; returns the open response
@@ -137,8 +144,9 @@ class OpenAIBackend:
                 response = await within(bounds, client.send(request, stream=True))
             except httpx.TransportError as exc:
                 if attempt >= self.retries:
-                    raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} "
-                                       f"{self._clean(str(exc))}".rstrip()) from None
+                    kind = FailureKind.TIMEOUT if isinstance(exc, httpx.ReadTimeout) else FailureKind.DOWN
+                    raise BackendFailure(f"cannot reach {self._where()}: {type(exc).__name__} "
+                                         f"{self._clean(str(exc))}".rstrip(), kind) from None
                 wait = None
             else:
                 if 200 <= response.status_code < 300:
@@ -179,11 +187,11 @@ class OpenAIBackend:
             fn = call.get("function") if isinstance(call, dict) else None
             if not isinstance(fn, dict) or not isinstance(fn.get("name") or "", str) or \
                     not isinstance(fn.get("arguments") or "", str):
-                raise BackendError(f"{self._where()} answered a tool call outside the API: "
+                raise _bad_output(f"{self._where()} answered a tool call outside the API: "
                                    f"{self._clean(json.dumps(call))!r}")
             size = len((fn.get("arguments") or "").encode("utf-8", "surrogatepass"))
             if size > self.max_tool_arguments_bytes:
-                raise BackendError(f"{self._where()} answered a tool call ({self._clean(fn.get('name') or '', 60)!r}) "
+                raise _bad_output(f"{self._where()} answered a tool call ({self._clean(fn.get('name') or '', 60)!r}) "
                                    f"with {size:,} bytes of arguments: the rung's max_tool_arguments_bytes is "
                                    f"{self.max_tool_arguments_bytes:,}")
             try:
@@ -211,10 +219,10 @@ class OpenAIBackend:
             if not isinstance(message, dict):
                 raise TypeError
         except (KeyError, IndexError, TypeError, AttributeError):
-            raise BackendError(f"{self._where()} answered without choices: {self._clean(json.dumps(data))}") from None
+            raise _bad_output(f"{self._where()} answered without choices: {self._clean(json.dumps(data))}") from None
         text = message.get("content") or ""
         if not isinstance(text, str) or not isinstance(message.get("tool_calls") or [], list):
-            raise BackendError(f"{self._where()} answered a message outside the API: {self._clean(json.dumps(message))}")
+            raise _bad_output(f"{self._where()} answered a message outside the API: {self._clean(json.dumps(message))}")
         if message.get("tool_calls"):
             text = "\n".join(filter(None, [text, self._calls_as_text(message["tool_calls"])]))
         usage = data.get("usage") or {}
@@ -240,10 +248,10 @@ class OpenAIBackend:
         try:
             data = json.loads(raw)
         except ValueError:
-            raise BackendError(f"{self._where()} answered with something that is not JSON: "
+            raise _bad_output(f"{self._where()} answered with something that is not JSON: "
                                f"{self._clean(raw[:400].decode('utf-8', 'replace'))!r}") from None
         if not isinstance(data, dict):
-            raise BackendError(f"{self._where()} answered JSON that is not an object: {self._clean(json.dumps(data))}")
+            raise _bad_output(f"{self._where()} answered JSON that is not an object: {self._clean(json.dumps(data))}")
         return data
 
     async def generate_stream(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
@@ -272,7 +280,7 @@ class OpenAIBackend:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "text/event-stream":
             sample = await error_text(response, bounds, self._where())
-            raise BackendError(f"{self._where()} answered a stream request with {kind or 'no content-type'}, not "
+            raise _bad_output(f"{self._where()} answered a stream request with {kind or 'no content-type'}, not "
                                f"server-sent events: {self._clean(sample)!r}")
         calls: dict[int, dict] = {}
         finish, done, chunks = None, False, 0
@@ -283,15 +291,15 @@ class OpenAIBackend:
             try:
                 chunk = json.loads(payload)
             except json.JSONDecodeError:
-                raise BackendError(f"{self._where()} sent a stream chunk that is not JSON: "
+                raise _bad_output(f"{self._where()} sent a stream chunk that is not JSON: "
                                    f"{self._clean(payload, 120)!r}") from None
             if not isinstance(chunk, dict):
-                raise BackendError(f"{self._where()} sent a stream chunk that is not an object: "
+                raise _bad_output(f"{self._where()} sent a stream chunk that is not an object: "
                                    f"{self._clean(payload, 120)!r}")
             if "error" in chunk:
                 raise BackendError(f"{self._where()} failed mid-stream: {self._clean(json.dumps(chunk['error']))}")
             if not isinstance(chunk.get("choices"), list):
-                raise BackendError(f"{self._where()} sent a stream chunk without choices: {self._clean(payload, 120)!r}")
+                raise _bad_output(f"{self._where()} sent a stream chunk without choices: {self._clean(payload, 120)!r}")
             chunks += 1
             usage = chunk.get("usage") or {}
             for choice in chunk["choices"]:
@@ -309,7 +317,7 @@ class OpenAIBackend:
             if usage:
                 yield Part("", None, usage.get("prompt_tokens"), usage.get("completion_tokens"))
         if not chunks or not (done or finish):
-            raise BackendError(f"{self._where()} ended its stream " + (
+            raise _bad_output(f"{self._where()} ended its stream " + (
                 "without a chunk" if not chunks else "before [DONE] and without a finish_reason") + " (cut short?)")
         text = self._calls_as_text([calls[i] for i in sorted(calls)]) if calls else ""
         yield Part(text, finish or "unknown", None, None)
@@ -339,7 +347,7 @@ class OpenAIBackend:
         try:
             return [m["id"] for m in json.loads(raw).get("data", [])]
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise BackendError(f"{self._where()}: /models answered "
+            raise _bad_output(f"{self._where()}: /models answered "
                                f"{self._clean(raw[:400].decode('utf-8', 'replace'))!r}") from None
 
     async def repository_index(self) -> list[str]:
@@ -371,6 +379,11 @@ class OpenAIBackend:
 
 class _ToolsRefused(Exception):
     """The endpoint answered 400/422 to a request that offered tools."""
+
+
+def _bad_output(message: str) -> BackendFailure:
+    """The endpoint answered outside the OpenAI API (`FailureKind.BAD_OUTPUT`)."""
+    return BackendFailure(message, FailureKind.BAD_OUTPUT)
 
 
 def _finish(reason: str | None) -> str | None:

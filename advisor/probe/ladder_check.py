@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import asdict, dataclass
 
-from advisor.backends import BackendOptions, BackendPool
-from advisor.errors import AdvisorError, BackendError, ContractError, KeyRefusedError, did_you_mean
+from advisor.backends import BackendOptions, BackendPool, KeyRefusedError
+from advisor.errors import AdvisorError, BackendError, ContractError, did_you_mean
 from advisor.orchestrator.formatcheck import format_probe, judge_reply
 
 #: Prompt and budget of the check's one generation.

@@ -172,17 +172,16 @@ async def execute(specs: Sequence[RunSpec], *, ladder: Any, suite: Any, store: A
     async def check_server(model: Any) -> None:
         """After `server_error_streak` backend errors in a row on a rung, ask its server whether it is ready."""
         client = client_for_rung(model)
-        ready = getattr(client, "server_ready", None)
-        if outcome.stopped == "server_down" or ready is None:
+        if outcome.stopped == "server_down":
             return
         try:
-            if await asyncio.wait_for(ready(), SERVER_CHECK_S):
+            if await asyncio.wait_for(client.server_ready(), SERVER_CHECK_S):
                 return
         except asyncio.TimeoutError:
             pass
         outcome.stopped = "server_down"
         # no count here: the runs left are counted once, when the probe ends ("N not run (server_down)")
-        outcome.stop_note = (f"Triton at {getattr(client, 'url', '?')} is not ready after {streaks[model.name]} "
+        outcome.stop_note = (f"the server at {client.endpoint} is not ready after {streaks[model.name]} "
                              f"backend errors in a row on {model.name}: stopped starting runs (the runs not started "
                              "are counted as 'not run (server_down)'; runs in flight are stored unscored); restart "
                              "it and rerun to retry them")

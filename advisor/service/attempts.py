@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from advisor.backends import FailureKind, failure_kind
 from advisor.errors import BackendError
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
-from advisor.triton.client import GenerationTimeout
 
 
 class AttemptError(str, Enum):
@@ -109,6 +109,12 @@ def failover_order(rt, plan: RequestPlan, tried: set[str], failed: str) -> list[
     return rest + extra
 
 
+def failover_kind(exc: BackendError) -> AttemptError:
+    """The recorded kind of a backend failure: ``timeout`` for the seam's timeout kind, else ``down`` (the rung
+    cannot answer now: unreachable, key refused, overloaded, bad output)."""
+    return AttemptError.TIMEOUT if failure_kind(exc) is FailureKind.TIMEOUT else AttemptError.DOWN
+
+
 def max_tokens_for(rt, req, model) -> int:
     """max_tokens of one attempt: the request's, else the rung's max_output_tokens (bounded by the config)."""
     asked = req.max_completion_tokens or req.max_tokens
@@ -139,10 +145,8 @@ async def call_model(rt, req, plan: RequestPlan, model, prompt, deadline: float,
                 model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
                 timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id,
                 **(chat or {}))
-        except GenerationTimeout as exc:
-            attempt.fail(AttemptError.TIMEOUT, str(exc), failover=True)
         except BackendError as exc:
-            attempt.fail(AttemptError.DOWN, str(exc), failover=True)
+            attempt.fail(failover_kind(exc), str(exc), failover=True)
         attempt.latency_s = time.perf_counter() - started
         if not attempt.error:
             fill_attempt(attempt, model, result)

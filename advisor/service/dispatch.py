@@ -18,6 +18,7 @@ import time
 import uuid
 from typing import Any
 
+from advisor.backends import time_limit
 from advisor.errors import RouterError, did_you_mean
 from advisor.redaction import without_urls
 from advisor.router.routing.route import route_one
@@ -31,7 +32,6 @@ from advisor.service.request import RequestError
 from advisor.service.session_routing import route_session, session_columns
 from advisor.service.shadow import shadow_columns, shadow_decide
 from advisor.store import now, text_hash
-from advisor.triton.client import time_limit
 
 
 # ----------------------------------------------------------------------------------------------- deciding

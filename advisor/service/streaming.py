@@ -17,13 +17,12 @@ from typing import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
-from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, failover_order, fill_attempt,
-                                      max_tokens_for)
+from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, failover_kind, failover_order,
+                                      fill_attempt, max_tokens_for)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
 from advisor.service.dispatch import attempt_errors, triton_hint
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 from advisor.service.session_routing import after_step
-from advisor.triton.client import GenerationTimeout
 
 
 async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float):
@@ -51,9 +50,8 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
         except StopAsyncIteration:
             first = None
         except BackendError as exc:
-            kind = AttemptError.TIMEOUT if isinstance(exc, GenerationTimeout) else AttemptError.DOWN
-            out.attempts.append(Attempt(rung, latency_s=time.perf_counter() - started).fail(kind, str(exc),
-                                                                                             failover=True))
+            out.attempts.append(Attempt(rung, latency_s=time.perf_counter() - started).fail(
+                failover_kind(exc), str(exc), failover=True))
             rt.metrics.count_call(out.attempts[-1], rt.simulated(rung))
             if plan.mode != "pinned":
                 queue = failover_order(rt, plan, tried, rung)

@@ -8,12 +8,14 @@
   (a SIGKILL leaves its folder, a trained ``router.json`` of several MB among others).
 - `watched_triton` yields where the rungs are served, as `advisor.probe.session.serving` does, and watches that
   Triton from a thread: the embedded one it started is restarted with backoff when it dies (its death logged
-  once); a Triton given with ``--url`` (or a real ladder's) is probed and reported, never restarted. The state is
+  once); a Triton given with ``--url`` (or a real ladder's) is asked through its backend (`server_ready`) and
+  reported, never restarted. The state is
   written to a small JSON file the workers read for ``/readyz`` (`triton_status`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import ctypes.util
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
+from advisor.backends import BackendOptions, BackendPool, backend_name
 from advisor.errors import BackendError
 
 #: environment variable naming the ``advisor serve`` process, for its workers
@@ -141,49 +144,39 @@ class EmbeddedWatch(threading.Thread):
 
 
 class UrlProbe(threading.Thread):
-    """Probe a Triton the service did not start (``--url``, a real ladder's addresses) and report when it stops or
-    starts answering; never restart it."""
+    """Probe the Tritons the service did not start (``--url``, a real ladder's addresses) and report when one
+    stops or starts answering; never restart them. Each is asked through the backend of a model it serves
+    (`ModelBackend.server_ready`), as every other caller asks it."""
 
-    def __init__(self, urls: list[str], protocol: str, status: _Status, stop: threading.Event,
+    def __init__(self, ladder, urls: dict[str, str], protocol: str, status: _Status, stop: threading.Event,
                  echo: Callable[[str], None], every_s: float = 2.0):
         super().__init__(name="triton-probe", daemon=True)
-        self.urls, self.protocol, self.status, self.stop_event, self.echo = urls, protocol, status, stop, echo
-        self.every_s = every_s
+        self.pool = BackendPool(ladder, urls=urls, options=BackendOptions(timeout_s=2.0, retries=0, protocol=protocol))
+        models = [m for m in ladder.models() if m.name in urls]
+        #: one model per endpoint, by endpoint (the backend of that model asks it)
+        self.targets = {self.pool.endpoint(m): m for m in reversed(models)}
+        self.status, self.stop_event, self.echo, self.every_s = status, stop, echo, every_s
 
     def run(self) -> None:
+        loop = asyncio.new_event_loop()  # this thread's own: the clients' connections belong to it
         down: dict[str, str] = {}
-        while not self.stop_event.wait(self.every_s):
-            for url in self.urls:
-                problem = _unreachable(url, self.protocol)
-                if problem and url not in down:
-                    self.echo(f"Triton at {url} does not answer ({problem}); not restarted: advisor did not start it")
-                elif not problem and url in down:
-                    self.echo(f"Triton at {url} answers again")
-                if problem:
-                    down[url] = problem
-                else:
-                    down.pop(url, None)
-            self.status.write(not down, "; ".join(f"Triton at {u} does not answer ({p})" for u, p in down.items()))
-
-
-def _unreachable(url: str, protocol: str) -> str | None:
-    """Why Triton at `url` is not live, or None when it is."""
-    try:
-        if protocol == "http":
-            # heavy dependency, imported on use: tritonclient
-            import tritonclient.http as client
-
-            live = client.InferenceServerClient(url.removeprefix("http://"), connection_timeout=2,
-                                                network_timeout=2).is_server_live()
-        else:
-            # heavy dependency, imported on use: tritonclient
-            import tritonclient.grpc as client
-
-            with client.InferenceServerClient(url.removeprefix("grpc://")) as c:
-                live = c.is_server_live(client_timeout=2)
-    except Exception as exc:  # noqa: BLE001 - any failure is "not answering"
-        return type(exc).__name__ + (f": {str(exc).splitlines()[0][:120]}" if str(exc) else "")
-    return None if live else "not live"
+        try:
+            while not self.stop_event.wait(self.every_s):
+                for url, model in sorted(self.targets.items()):
+                    who = f"Triton at {url}"
+                    ready = loop.run_until_complete(self.pool(model).server_ready())
+                    if not ready and url not in down:
+                        self.echo(f"{who} does not answer (not ready); not restarted: advisor did not start it")
+                    elif ready and url in down:
+                        self.echo(f"{who} answers again")
+                    if ready:
+                        down.pop(url, None)
+                    else:
+                        down[url] = f"{who} does not answer (not ready)"
+                self.status.write(not down, "; ".join(down.values()))
+        finally:
+            loop.run_until_complete(self.pool.close())
+            loop.close()
 
 
 @contextlib.contextmanager
@@ -198,8 +191,8 @@ def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, pr
     status, stop = _Status(status_path), threading.Event()
     if not embeds(probe_config, ladder):
         with serving(probe_config, ladder, suite_path) as (urls, served_by):
-            tritons = {m.name for m in ladder.models() if getattr(m, "backend", "triton") == "triton"}
-            watch = UrlProbe(sorted({u for name, u in urls.items() if name in tritons}), protocol, status, stop, echo)
+            tritons = {m.name for m in ladder.models() if backend_name(m) == "triton"}  # hosted APIs: not watched
+            watch = UrlProbe(ladder, {n: u for n, u in urls.items() if n in tritons}, protocol, status, stop, echo)
             watch.start()
             try:
                 yield urls, served_by

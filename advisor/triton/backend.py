@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions
-from advisor.triton.client import TritonClient
 
 
 def _create(endpoint: str, model, options: BackendOptions):
+    # lazy: the client stands above the seam it implements (a module-level import would run up a layer)
+    from advisor.triton.client import TritonClient
+
     return TritonClient(endpoint, protocol=options.protocol, timeout_s=options.timeout_s, retries=options.retries)
 
 

@@ -7,7 +7,9 @@ for the prompt to be left out and for finish reason and token counts; counts com
 it returns none they are estimated and the result says so. Transient failures (gRPC UNAVAILABLE, HTTP 503,
 a refused or dropped connection: see `advisor.triton._transport`) are retried with backoff; unknown models
 and contract mismatches are not. Which permanent failure it was (unknown model, model unloaded, contract) is
-read from the server's message, since Triton's in-stream errors carry no status code.
+read from the server's message, since Triton's in-stream errors carry no status code. Failures are classified
+for the seam (`advisor.backends.failures`): a generation past its limit is ``timeout`` (`GenerationTimeout`), an
+unreachable server or an unavailable model ``down``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import random
 import time
 
 from advisor.backends.base import GenerationResult, estimate_tokens, result_from_parts
-from advisor.errors import BackendError, ContractError, GenerationTimeout, UnknownModelError, did_you_mean
+from advisor.backends.failures import BackendFailure, FailureKind, GenerationTimeout, time_limit
+from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp
 from advisor.triton.contract import check_model
 from advisor.triton.metrics import parse_prometheus, scrape
@@ -29,30 +32,6 @@ BACKOFF_S = 0.2
 HEALTH_POLL_S = 2.0
 
 
-def time_limit(seconds: float):
-    """An async context manager that cancels its body after `seconds` (asyncio.TimeoutError)."""
-    if hasattr(asyncio, "timeout"):
-        return asyncio.timeout(seconds)
-    return _WaitFor(seconds)  # pragma: no cover - Python 3.10
-
-
-class _WaitFor:  # pragma: no cover - Python 3.10 fallback without cancellation of the body
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    async def __aenter__(self):
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        self._handle = loop.call_later(self.seconds, task.cancel)
-        self._expired = lambda: self._handle.when() <= loop.time()
-
-    async def __aexit__(self, exc_type, exc, tb):
-        self._handle.cancel()
-        if exc_type is asyncio.CancelledError and self._expired():
-            raise asyncio.TimeoutError from None
-        return False
-
-
 class TritonClient:
     """Async client for models served with the vLLM backend's contract (or the embedded stand-ins).
 
@@ -60,6 +39,10 @@ class TritonClient:
     HTTP endpoint (``http://host:port``). Safe for many concurrent calls from one event loop; the gRPC channel
     is created lazily and reused, and per-model readiness/contract checks are cached.
     """
+
+    native_tools = False  #: Triton takes the prompt the chat template rendered (tools included)
+    streams = True  #: the decoupled model streams its parts
+    constrained_output = False  #: no JSON schema is sent with the sampling parameters
 
     def __init__(self, url: str, *, protocol: str = "grpc", timeout_s: float = 60.0, retries: int = 2):
         if protocol not in ("grpc", "http"):
@@ -102,11 +85,11 @@ class TritonClient:
             except asyncio.TimeoutError:
                 if limit is None:
                     raise
-                raise BackendError(f"Triton at {self.url} did not answer ({what}) within {limit:g}s") from None
+                raise BackendFailure(f"Triton at {self.url} did not answer ({what}) within {limit:g}s") from None
             except tp.Transient as exc:
                 if attempt >= self.retries:
-                    raise BackendError(f"cannot reach Triton at {self.url}: {exc} ({what}, "
-                                       f"{attempt + 1} attempt{'s' if attempt else ''})") from None
+                    raise BackendFailure(f"cannot reach Triton at {self.url}: {exc} ({what}, "
+                                         f"{attempt + 1} attempt{'s' if attempt else ''})") from None
                 await asyncio.sleep(BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2))
                 attempt += 1
 
@@ -183,7 +166,7 @@ class TritonClient:
         names = await self.repository_index()
         if model not in names:
             raise UnknownModelError(f"Triton at {self.url} has no model {model!r}.{did_you_mean(model, names)}")
-        raise BackendError(f"model {model!r} on Triton at {self.url} is not ready (still loading or failed)")
+        raise BackendFailure(f"model {model!r} on Triton at {self.url} is not ready (still loading or failed)")
 
     async def _ensure_checked(self, model: str) -> None:
         """Readiness and contract check, once per model per client (concurrent callers share it)."""
@@ -253,7 +236,7 @@ class TritonClient:
                     async for part in transport.stream(model, prompt, params_json, request_id or ""):
                         yield part
                 except tp.Transient as exc:
-                    raise BackendError(f"cannot reach Triton at {self.url}: {exc} (stream {model})") from None
+                    raise BackendFailure(f"cannot reach Triton at {self.url}: {exc} (stream {model})") from None
         except asyncio.TimeoutError:
             raise GenerationTimeout(f"generation on {model!r} at {self.url} timed out after {limit:g}s") from None
         except tp.ServerError as exc:
@@ -274,7 +257,7 @@ class TritonClient:
                 if done:
                     return task.result()
                 if not await self.server_ready():
-                    raise BackendError(f"Triton at {self.url} stopped being ready while {model!r} was generating")
+                    raise BackendFailure(f"Triton at {self.url} stopped being ready while {model!r} was generating")
         finally:
             if not task.done():
                 task.cancel()
@@ -283,8 +266,8 @@ class TritonClient:
         low = message.lower()
         if "no available versions" in low or "is not ready" in low or "unavailable" in low:
             self._checked.pop(model, None)  # ask again next time: it may come back
-            return BackendError(f"model {model!r} on Triton at {self.url} is not available (unloaded or "
-                                f"shutting down): {message}")
+            return BackendFailure(f"model {model!r} on Triton at {self.url} is not available (unloaded or "
+                                  f"shutting down): {message}", FailureKind.DOWN)
         if "unknown model" in low or ("model" in low and "not found" in low):
             self._checked.pop(model, None)
             return UnknownModelError(f"Triton at {self.url} has no model {model!r}: {message}")
@@ -296,4 +279,4 @@ class TritonClient:
         return result_from_parts(model, prompt, parts, latency_s)
 
 
-__all__ = ["GenerationResult", "GenerationTimeout", "TritonClient", "estimate_tokens"]
+__all__ = ["TritonClient"]
