@@ -63,7 +63,7 @@ class _Endpoint:
 
 @pytest.fixture
 def endpoints():
-    slow, fast = _Endpoint(5.0), _Endpoint(0.0)
+    slow, fast = _Endpoint(20.0), _Endpoint(0.0)
     yield slow, fast
     slow.close()
     fast.close()
@@ -83,7 +83,7 @@ def _runtime(tmp_path, slow, fast):
         rungs.append({**r, "triton_model": r["name"], "backend": "openai", "url": (slow if i == 0 else fast).url})
     (tmp_path / "ladder.yaml").write_text(yaml.safe_dump({"version": 1, "name": "loopback", "simulated": False,
                                                           "rungs": rungs}))
-    (tmp_path / "service.yaml").write_text("version: 1\nlimits: {deadline_s: 10, attempt_timeout_s: 0.5}\n")
+    (tmp_path / "service.yaml").write_text("version: 1\nlimits: {deadline_s: 30, attempt_timeout_s: 2}\n")
     ladder = load_ladder(tmp_path / "ladder.yaml")
     return SimpleNamespace(ladder=ladder, rungs={r.name: r for r in ladder.rungs}, metrics=Metrics(),
                            config=load_config(tmp_path / "service.yaml", ladder), client_for=BackendPool(ladder),
@@ -100,7 +100,7 @@ def _plan(rt):
 def _assert_timeout_then_failover(rt, attempts):
     slow = rt.ladder.rungs[0].name
     assert attempts[0].rung == slow and attempts[0].error.startswith("timeout: ") and attempts[0].failover
-    assert attempts[0].latency_s < 3, "the attempt's time limit, not the server, ended it"
+    assert attempts[0].latency_s < 10, "the attempt's time limit, not the server, ended it"
     text = rt.metrics.render()[0].decode()
     assert f'advisor_failovers_total{{reason="timeout",rung="{slow}"}} 1.0' in text
     assert 'reason="down"' not in text
@@ -137,7 +137,7 @@ def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attem
 
     async def go():
         try:
-            opened = await open_stream(rt, req, plan, out, time.monotonic() + 10)
+            opened = await open_stream(rt, req, plan, out, time.monotonic() + 30)
             await opened[2].aclose()
             return opened
         finally:

@@ -1,5 +1,6 @@
 """Model backends: one protocol (`ModelBackend`), a registry by name (`BACKENDS`), one way to get a client, and
-the failures every backend classifies itself (`BackendFailure` with a `FailureKind`).
+the failures every backend classifies itself (`BackendFailure` with a `FailureKind`), and the one attempt walker
+(`walk_attempts`: a chain of rungs in order, with deadline, failover and a per-step check).
 
 Built in: ``triton`` (the vLLM backend's tensor contract, `advisor.triton.client.TritonClient`) and ``openai``
 (any OpenAI-compatible chat-completions endpoint, `advisor.backends.openai`). docs/extending.md shows how to add one.
@@ -11,7 +12,9 @@ from advisor.backends.base import (BACKENDS, BackendKind, BackendOptions, Genera
 from advisor.backends.failures import (BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError, failure_kind,
                                        time_limit)
 from advisor.backends.pool import BackendPool, backend_name, client_for, endpoint_of
+from advisor.backends.walk import Try, walk_attempts
 
 __all__ = ["BACKENDS", "BackendFailure", "BackendKind", "BackendOptions", "BackendPool", "FailureKind",
            "GenerationResult", "GenerationTimeout", "KeyRefusedError", "ModelBackend", "Part", "backend_name",
-           "client_for", "endpoint_of", "estimate_tokens", "failure_kind", "result_from_parts", "time_limit"]
+           "Try", "client_for", "endpoint_of", "estimate_tokens", "failure_kind", "result_from_parts", "time_limit",
+           "walk_attempts"]

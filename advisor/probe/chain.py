@@ -9,6 +9,8 @@ at the start of the policy runs from the store's fixed-rung runs of the same sui
 ``cascade`` and suites too small to cross-fit use the router trained on everything (in-sample: it has seen
 these tasks' outcomes; ``settings_json``'s ``router_source`` says which).
 
+The chain is walked by the seam's attempt walker (`advisor.backends.walk`), as the routing service walks its
+chains: one attempt per rung, no deadline, no failover (an episode that ends in a backend error ends the run).
 Each attempt of a chain is a fresh episode of the rung (its own workspace and fixture API, the task's limits),
 exactly as a fixed-rung run; the run is scored on its **last** attempt, and its cost is every attempt's
 tokens at its rung's price (one `PolicyCall` per attempt, role ``attempt``, in ``policy_calls``), so cost per
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from advisor.agent.loop import EpisodeResult, run_episode
+from advisor.backends import FailureKind, walk_attempts
 from advisor.errors import ConfigError, RouterError
 from advisor.orchestrator.loop import PolicyCall
 from advisor.router.model.artifact import load_router
@@ -161,23 +164,30 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
     verified = {c.name for c in suite.classes if c.verifier} if policy == "cascade" else set()
 
     async def episode(task, model, client, env, limits, *, condition="baseline", sampling=None, request_id=None):
-        chain = [ladder.rung(n) for n in chains[task.id]]
         res = ChainResult(episode=None)  # type: ignore[arg-type] - set from the last attempt below
+        envs = [env]  # each attempt of the chain: a fresh episode in its own workspace (the first: the run's)
+
+        async def attempt(name: str, remaining: float | None) -> EpisodeResult:
+            i = len(res.calls)
+            if i:
+                envs.append(Environment.create(task.for_condition(condition), Path(env.workspace).parent))
+            rung = ladder.rung(name)
+            return await run_episode(task, rung, client_for(rung), envs[-1], limits, condition=condition,
+                                     sampling=sampling, request_id=f"{request_id}:{i}" if request_id else None)
+
         start = time.monotonic()
-        for i, rung in enumerate(chain):
-            attempt_env = env if i == 0 else Environment.create(task.for_condition(condition), Path(env.workspace).parent)
-            r = await run_episode(task, rung, client_for(rung), attempt_env, limits, condition=condition,
-                                  sampling=sampling, request_id=f"{request_id}:{i}" if request_id else None)
-            last = i == len(chain) - 1 or task.task_class not in verified
+        async for t in walk_attempts(chains[task.id], attempt, failed=_backend_failure):
+            r, rung, i = t.answer, ladder.rung(t.rung), len(res.calls)
             call = PolicyCall(i, i, rung.name, "attempt", r.input_tokens, r.output_tokens, r.cost(rung), r.latency_s)
-            if not last and r.episode.stop_reason != "backend_error":
+            last = t.last or task.task_class not in verified
+            if not last and t.answered:
                 call.accepted, call.usable, call.verdict = await verify(task, r.episode, bar)
                 last = call.accepted
             _absorb(res, r, call)
-            if last or r.episode.stop_reason == "backend_error":
-                break
-            if attempt_env is not env:
-                attempt_env.close()
+            if last or not t.answered:
+                break  # accepted, or the last attempt: it is the one scored (its workspace stays open)
+            if envs[-1] is not env:
+                envs[-1].close()
         res.latency_s = time.monotonic() - start
         return res
 
@@ -187,6 +197,11 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
                         "verifier": VERIFIER if policy == "cascade" else None,
                         "verified_classes": sorted(verified)}
     return episode
+
+
+def _backend_failure(r: EpisodeResult) -> FailureKind | None:
+    """An episode that ended in a backend error failed on its rung (the walk stops there: no failover)."""
+    return FailureKind.DOWN if r.episode.stop_reason == "backend_error" else None
 
 
 def _absorb(res: ChainResult, r: EpisodeResult, call: PolicyCall) -> None:

@@ -1,19 +1,20 @@
-"""One attempt of a live request and the types around it: the request's plan, each attempt, the outcome; one
-call of a rung (or a role) within the deadline, its verification (`settle`), and the failover order.
+"""The attempts of a live request and the types around them: the request's plan, each attempt, the outcome; the
+plan's walk (`walk_plan`: the seam's one attempt walker, `advisor.backends.walk`, with the plan's chain, tries,
+failover order and escalation count), one attempt's record (`recorded`), its verification (`settle`).
 
 The lower layer of the service: the chain walk (`advisor.service.dispatch`), the token stream
-(`advisor.service.streaming`) and the orchestrator mode (`advisor.service.orchestrated`) all call through here.
+(`advisor.service.streaming`) and the orchestrator mode (`advisor.service.orchestrated`) all walk through here.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, AsyncIterator, NamedTuple
 
-from advisor.backends import FailureKind, failure_kind
-from advisor.errors import BackendError
+from advisor.backends import FailureKind, Try, walk_attempts
+from advisor.backends.walk import Call, Check
+from advisor.redaction import without_urls
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
 
 
@@ -100,6 +101,13 @@ class Outcome:
         return sum(a.cost_usd for a in self.attempts)
 
 
+class Answer(NamedTuple):
+    """What a rung answered on the buffered path: the generation and its reply as an OpenAI message."""
+
+    result: Any  #: `advisor.backends.GenerationResult`
+    reply: Reply
+
+
 def failover_order(rt, plan: RequestPlan, tried: set[str], failed: str) -> list[str]:
     """Rungs to fall back on after `failed` is down: rest of the chain, then allowed rungs above, then below."""
     names = [r.name for r in rt.ladder.rungs]
@@ -109,10 +117,10 @@ def failover_order(rt, plan: RequestPlan, tried: set[str], failed: str) -> list[
     return rest + extra
 
 
-def failover_kind(exc: BackendError) -> AttemptError:
+def failover_kind(kind: FailureKind) -> AttemptError:
     """The recorded kind of a backend failure: ``timeout`` for the seam's timeout kind, else ``down`` (the rung
     cannot answer now: unreachable, key refused, overloaded, bad output)."""
-    return AttemptError.TIMEOUT if failure_kind(exc) is FailureKind.TIMEOUT else AttemptError.DOWN
+    return AttemptError.TIMEOUT if kind is FailureKind.TIMEOUT else AttemptError.DOWN
 
 
 def max_tokens_for(rt, req, model) -> int:
@@ -121,38 +129,68 @@ def max_tokens_for(rt, req, model) -> int:
     return min(asked or model.max_output_tokens, rt.config.limits.max_tokens)
 
 
+def walk_plan(rt, plan: RequestPlan, deadline: float, call: Call, check: Check | None = None) -> AsyncIterator[Try]:
+    """The plan's attempts (`advisor.backends.walk_attempts`): its chain, `plan.k` tries a rung, failover to
+    `failover_order` unless the rung is pinned, escalations counted; `check` is the per-step check."""
+    failover = None if plan.mode == "pinned" else (lambda tried, rung: failover_order(rt, plan, tried, rung))
+    return walk_attempts(plan.chain, call, tries=plan.k, deadline=deadline, failover=failover, check=check,
+                         on_escalate=lambda rung, to: rt.metrics.child(rt.metrics.escalations, rung, to).inc())
+
+
+def generation_args(rt, req, plan: RequestPlan, model, remaining: float) -> dict[str, Any]:
+    """The keyword arguments of one attempt's `generate` / `generate_stream` (the time limit: the attempt's
+    bound or what is left of the deadline)."""
+    return {"max_tokens": max_tokens_for(rt, req, model), "sampling": req.sampling(),
+            "timeout_s": min(rt.config.limits.attempt_timeout_s, remaining), "request_id": plan.decision_id}
+
+
+def rung_call(rt, req, plan: RequestPlan) -> Call:
+    """The buffered path's `call` for the walk: a rung's generation on the request, parsed (an `Answer`)."""
+    async def call(rung: str, remaining: float) -> Answer:
+        model = rt.rungs[rung]
+        result = await rt.client_for(model).generate(model.triton_model, render_prompt(model, req),
+                                                     **generation_args(rt, req, plan, model, remaining),
+                                                     **chat_inputs(model, req))
+        return Answer(result, parse_reply(model, result.text or "", req))
+    return call
+
+
+def recorded(rt, t: Try, model=None, result=None) -> Attempt:
+    """The attempt record of a walked `Try` (with `result`'s counts and cost when it answered), counted in the
+    metrics (`Metrics.count_call`), for every mode. A rung's reply the per-step check refused keeps its cost and
+    says why in ``verdict`` (``invalid: <reason>``)."""
+    attempt = Attempt(t.rung, latency_s=t.latency_s)
+    if t.out_of_time:
+        attempt.fail(AttemptError.DEADLINE, t.error)
+    elif t.failure is not None:
+        attempt.fail(failover_kind(t.failure), t.error, failover=True)
+    elif result is not None:
+        fill_attempt(attempt, model, result)
+        if t.rejected is not None:
+            attempt.verdict = f"invalid: {t.rejected}"
+    rt.metrics.count_call(attempt, rt.simulated(t.rung))
+    return attempt
+
+
 async def call_rung(rt, req, plan: RequestPlan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
-    """One attempt (never raises for backend failures: the attempt records them)."""
-    model = rt.rungs[rung]
-    attempt, text = await call_model(rt, req, plan, model, lambda: render_prompt(model, req), deadline,
-                                     chat=chat_inputs(model, req))
-    return attempt, (None if text is None else parse_reply(model, text, req))
+    """One attempt of a rung (never raises for backend failures: the attempt records them)."""
+    async for t in walk_attempts([rung], rung_call(rt, req, plan), deadline=deadline):
+        answer = t.answer if t.answered else None
+        return recorded(rt, t, rt.rungs[rung], answer and answer.result), answer and answer.reply
+    raise AssertionError("a walk of one rung yields one attempt")  # pragma: no cover
 
 
-async def call_model(rt, req, plan: RequestPlan, model, prompt, deadline: float,
-                     chat: dict | None = None) -> tuple[Attempt, str | None]:
-    """One generation of `model` (a rung or a role) on ``prompt()``: the attempt and its text (None when it
-    failed: the attempt's error says why; a timeout or a backend that is down is a failover). The call is
-    counted in the metrics here (`Metrics.count_call`), for every mode."""
-    attempt, text = Attempt(model.name), None
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        attempt.fail(AttemptError.DEADLINE, "no time left for this attempt")
-    else:
-        started = time.perf_counter()
-        try:
-            result = await rt.client_for(model).generate(
-                model.triton_model, prompt(), max_tokens=max_tokens_for(rt, req, model), sampling=req.sampling(),
-                timeout_s=min(rt.config.limits.attempt_timeout_s, remaining), request_id=plan.decision_id,
-                **(chat or {}))
-        except BackendError as exc:
-            attempt.fail(failover_kind(exc), str(exc), failover=True)
-        attempt.latency_s = time.perf_counter() - started
-        if not attempt.error:
-            fill_attempt(attempt, model, result)
-            text = result.text or ""
-    rt.metrics.count_call(attempt, rt.simulated(model.name))
-    return attempt, text
+async def call_model(rt, req, plan: RequestPlan, model, prompt: str, deadline: float) -> tuple[Attempt, str | None]:
+    """One generation of the role `model` on `prompt`: the attempt and its text (None when it failed: the
+    attempt's error says why)."""
+    async def call(name: str, remaining: float):
+        return await rt.client_for(model).generate(model.triton_model, prompt,
+                                                   **generation_args(rt, req, plan, model, remaining))
+
+    async for t in walk_attempts([model.name], call, deadline=deadline):
+        result = t.answer if t.answered else None
+        return recorded(rt, t, model, result), (None if result is None else result.text or "")
+    raise AssertionError("a walk of one model yields one attempt")  # pragma: no cover
 
 
 def fill_attempt(attempt: Attempt, model, result) -> None:
@@ -160,6 +198,28 @@ def fill_attempt(attempt: Attempt, model, result) -> None:
     attempt.input_tokens, attempt.output_tokens = result.input_tokens, result.output_tokens
     attempt.cost_usd = model.attempt_cost(result.input_tokens, result.output_tokens)
     attempt.finish_reason, attempt.tokens_from_server = result.finish_reason, result.tokens_from_server
+
+
+def unanswered(rt, out: Outcome) -> Outcome:
+    """`out` when no rung answered: 504 when the deadline stopped the walk, else 503, and why."""
+    timed_out = any(a.out_of_time for a in out.attempts)
+    out.status = 504 if timed_out else 503
+    errors = attempt_errors(out.attempts)
+    out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else
+                 f"no rung could answer: {errors or 'nothing tried'}." + triton_hint(rt, out.attempts))
+    return out
+
+
+def attempt_errors(attempts) -> str:
+    """The attempts' errors as a client reads them: each names its rung, without the addresses behind it."""
+    return "; ".join(f"{a.rung}: {without_urls(a.error or '')}" for a in attempts)
+
+
+def triton_hint(rt, attempts) -> str:
+    """" Is Triton up?" when a rung that failed is served by Triton (the embedded one named), else nothing."""
+    if not any(getattr(rt.rungs.get(a.rung), "backend", "triton") == "triton" for a in attempts):
+        return ""
+    return " Is Triton (embedded) up?" if rt.settings.served_by == "embedded" else " Is Triton up?"
 
 
 async def settle(rt, plan: RequestPlan, attempt: Attempt, reply: Reply) -> str:

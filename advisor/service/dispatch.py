@@ -3,7 +3,7 @@
 The decision: ``model: "auto"`` asks the routing policy (a policy of `advisor.router.routing.policies.POLICIES`
 over the learned router, through `route_one`: the config's ``routing.policy`` or the artifact's default; or
 the class's fixed ``chain`` from the service config: a cascade); a rung name pins that rung (no routing, still recorded).
-The chain is then walked: each rung is tried up to k times (the class's ``retries``) while its verifier
+The chain is then walked (`advisor.service.attempts.walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the class's ``retries``) while its verifier
 rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is skipped
 (a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
 rungs above it, then below it. The request never runs past its end-to-end deadline. The answer delivered is
@@ -20,11 +20,10 @@ from typing import Any
 
 from advisor.backends import time_limit
 from advisor.errors import RouterError, did_you_mean
-from advisor.redaction import without_urls
 from advisor.router.routing.route import route_one
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import Verifier
-from advisor.service.attempts import Outcome, RequestPlan, call_rung, deliver, failover_order, settle
+from advisor.service.attempts import Outcome, RequestPlan, deliver, recorded, rung_call, settle, unanswered, walk_plan
 from advisor.service.chat import Reply, request_text
 from advisor.service.load import apply as apply_load
 from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, run_orchestrated, serves_orchestrator
@@ -150,48 +149,19 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
     if plan.mode == "orchestrator":
         return await run_orchestrated(rt, req, plan, deadline)
     out = Outcome(plan, [])
-    queue, tried = list(plan.chain), set()
     last: tuple[str, Reply] | None = None
-    while queue:
-        rung = queue.pop(0)
-        tried.add(rung)
-        for i in range(plan.k):
-            attempt, reply = await call_rung(rt, req, plan, rung, deadline)
-            out.attempts.append(attempt)
-            if reply is None:
-                if attempt.out_of_time:
-                    queue = []
-                    break
-                if plan.mode != "pinned":
-                    queue = failover_order(rt, plan, tried, rung)
-                break
-            last = (rung, reply)
-            word = await settle(rt, plan, attempt, reply)
-            if word != "rejected":
-                return deliver(out, rung, reply, word)
-        else:
-            if queue:
-                rt.metrics.child(rt.metrics.escalations, rung, queue[0]).inc()
+    async for t in walk_plan(rt, plan, deadline, rung_call(rt, req, plan)):
+        answer = t.answer if t.failure is None else None
+        out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
+        if not t.answered:
+            continue  # failed, out of time or refused by the check: the walk says what comes next
+        last = (t.rung, answer.reply)
+        word = await settle(rt, plan, out.attempts[-1], answer.reply)
+        if word != "rejected":
+            return deliver(out, t.rung, answer.reply, word)
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
-    timed_out = any(a.out_of_time for a in out.attempts)
-    out.status = 504 if timed_out else 503
-    errors = attempt_errors(out.attempts)
-    out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else
-                 f"no rung could answer: {errors or 'nothing tried'}." + triton_hint(rt, out.attempts))
-    return out
-
-
-def attempt_errors(attempts) -> str:
-    """The attempts' errors as a client reads them: each names its rung, without the addresses behind it."""
-    return "; ".join(f"{a.rung}: {without_urls(a.error or '')}" for a in attempts)
-
-
-def triton_hint(rt, attempts) -> str:
-    """" Is Triton up?" when a rung that failed is served by Triton (the embedded one named), else nothing."""
-    if not any(getattr(rt.rungs.get(a.rung), "backend", "triton") == "triton" for a in attempts):
-        return ""
-    return " Is Triton (embedded) up?" if rt.settings.served_by == "embedded" else " Is Triton up?"
+    return unanswered(rt, out)
 
 
 async def run_with_deadline(rt, req, plan: RequestPlan) -> Outcome:

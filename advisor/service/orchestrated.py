@@ -84,7 +84,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
     fmt = format_for(orch.tool_call_format)
     why = "no reply"
     for _ in range(MAX_INVALID):
-        attempt, text = await call_model(rt, req, plan, orch, lambda: prompt, deadline)
+        attempt, text = await call_model(rt, req, plan, orch, prompt, deadline)
         out.attempts.append(attempt)
         if text is None:
             out.status, out.error = (504 if attempt.out_of_time else 503), \

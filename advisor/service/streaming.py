@@ -17,10 +17,9 @@ from typing import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from advisor.errors import BackendError
-from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, failover_kind, failover_order,
-                                      fill_attempt, max_tokens_for)
+from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
+                                      recorded, unanswered, walk_plan)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
-from advisor.service.dispatch import attempt_errors, triton_hint
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 from advisor.service.session_routing import after_step
 
@@ -30,33 +29,23 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
 
     Rungs that fail before their first part are recorded as failover attempts. Returns None when none answers.
     """
-    queue, tried = list(plan.chain), set()
-    while queue:
-        rung = queue.pop(0)
-        tried.add(rung)
+    async def first_part(rung: str, remaining: float):
         model = rt.rungs[rung]
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            out.attempts.append(Attempt(rung).fail(AttemptError.DEADLINE, "no time left for this attempt"))
-            return None
         started = time.perf_counter()
         prompt = render_prompt(model, req)
-        parts = rt.client_for(model).generate_stream(
-            model.triton_model, prompt, max_tokens=max_tokens_for(rt, req, model),
-            sampling=req.sampling(), timeout_s=min(rt.config.limits.attempt_timeout_s, remaining),
-            request_id=plan.decision_id, **chat_inputs(model, req))
+        parts = rt.client_for(model).generate_stream(model.triton_model, prompt,
+                                                     **generation_args(rt, req, plan, model, remaining),
+                                                     **chat_inputs(model, req))
         try:
             first = await parts.__anext__()
         except StopAsyncIteration:
             first = None
-        except BackendError as exc:
-            out.attempts.append(Attempt(rung, latency_s=time.perf_counter() - started).fail(
-                failover_kind(exc), str(exc), failover=True))
-            rt.metrics.count_call(out.attempts[-1], rt.simulated(rung))
-            if plan.mode != "pinned":
-                queue = failover_order(rt, plan, tried, rung)
-            continue
-        return rung, first, parts, started, prompt
+        return first, parts, started, prompt
+
+    async for t in walk_plan(rt, plan, deadline, first_part):
+        if t.answered:
+            return (t.rung, *t.answer)
+        out.attempts.append(recorded(rt, t))
     return None
 
 
@@ -113,9 +102,7 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
         _release(rt)
         raise
     if opened is None:
-        timed_out = any(a.out_of_time for a in out.attempts)
-        out.status = 504 if timed_out else 503
-        out.error = "no rung could answer: " + attempt_errors(out.attempts) + triton_hint(rt, out.attempts)
+        unanswered(rt, out)
         _release(rt)
         return finish(rt, req, out, key, started, started_at)
     out.rung = opened[0]
