@@ -2,8 +2,8 @@
 
 A ladder file is YAML with a `version:`; it is validated on load, and any unknown key, wrong type (strict:
 ``context_length: true`` is an error), missing, infinite or negative price, or a name used twice (rungs and
-roles share one namespace, and no two of them may share a ``triton_model``) is a `ConfigError` naming the
-file, the key and the line.
+roles share one namespace, and no two of them may share a model id, ``model_id`` or ``triton_model``) is a
+`ConfigError` naming the file, the key and the line.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
 from advisor.backends import BACKENDS
 from advisor.errors import ConfigError, did_you_mean
@@ -112,8 +112,12 @@ class Model(StrictModel):
     hf_id: str = Field(description="Hugging Face model id (or the id the stand-in mirrors).")
     params_total_b: float = Field(gt=0, description="Total parameters, billions.")
     params_active_b: float | None = Field(default=None, gt=0, description="Active parameters per token (MoE), billions.")
-    triton_model: str = Field(description="Model name at the endpoint: in the Triton model repository, or the "
-                              "`model` id an OpenAI-compatible endpoint serves.")
+    model_config = ConfigDict(**StrictModel.model_config, protected_namespaces=(), serialize_by_alias=True)
+
+    model_id: str = Field(validation_alias=AliasChoices("model_id", "triton_model"), serialization_alias="triton_model",
+                          description="Model name at the endpoint: in the Triton model repository, or the `model` id "
+                          "an OpenAI-compatible endpoint serves (``triton_model:`` in a ladder file is the same key; "
+                          "dumps and the config hash spell it ``triton_model``).")
     backend: str = Field(default="triton", description="How the model is reached: a name registered in "
                          "advisor.backends.BACKENDS (triton, openai).")
     url: str | None = Field(default=None, description="Endpoint of this model: Triton gRPC address (defaults to the "
@@ -157,6 +161,11 @@ class Model(StrictModel):
         if self.standin is not None and self.llama_cpp is not None:
             raise ValueError("a model is either a stand-in (standin:) or a real llama.cpp model (llama_cpp:), not both")
         return self
+
+    @property
+    def triton_model(self) -> str:
+        """The model's name in the Triton model repository (`model_id`, as the `advisor.triton` package calls it)."""
+        return self.model_id
 
     @property
     def simulated(self) -> bool:
@@ -249,7 +258,7 @@ def load_ladder(path: str | Path) -> Ladder:
 
 
 def _check_unique_names(path: str | Path, data: dict) -> None:
-    """Rung and role names are unique together, and so are their `triton_model` names."""
+    """Rung and role names are unique together, and so are their model ids (`Model.model_id`)."""
     entries: list[tuple[str, Any]] = []
     rungs = data.get("rungs")
     if isinstance(rungs, list):
@@ -257,9 +266,10 @@ def _check_unique_names(path: str | Path, data: dict) -> None:
     roles = data.get("roles")
     if isinstance(roles, dict):
         entries += [(f"roles.{k}", ("roles", k), r) for k, r in roles.items()]
-    for field in ("name", "triton_model"):
+    for fields in (("name",), ("model_id", "triton_model")):  # a model id may be spelled either way
         seen: dict[str, str] = {}
         for key, loc, entry in entries:
+            field = next((f for f in fields if isinstance(entry, dict) and f in entry), fields[0])
             value = entry.get(field) if isinstance(entry, dict) else None
             if not isinstance(value, str):
                 continue
@@ -267,8 +277,8 @@ def _check_unique_names(path: str | Path, data: dict) -> None:
                 line = line_of(data, (*loc, field))
                 where = f"{path}:{line}" if line else str(path)
                 hint = ("give each model its own name" if field == "name" else
-                        "each rung and role needs its own model in the Triton repository")
-                what = f"{key.split('.')[0][:-1]} name" if field == "name" else field
+                        "each rung and role needs its own model at its endpoint")
+                what = f"{key.split('.')[0][:-1]} name" if field == "name" else "model id"
                 raise ConfigError(f"{where}: {key}.{field}: duplicate {what} {value!r} (also {seen[value]}); "
                                   f"{hint}")
             seen[value] = key

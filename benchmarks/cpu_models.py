@@ -56,11 +56,11 @@ def bench_rung(ladder, rung_name: str, rounds: int, max_tokens: int) -> dict:
         client = client_for(rung, one, url=server.grpc_url)
 
         async def run():
-            await advisor_rate(client, rung.triton_model, prompt, 4)  # contract check, warm caches
+            await advisor_rate(client, rung.model_id, prompt, 4)  # contract check, warm caches
             bare_rate(bare, prompt, 4)
             for i in range(rounds):
                 b, nb = bare_rate(bare, prompt, max_tokens)
-                a, na = await advisor_rate(client, rung.triton_model, prompt, max_tokens)
+                a, na = await advisor_rate(client, rung.model_id, prompt, max_tokens)
                 rows.append((b, a, nb, na))
                 print(f"  {rung_name} round {i + 1}: bare {b:6.1f} tok/s ({nb} tokens)   advisor+Triton {a:6.1f} "
                       f"tok/s ({na} tokens)   ratio {a / b:.2f}", flush=True)

@@ -51,7 +51,7 @@ def create_app(url: str, rung: str, text: str):
 
     async def complete(request: Request):
         body = await request.json()
-        result = await state["client"].generate(model.triton_model, prompt, max_tokens=int(body["max_tokens"]))
+        result = await state["client"].generate(model.model_id, prompt, max_tokens=int(body["max_tokens"]))
         return JSONResponse({"text": result.text})
 
     return Starlette(routes=[Route("/v1/chat/completions", complete, methods=["POST"])], lifespan=lifespan)

@@ -44,7 +44,7 @@ def auto_ladder(path: Path, ignore: list[str]):
         return sum(vals) / len(vals) if vals else 0.0
 
     models.sort(key=mean_cost)
-    rungs = [{"name": m.replace("/", "_"), "hf_id": m, "params_total_b": 1 + i, "triton_model": f"recorded_{i}",
+    rungs = [{"name": m.replace("/", "_"), "hf_id": m, "params_total_b": 1 + i, "model_id": f"recorded_{i}",
               "price": {"basis": "tokens", "usd_per_m_input": 0.0, "usd_per_m_output": 0.0,
                         "source": "recorded |total_cost (no list price)", "as_of": "n/a"},
               "context_length": 8192, "tool_call_format": "hermes", "self_hosted": False, "data_leaves_org": True}

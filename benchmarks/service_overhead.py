@@ -103,10 +103,10 @@ async def direct(url: str, n: int, concurrency: int) -> list[float]:
     model = load_ladder(DEMO).rung(RUNG)
     prompt = render_prompt(model, parse_request({"model": RUNG, "messages": [{"role": "user", "content": TEXT}]}, {}))
     async with TritonClient(url) as client:
-        await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)  # contract check, warm channel
+        await client.generate(model.model_id, prompt, max_tokens=MAX_TOKENS)  # contract check, warm channel
 
         async def call():
-            await client.generate(model.triton_model, prompt, max_tokens=MAX_TOKENS)
+            await client.generate(model.model_id, prompt, max_tokens=MAX_TOKENS)
 
         return (await pool(call, n, concurrency))[0]
 

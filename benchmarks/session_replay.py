@@ -74,9 +74,11 @@ class ServiceModel:
     simulated: bool = True
 
     @property
-    def triton_model(self) -> str:
+    def model_id(self) -> str:
         """The model name sent to the service."""
         return self.name
+
+    triton_model = model_id  #: the same, under the name the Triton package uses
 
 
 @dataclass

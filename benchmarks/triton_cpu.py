@@ -54,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     from advisor.ladder import load_ladder
 
-    model = load_ladder(DEMO).rung(RUNG).triton_model
+    model = load_ladder(DEMO).rung(RUNG).model_id
     triton, url = start_triton()
     try:
         time.sleep(2.0)

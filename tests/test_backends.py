@@ -178,3 +178,18 @@ def test_existing_ladders_keep_their_config_hash():
     hosted = load_ladder(REPO / "ladders" / "nemotron-nim.yaml")
     moved = hosted.model_copy(update={"rungs": [hosted.rungs[0].model_copy(update={"api_key_env": "OTHER"})]})
     assert moved.config_hash() != hosted.model_copy(update={"rungs": hosted.rungs[:1]}).config_hash()
+
+
+def test_a_rungs_model_id_has_a_neutral_name_and_ladders_with_triton_model_keep_loading():
+    """``model_id`` and ``triton_model`` are one key: the same rung, the same dump and config hash (stored runs keep
+    matching), and a model's capabilities are declared by its backend, not probed."""
+    old = _rung()
+    data = {k: v for k, v in old.model_dump().items() if k != "triton_model"}
+    new = Model.model_validate({**data, "model_id": "ex/hosted"})
+    assert new == old and new.model_id == old.triton_model == "ex/hosted"
+    assert new.model_dump() == old.model_dump() and "triton_model" in old.model_dump()
+    backend = client_for(_rung(backend="openai", url="http://127.0.0.1:9/v1"))
+    assert (backend.native_tools, backend.streams, backend.constrained_output) == (True, True, False)
+    demo = load_ladder(REPO / "ladders" / "demo.yaml")
+    triton = client_for(demo.rungs[0], demo)
+    assert (triton.native_tools, triton.streams, triton.constrained_output) == (False, True, False)

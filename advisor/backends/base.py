@@ -44,8 +44,9 @@ class Part:
 @runtime_checkable
 class ModelBackend(Protocol):
     """What every caller needs from a model server. `model` is the rung's model name at the endpoint
-    (``triton_model``); `messages` (chat messages, ``role``/``content``) and `tools` (specs: name, description,
-    parameters) are given where the caller has them: a chat API uses them, Triton takes the rendered `prompt`."""
+    (`advisor.ladder.Model.model_id`); `messages` (chat messages, ``role``/``content``) and `tools` (specs: name,
+    description, parameters) are given where the caller has them: a chat API uses them, Triton takes the rendered
+    `prompt`."""
 
     endpoint: str
     #: Capabilities, declared by each backend (callers read them, never probe with ``getattr``):

@@ -196,7 +196,7 @@ class TritonJudge:
 
     async def _generate(self, prompt: str):
         generate = self.client.generate
-        name = self.model.triton_model
+        name = self.model.model_id
         if inspect.iscoroutinefunction(generate):
             return await generate(name, prompt, max_tokens=self.max_tokens)
         result = await asyncio.to_thread(generate, name, prompt, max_tokens=self.max_tokens)

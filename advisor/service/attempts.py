@@ -148,7 +148,7 @@ def rung_call(rt, req, plan: RequestPlan) -> Call:
     """The buffered path's `call` for the walk: a rung's generation on the request, parsed (an `Answer`)."""
     async def call(rung: str, remaining: float) -> Answer:
         model = rt.rungs[rung]
-        result = await rt.client_for(model).generate(model.triton_model, render_prompt(model, req),
+        result = await rt.client_for(model).generate(model.model_id, render_prompt(model, req),
                                                      **generation_args(rt, req, plan, model, remaining),
                                                      **chat_inputs(model, req))
         return Answer(result, parse_reply(model, result.text or "", req))
@@ -184,7 +184,7 @@ async def call_model(rt, req, plan: RequestPlan, model, prompt: str, deadline: f
     """One generation of the role `model` on `prompt`: the attempt and its text (None when it failed: the
     attempt's error says why)."""
     async def call(name: str, remaining: float):
-        return await rt.client_for(model).generate(model.triton_model, prompt,
+        return await rt.client_for(model).generate(model.model_id, prompt,
                                                    **generation_args(rt, req, plan, model, remaining))
 
     async for t in walk_attempts([model.name], call, deadline=deadline):

@@ -33,7 +33,7 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
         model = rt.rungs[rung]
         started = time.perf_counter()
         prompt = render_prompt(model, req)
-        parts = rt.client_for(model).generate_stream(model.triton_model, prompt,
+        parts = rt.client_for(model).generate_stream(model.model_id, prompt,
                                                      **generation_args(rt, req, plan, model, remaining),
                                                      **chat_inputs(model, req))
         try:
@@ -77,7 +77,7 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
         yield sse({"error": {"message": out.error, "type": "server_error", "param": None, "code": "rung_failed"}})
         return
     attempt.latency_s = time.perf_counter() - started
-    fill_attempt(attempt, model, rt.client_for(model).result(model.triton_model, prompt, collected, attempt.latency_s))
+    fill_attempt(attempt, model, rt.client_for(model).result(model.model_id, prompt, collected, attempt.latency_s))
     rt.metrics.count_call(attempt, rt.simulated(rung))
     rt.metrics.count_result(rung, out.plan.task_class, "unverified", rt.simulated(rung))
     reply = parse_reply(model, text, req)

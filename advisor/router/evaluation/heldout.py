@@ -62,7 +62,7 @@ def _model_ids(rows: list[dict[str, Any]], opts, path) -> list[str]:
 
 def ladder_from_artifact(model):
     """A placeholder ladder with the artifact's rungs and per-token prices (recorded results, not served)."""
-    rungs = [{"name": r.name, "hf_id": r.name, "params_total_b": 1 + i, "triton_model": f"recorded_{i}",
+    rungs = [{"name": r.name, "hf_id": r.name, "params_total_b": 1 + i, "model_id": f"recorded_{i}",
               "price": {"basis": "tokens", "usd_per_m_input": r.usd_per_input_token * 1e6,
                         "usd_per_m_output": r.usd_per_output_token * 1e6,
                         "source": "the router artifact's rung prices", "as_of": "n/a"},
