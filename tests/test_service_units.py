@@ -522,3 +522,20 @@ def test_the_service_config_is_as_strict_as_the_ladder(tmp_path):
         load_config(path)
     path.write_text("version: 1\nlimits: {max_messages: 3}\n")
     assert load_config(path).limits.max_messages == 3
+
+
+def test_episodic_policies_are_served_through_the_registry():
+    """``model: "orchestrator"`` is the episodic policy ``orchestrator`` of POLICIES, served because the service
+    registered it (`advisor.service.served.SERVED`) and the ladder has the role; without the role it is not
+    offered, and an unknown model's 404 names what is."""
+    from advisor.ladder import load_ladder
+    from advisor.router.routing.policies import episodic_policies
+    from advisor.service.served import SERVED, served_policies, served_policy
+
+    demo = load_ladder(REPO / "ladders" / "demo.yaml")
+    bare = demo.model_copy(update={"roles": demo.roles.model_copy(update={"orchestrator": None})})
+    assert set(SERVED.names()) <= set(episodic_policies())
+    assert served_policies(SimpleNamespace(ladder=demo)) == ["orchestrator"]
+    assert served_policies(SimpleNamespace(ladder=bare)) == [] and served_policy(SimpleNamespace(ladder=bare),
+                                                                                 "orchestrator") is None
+    assert served_policy(SimpleNamespace(ladder=demo), "pinned") is None

@@ -18,7 +18,8 @@ consume it; each keeps only what it does with an answer. The walk:
   `tried` the names tried so far), or ends when `failover` is None (a pinned rung; the probe).
 - An answered `Try` is the consumer's to judge: **leaving the loop accepts it** (``break``/``return``);
   **asking for the next `Try` rejects it** (a verifier said no): the walk retries the rung, up to `tries`,
-  then escalates.
+  then escalates. A consumer that may leave early walks inside ``contextlib.aclosing`` (the walk is closed
+  there and then, not by the event loop's finalizer later); `one_attempt` is the walk of one rung, one try.
 
 The per-step check (``check``), for what must hold before anyone may see a step: ``check(answer)`` returns
 None when the answer is fine, else the reason it is not (it may also be a coroutine function). It runs on every
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -106,6 +108,14 @@ async def walk_attempts(chain: list[str], call: Call, *, tries: int = 1, deadlin
                 if queue and on_escalate is not None:
                     on_escalate(rung, queue[0])
                 break
+
+
+async def one_attempt(rung: str, call: Call, *, deadline: float | None = None) -> Try:
+    """The walk of one rung, one try (a call of one model that classifies its failure as the walk does)."""
+    async with aclosing(walk_attempts([rung], call, deadline=deadline)) as tries:
+        async for t in tries:
+            return t
+    raise AssertionError("a walk of one rung yields one try")  # pragma: no cover
 
 
 async def _attempt(rung: str, number: int, call: Call, remaining: float | None,

@@ -33,7 +33,7 @@ What decides escalation (the probe's scorer is a verifier no production service 
 from __future__ import annotations
 
 import time
-import warnings
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -45,7 +45,8 @@ from advisor.orchestrator.loop import PolicyCall
 from advisor.router.model.artifact import load_router
 from advisor.router.routing.policies import Context, POLICIES, Requests, make_policy, probe_chain_policies
 from advisor.router.routing.rule import PolicyConfig, Preferences
-from advisor.router.training.fit import fit_router, grouped_folds, training_data_from_store
+from advisor.router.training.crossfit import crossfitted, fit_quietly
+from advisor.router.training.fit import training_data_from_store
 from advisor.tools.environment import Environment
 from advisor.verifier.base import VerifiedText, VerifierContext, make_verifier
 
@@ -77,13 +78,6 @@ def arm_of(ladder: Any, policy: str) -> PolicyArm:
     return PolicyArm(policy, bool(ladder.simulated))
 
 
-def _fit(data: Any) -> Any:
-    """A router fitted on `data` (inner folds scaled to its size; sklearn's convergence chatter silenced)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fit_router(data, folds=max(2, min(5, len(data.texts) // 2)))
-
-
 def _check_rungs(model: Any, ladder: Any, source: str) -> Any:
     unknown = [n for n in model.rung_names if n not in {m.name for m in ladder.rungs}]
     if unknown:
@@ -106,27 +100,26 @@ def plan_chains(policy: str, store: Any, suite: Any, ladder: Any, router_path: s
     """(rung chain per task id, the router, how it was obtained).
 
     With `router_path`, that artifact decides every task. Otherwise a router is trained from the store's
-    fixed-rung runs of the suite and ladder; for ``router`` (where the choice of rung is the whole policy) each
-    task is decided by a router **cross-fitted** without that task's runs (`CROSSFIT_FOLDS` grouped folds), so
-    the comparison is out-of-sample; tasks without runs, and ``cascade`` (which only takes the rung order
-    by mean cost from the router), use the router trained on everything.
+    fixed-rung runs of the suite and ladder; for a single-shot policy (``probe_mode`` ``single``: ``router``,
+    where the choice of rung is the whole policy) each task is decided by a router **cross-fitted** without that
+    task's runs (`CROSSFIT_FOLDS` grouped folds, `advisor.router.training.crossfit`), so the comparison is
+    out-of-sample; tasks without runs, and escalating policies (``cascade``, which only takes the rung order by
+    mean cost from the router), use the router trained on everything.
     """
     if router_path is not None:
         router = _check_rungs(load_router(router_path), ladder, str(router_path))
         return decide_chains(policy, router, suite.tasks, prefs), router, f"router file {router_path}"
     data = training_data(store, suite, ladder)
     try:
-        router = _check_rungs(_fit(data), ladder, "(trained)")
+        router = _check_rungs(fit_quietly(data), ladder, "(trained)")
     except RouterError as exc:
         raise ConfigError(f"--policy {policy}: cannot train a router from the store ({exc}); probe more tasks "
                           "with --policy rung, or pass --router FILE") from None
     prompts = len(set(data.groups))
-    if policy != "router" or prompts < CROSSFIT_FOLDS + 1:
+    if POLICIES.get(policy).probe_mode != "single" or prompts < CROSSFIT_FOLDS + 1:
         return decide_chains(policy, router, suite.tasks, prefs), router, "trained on the store's rung runs (in-sample)"
     chains: dict[str, list[str]] = {}
-    for train, test in grouped_folds(data.groups, CROSSFIT_FOLDS, seed=0):
-        held = {data.groups[i] for i in test}
-        model = _fit(data.subset(train))
+    for held, model in crossfitted(data, CROSSFIT_FOLDS, seed=0):
         chains.update(decide_chains(policy, model, [t for t in suite.tasks if t.prompt_hash() in held], prefs))
     rest = [t for t in suite.tasks if t.id not in chains]
     chains.update(decide_chains(policy, router, rest, prefs) if rest else {})
@@ -161,7 +154,8 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
     if policy not in probe_chain_policies():
         raise ConfigError(f"{policy!r} is not a chain policy; use one of {', '.join(probe_chain_policies())}")
     chains, router, how = plan_chains(policy, store, suite, ladder, router_path, prefs)
-    verified = {c.name for c in suite.classes if c.verifier} if policy == "cascade" else set()
+    mode = POLICIES.get(policy).probe_mode  #: "single" (one attempt, no verifier) or "escalate" (verified)
+    verified = {c.name for c in suite.classes if c.verifier} if mode == "escalate" else set()
 
     async def episode(task, model, client, env, limits, *, condition="baseline", sampling=None, request_id=None):
         res = ChainResult(episode=None)  # type: ignore[arg-type] - set from the last attempt below
@@ -176,25 +170,26 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
                                      sampling=sampling, request_id=f"{request_id}:{i}" if request_id else None)
 
         start = time.monotonic()
-        async for t in walk_attempts(chains[task.id], attempt, failed=_backend_failure):
-            r, rung, i = t.answer, ladder.rung(t.rung), len(res.calls)
-            call = PolicyCall(i, i, rung.name, "attempt", r.input_tokens, r.output_tokens, r.cost(rung), r.latency_s)
-            last = t.last or task.task_class not in verified
-            if not last and t.answered:
-                call.accepted, call.usable, call.verdict = await verify(task, r.episode, bar)
-                last = call.accepted
-            _absorb(res, r, call)
-            if last or not t.answered:
-                break  # accepted, or the last attempt: it is the one scored (its workspace stays open)
-            if envs[-1] is not env:
-                envs[-1].close()
+        async with aclosing(walk_attempts(chains[task.id], attempt, failed=_backend_failure)) as tries:
+            async for t in tries:
+                r, rung, i = t.answer, ladder.rung(t.rung), len(res.calls)
+                call = PolicyCall(i, i, rung.name, "attempt", r.input_tokens, r.output_tokens, r.cost(rung),
+                                  r.latency_s)
+                last = t.last or task.task_class not in verified
+                if not last and t.answered:
+                    call.accepted, call.usable, call.verdict = await verify(task, r.episode, bar)
+                    last = call.accepted
+                _absorb(res, r, call)
+                if last or not t.answered:
+                    break  # accepted, or the last attempt: it is the one scored (its workspace stays open)
+                if envs[-1] is not env:
+                    envs[-1].close()
         res.latency_s = time.monotonic() - start
         return res
 
     episode.settings = {"policy": policy, "router": router.version_tag, "router_file": str(router_path or ""),
                         "router_source": how,
-                        "mode": "single" if policy == "router" else "escalate",
-                        "verifier": VERIFIER if policy == "cascade" else None,
+                        "mode": mode, "verifier": VERIFIER if mode == "escalate" else None,
                         "verified_classes": sorted(verified)}
     return episode
 

@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, AsyncIterator, NamedTuple
 
 from advisor.backends import FailureKind, Try, walk_attempts
-from advisor.backends.walk import Call, Check
+from advisor.backends.walk import Call, Check, one_attempt
 from advisor.redaction import without_urls
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
 
@@ -174,10 +174,9 @@ def recorded(rt, t: Try, model=None, result=None) -> Attempt:
 
 async def call_rung(rt, req, plan: RequestPlan, rung: str, deadline: float) -> tuple[Attempt, Reply | None]:
     """One attempt of a rung (never raises for backend failures: the attempt records them)."""
-    async for t in walk_attempts([rung], rung_call(rt, req, plan), deadline=deadline):
-        answer = t.answer if t.answered else None
-        return recorded(rt, t, rt.rungs[rung], answer and answer.result), answer and answer.reply
-    raise AssertionError("a walk of one rung yields one attempt")  # pragma: no cover
+    t = await one_attempt(rung, rung_call(rt, req, plan), deadline=deadline)
+    answer = t.answer if t.answered else None
+    return recorded(rt, t, rt.rungs[rung], answer and answer.result), answer and answer.reply
 
 
 async def call_model(rt, req, plan: RequestPlan, model, prompt: str, deadline: float) -> tuple[Attempt, str | None]:
@@ -187,10 +186,9 @@ async def call_model(rt, req, plan: RequestPlan, model, prompt: str, deadline: f
         return await rt.client_for(model).generate(model.model_id, prompt,
                                                    **generation_args(rt, req, plan, model, remaining))
 
-    async for t in walk_attempts([model.name], call, deadline=deadline):
-        result = t.answer if t.answered else None
-        return recorded(rt, t, model, result), (None if result is None else result.text or "")
-    raise AssertionError("a walk of one model yields one attempt")  # pragma: no cover
+    t = await one_attempt(model.name, call, deadline=deadline)
+    result = t.answer if t.answered else None
+    return recorded(rt, t, model, result), (None if result is None else result.text or "")
 
 
 def fill_attempt(attempt: Attempt, model, result) -> None:

@@ -1,12 +1,13 @@
 """One live request: decide -> call the rung -> verify -> retry, escalate or fail over, within a deadline.
 
-The decision: ``model: "auto"`` asks the routing policy (a policy of `advisor.router.routing.policies.POLICIES`
-over the learned router, through `route_one`: the config's ``routing.policy`` or the artifact's default; or
-the class's fixed ``chain`` from the service config: a cascade); a rung name pins that rung (no routing, still recorded).
-The chain is then walked (`advisor.service.attempts.walk_plan`, the seam's one attempt walker): each rung is tried
-up to k times (the class's ``retries``) while its verifier rejects the answer, then the next rung is tried (an
-escalation). A rung that is down or times out is skipped
-(a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
+The decision: an episodic policy the service serves (``model: "orchestrator"``: `advisor.service.served`)
+decides as the request runs; ``model: "auto"`` asks the routing policy (a policy of
+`advisor.router.routing.policies.POLICIES` over the learned router, through `route_one`: the config's
+``routing.policy`` or the artifact's default; or the class's fixed ``chain`` from the service config: a cascade); a
+rung name pins that rung (no routing, still recorded). The chain is then walked (`advisor.service.attempts.
+walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the class's ``retries``) while its
+verifier rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is
+skipped (a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
 rungs above it, then below it. The request never runs past its end-to-end deadline. The answer delivered is
 the first accepted one, or the last one with verdict ``rejected``.
 """
@@ -17,6 +18,7 @@ import asyncio
 import json
 import time
 import uuid
+from contextlib import aclosing
 from typing import Any
 
 from advisor.backends import time_limit
@@ -27,8 +29,8 @@ from advisor.scores import Verifier
 from advisor.service.attempts import Outcome, RequestPlan, deliver, recorded, rung_call, settle, unanswered, walk_plan
 from advisor.service.chat import Reply, request_text
 from advisor.service.load import apply as apply_load
-from advisor.service.orchestrated import MODEL_ID, plan_orchestrated, run_orchestrated, serves_orchestrator
 from advisor.service.request import RequestError
+from advisor.service.served import served_policies, served_policy
 from advisor.service.session_routing import route_session, session_columns
 from advisor.service.shadow import shadow_columns, shadow_decide
 from advisor.store import now, text_hash
@@ -55,11 +57,12 @@ def decide(rt, req, key) -> RequestPlan:
         allowed = [n for n in allowed if n in prefs.rungs]
     plan = RequestPlan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
                 verifier, allowed, end_user=req.user)
-    if req.model == MODEL_ID and serves_orchestrator(rt):
-        plan_orchestrated(rt, req, plan)  # the orchestrator role picks the rung (advisor.service.orchestrated)
+    served = served_policy(rt, req.model)
+    if served is not None:
+        served.plan(rt, req, plan)  # an episodic policy (advisor.service.served) decides as the request runs
     elif req.model != "auto":
         if req.model not in names:
-            policies = ["auto", *([MODEL_ID] if serves_orchestrator(rt) else [])]
+            policies = ["auto", *served_policies(rt)]
             raise RequestError(f"the model {req.model!r} does not exist: use {' or '.join(map(repr, policies))} or a "
                                f"rung.{did_you_mean(req.model, [*policies, *names])}",
                                status=404, param="model", code="model_not_found")
@@ -147,19 +150,21 @@ def policy_inputs(rt, req, plan: RequestPlan, ccfg, key) -> tuple[PolicyConfig, 
 async def run(rt, req, plan: RequestPlan) -> Outcome:
     """Walk the plan's chain (see the module docstring) and return the outcome (never past the deadline)."""
     deadline = time.monotonic() + rt.config.limits.deadline_s
-    if plan.mode == "orchestrator":
-        return await run_orchestrated(rt, req, plan, deadline)
+    served = served_policy(rt, plan.mode)
+    if served is not None:
+        return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
-    async for t in walk_plan(rt, plan, deadline, rung_call(rt, req, plan)):
-        answer = t.answer if t.failure is None else None
-        out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
-        if not t.answered:
-            continue  # failed, out of time or refused by the check: the walk says what comes next
-        last = (t.rung, answer.reply)
-        word = await settle(rt, plan, out.attempts[-1], answer.reply)
-        if word != "rejected":
-            return deliver(out, t.rung, answer.reply, word)
+    async with aclosing(walk_plan(rt, plan, deadline, rung_call(rt, req, plan))) as tries:
+        async for t in tries:
+            answer = t.answer if t.failure is None else None
+            out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
+            if not t.answered:
+                continue  # failed, out of time or refused by the check: the walk says what comes next
+            last = (t.rung, answer.reply)
+            word = await settle(rt, plan, out.attempts[-1], answer.reply)
+            if word != "rejected":
+                return deliver(out, t.rung, answer.reply, word)
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
     return unanswered(rt, out)

@@ -20,6 +20,9 @@ counted in the metrics as in any other mode (`Metrics.count_call` and `Metrics.c
 orchestrator's own answers that handed the turn over or did not parse as ``unverified``, the delivered
 answer with its verdict, so verified answers reach the drift gauges too.
 Streaming is refused for this model (the expert is only known once the orchestrator has answered).
+
+The service serves it as the episodic policy ``orchestrator`` of ``POLICIES`` (registered in
+`advisor.service.served.SERVED`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from advisor.router.routing.rule import Preferences
 from advisor.service.attempts import Attempt, Outcome, RequestPlan, call_model, call_rung, settle
 from advisor.service.chat import parse_reply, render_prompt, tool_specs
 from advisor.service.request import Message, RequestError
+from advisor.service.served import SERVED, ServedPolicy
 
 MODEL_ID = "orchestrator"  #: the model name clients ask for
 MAX_INVALID = 2  #: orchestrator replies that may fail to parse before the request fails
@@ -115,6 +119,9 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
     out.status, out.error = 502, (f"the orchestrator {orch.name} gave {MAX_INVALID} unusable replies (last: {why}); "
                                   "check it with `advisor ladder check`")
     return out
+
+
+SERVED.add(MODEL_ID, ServedPolicy(serves_orchestrator, plan_orchestrated, run_orchestrated))
 
 
 async def _deliver(rt: Any, plan: RequestPlan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:

@@ -12,6 +12,7 @@ the end (retries, escalation) and then sends the delivered answer as chunks.
 from __future__ import annotations
 
 import time
+from contextlib import aclosing
 from typing import AsyncIterator
 
 from starlette.responses import StreamingResponse
@@ -42,10 +43,11 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
             first = None
         return first, parts, started, prompt
 
-    async for t in walk_plan(rt, plan, deadline, first_part):
-        if t.answered:
-            return (t.rung, *t.answer)
-        out.attempts.append(recorded(rt, t))
+    async with aclosing(walk_plan(rt, plan, deadline, first_part)) as tries:
+        async for t in tries:
+            if t.answered:
+                return (t.rung, *t.answer)
+            out.attempts.append(recorded(rt, t))
     return None
 
 
