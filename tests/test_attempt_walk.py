@@ -75,3 +75,41 @@ def test_the_check_turns_an_answer_into_a_retry_or_an_escalation_with_its_reason
     assert seen == [("a", 1, "rejected: not a tool call: ''", False), ("a", 2, "call(x", False)]
     seen = _walk(script, ["a", "b"], consume=lambda t: True, check=async_check)
     assert seen == [("a", 1, "rejected: not a tool call: ''", False), ("b", 1, "call(y)", True)]
+
+
+def test_the_services_walk_applies_the_plans_step_check_and_records_the_reason():
+    """A plan's per-step check (`RequestPlan.check`) refuses an answer: the attempt keeps its cost, says why in
+    its verdict, and the next rung answers (scripted client: the real backends' path is the same `generate`)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from advisor.backends import GenerationResult
+    from advisor.ladder import load_ladder
+    from advisor.service.attempts import RequestPlan
+    from advisor.service.config import load_config
+    from advisor.service.dispatch import run
+    from advisor.service.metrics import Metrics
+    from advisor.service.request import parse_request
+
+    ladder = load_ladder(Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml")
+    small, mid = ladder.rungs[0], ladder.rungs[1]
+
+    class Client:
+        async def generate(self, model_id, prompt, **kw):
+            text = "" if model_id == small.model_id else "Thirty days."
+            return GenerationResult(text, "stop", 20, 8 if text else 0, True, 0.01, model_id)
+
+    rt = SimpleNamespace(ladder=ladder, rungs={r.name: r for r in ladder.rungs}, config=load_config(None, ladder),
+                         metrics=Metrics(), simulated=lambda name: True, client_for=lambda model: Client(),
+                         settings=SimpleNamespace(served_by="scripted"))
+    req = parse_request({"model": "auto", "messages": [{"role": "user", "content": "Refund window?"}]}, {})
+    plan = RequestPlan("dec_x", "Refund window?", None, "given", "cascade", "single", [small.name, mid.name], 1,
+                       None, [r.name for r in ladder.rungs],
+                       check=lambda answer: None if answer.reply.content else "empty reply")
+    out = asyncio.run(run(rt, req, plan))
+    assert out.status == 200 and out.rung == mid.name and out.reply.content == "Thirty days."
+    first = out.attempts[0]
+    assert first.rung == small.name and first.verdict == "invalid: empty reply" and first.input_tokens == 20
+    assert first.error is None and not first.failover
+    text = rt.metrics.render()[0].decode()
+    assert f'advisor_escalations_total{{from_rung="{small.name}",to_rung="{mid.name}"}} 1.0' in text

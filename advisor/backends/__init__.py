@@ -9,12 +9,12 @@ Callers import results, parts and failures from here, never from a backend's mod
 
 from advisor.backends.base import (BACKENDS, BackendKind, BackendOptions, GenerationResult, ModelBackend, Part,
                                    estimate_tokens, result_from_parts)
-from advisor.backends.failures import (BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError, failure_kind,
-                                       time_limit)
+from advisor.backends.failures import (BackendError, BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError,
+                                       failure_kind, time_limit)
 from advisor.backends.pool import BackendPool, backend_name, client_for, endpoint_of
 from advisor.backends.walk import Try, walk_attempts
 
-__all__ = ["BACKENDS", "BackendFailure", "BackendKind", "BackendOptions", "BackendPool", "FailureKind",
+__all__ = ["BACKENDS", "BackendError", "BackendFailure", "BackendKind", "BackendOptions", "BackendPool", "FailureKind",
            "GenerationResult", "GenerationTimeout", "KeyRefusedError", "ModelBackend", "Part", "backend_name",
            "Try", "client_for", "endpoint_of", "estimate_tokens", "failure_kind", "result_from_parts", "time_limit",
            "walk_attempts"]

@@ -10,9 +10,9 @@ backend's own exceptions:
 - ``bad output``: the endpoint answered outside its API (not JSON, no choices, a broken stream chunk);
 - ``overloaded``: the endpoint kept saying it is busy (HTTP 429) after the backend's own retries.
 
-`failure_kind` classifies any `BackendError` (one that is not a `BackendFailure`, e.g. an unknown model or a
-contract mismatch, is ``down``: the rung cannot answer). `time_limit` bounds an awaited body in the caller's own
-task.
+`BackendError` (`advisor.errors`, re-exported here) is the root every caller catches; `failure_kind` classifies
+any `BackendError` (one that is not a `BackendFailure`, e.g. an unknown model or a contract mismatch, is ``down``:
+the rung cannot answer). `time_limit` bounds an awaited body in the caller's own task.
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ async def chat_completions(rt, request):
             m.child(m.rejected, "503").inc()
             return error_response(503, f"cannot record requests now: {exc}", kind="service_unavailable",
                                   code="cannot_record", headers={"retry-after": "5"})
-        if req.stream and plan.verifier is None:
+        if req.stream and plan.verifier is None and plan.check is None:  # else checked first, then sent
             streaming = True
             return await stream_response(rt, req, plan, key, started, started_at)
         out = await run_with_deadline(rt, req, plan)

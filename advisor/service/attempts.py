@@ -81,6 +81,10 @@ class RequestPlan:
     end_user: str | None = None  #: the request's OpenAI `user` field, recorded as given
     session: Any = None  #: the agent session's step (`advisor.service.sessions.SessionStep`), if any
     shadow: dict | None = None  #: the shadow candidate's decision (`advisor.service.shadow`), recorded only
+    #: the per-step check the walk runs on every answer before it counts (`advisor.backends.walk`: ``check(Answer)
+    #: -> None | reason``; a reason retries the rung, `check_tries` times at most, then escalates)
+    check: Check | None = None
+    check_tries: int = 1
 
 
 @dataclass
@@ -129,11 +133,14 @@ def max_tokens_for(rt, req, model) -> int:
     return min(asked or model.max_output_tokens, rt.config.limits.max_tokens)
 
 
-def walk_plan(rt, plan: RequestPlan, deadline: float, call: Call, check: Check | None = None) -> AsyncIterator[Try]:
+def walk_plan(rt, plan: RequestPlan, deadline: float, call: Call, checked: bool = True) -> AsyncIterator[Try]:
     """The plan's attempts (`advisor.backends.walk_attempts`): its chain, `plan.k` tries a rung, failover to
-    `failover_order` unless the rung is pinned, escalations counted; `check` is the per-step check."""
+    `failover_order` unless the rung is pinned, escalations counted, and (when `checked`: the answers are
+    `Answer`s) the plan's per-step check."""
     failover = None if plan.mode == "pinned" else (lambda tried, rung: failover_order(rt, plan, tried, rung))
+    check = plan.check if checked else None
     return walk_attempts(plan.chain, call, tries=plan.k, deadline=deadline, failover=failover, check=check,
+                         check_tries=plan.check_tries,
                          on_escalate=lambda rung, to: rt.metrics.child(rt.metrics.escalations, rung, to).inc())
 
 

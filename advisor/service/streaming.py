@@ -1,12 +1,14 @@
 """``stream: true``: server-sent events in OpenAI's chunk format, ending with ``data: [DONE]``.
 
-Without a verifier for the request's class, tokens are relayed from Triton's decoupled stream as they arrive
-(`TritonClient.generate_stream`). A rung that fails before its first token is failed over like any attempt;
+Without a verifier for the request's class, tokens are relayed from the rung's stream as they arrive
+(`ModelBackend.generate_stream`), on the first rung of the plan's walk (`advisor.service.attempts.walk_plan`)
+that opens one. A rung that fails before its first token is failed over like any attempt;
 once tokens have been sent, an error ends the stream with an error event. Text is held back from the first
 ``<`` on (a tool call may be starting); at the end a tool call is sent as a ``tool_calls`` delta.
 
 With a verifier the whole answer must be checked before anything is sent: the service runs the request to
-the end (retries, escalation) and then sends the delivered answer as chunks.
+the end (retries, escalation) and then sends the delivered answer as chunks. The plan's per-step check
+(`RequestPlan.check`) is not applied here: a request that needs it is run that way too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import AsyncIterator
 
 from starlette.responses import StreamingResponse
 
-from advisor.errors import BackendError
+from advisor.backends import BackendError
 from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
                                       recorded, unanswered, walk_plan)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
@@ -43,7 +45,7 @@ async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float)
             first = None
         return first, parts, started, prompt
 
-    async with aclosing(walk_plan(rt, plan, deadline, first_part)) as tries:
+    async with aclosing(walk_plan(rt, plan, deadline, first_part, checked=False)) as tries:
         async for t in tries:
             if t.answered:
                 return (t.rung, *t.answer)

@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from advisor.backends import BackendOptions, BackendPool, backend_name
-from advisor.errors import BackendError
+from advisor.backends import BackendError, BackendOptions, BackendPool, backend_name
 
 #: environment variable naming the ``advisor serve`` process, for its workers
 PARENT_ENV = "ADVISOR_SERVE_PARENT"
