@@ -11,7 +11,7 @@ Cost assumption (llmrouter-nim9 records no cost): per attempt, input tokens = es
 and output tokens = --output-tokens (default 256) at the ladder's list prices. Recorded ``|total_cost`` values
 are used as they are. Only dev.csv may be used for tuning; the held-out split is elsewhere on purpose.
 
-Run:  python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-dir DIR]
+Run:  python benchmarks/router_nim9.py [PATH] [--folds 5] [--out-dir DIR] [--train-only]
 """
 
 from __future__ import annotations
@@ -92,6 +92,9 @@ def run(argv: list[str] | None = None) -> dict:
                     help="the candidate probability models the training chooses among in grouped CV "
                          "(advisor.router.training.predictors; default: every registered one)")
     ap.add_argument("--out-dir", default=None, help="write summary.json and plots here")
+    ap.add_argument("--train-only", action="store_true",
+                    help="fit one router on the whole table with --folds inner folds and print its cross-validated "
+                         "choices (probability model, decision rule) instead of the outer-CV evaluation")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
 
@@ -117,6 +120,8 @@ def run(argv: list[str] | None = None) -> dict:
 
         data = data.subset(np.sort(np.random.default_rng(args.seed).choice(len(data.texts), args.subsample,
                                                                             replace=False)))
+    if args.train_only:
+        return train_only(data, args, path, time.perf_counter() - t0)
     single, escalate = _configs(args.k, args.false_accept, args.false_reject, args.max_chain)
     cv = ev.cross_validate(data, single, escalate, folds=args.folds, seed=args.seed,
                            fit_kwargs={"n_hash": args.n_hash, "use_embeddings": args.embeddings,
@@ -154,6 +159,24 @@ def run(argv: list[str] | None = None) -> dict:
         ev.plot(summary, out)
         print(f"\nwrote {out / 'summary.json'} and plots")
     return summary
+
+
+def train_only(data, args, path: Path, loaded_s: float) -> dict:
+    """`--train-only`: one `fit_router` on the whole table (as `advisor router train` would), its choices printed."""
+    from advisor.router.evaluation.tables import predictor_lines, rule_lines
+    from advisor.router.training.fit import fit_router
+
+    t0 = time.perf_counter()
+    model = fit_router(data, folds=args.folds, seed=args.seed, n_hash=args.n_hash, use_embeddings=args.embeddings,
+                       stack=not args.no_stack, predict_classes=not args.no_class_model,
+                       **({"predictors": args.predictors.split(",")} if args.predictors else {}))
+    print(f"data: {path} ({len(data.texts)} prompts); one router fitted with {args.folds}-fold CV grouped by "
+          f"prompt (seed {args.seed}); {loaded_s + time.perf_counter() - t0:.0f}s")
+    for line in predictor_lines([model.metrics]) + rule_lines([model.metrics]):
+        print(line)
+    d = model.default
+    print(f"default: value_usd {d.get('value_usd')}, rule {d.get('rule')}; {d.get('criterion')}")
+    return {"rule": model.rule, "predictor": model.predictor, "default": d}
 
 
 def print_models(cv: dict) -> None:
