@@ -206,3 +206,13 @@ def test_an_idle_ladder_decides_as_without_load_awareness(ladder_and_router):
         finally:
             assert stop(proc) == 0
     assert chains["on"] == chains["off"]
+
+
+def test_a_session_step_moves_for_load_without_touching_its_latch():
+    rt = _rt({"small": 2.0})
+    plan = _plan(["small"])
+    plan.session = SimpleNamespace(escalation=None, session_id="s1")
+    plan.policy = "session"
+    apply(rt, _req(1.0), plan)
+    assert plan.chain == ["medium"] and plan.session.escalation == "load small->medium"
+    assert plan.policy == "session+load"  # the latch (in the latch store) is not written by the load move
