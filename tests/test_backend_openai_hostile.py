@@ -231,7 +231,8 @@ def test_each_hostile_answer_is_a_bounded_error_without_the_key(hostile, mode, s
 # ------------------------------------------------------------------------------------------- through the service
 @pytest.fixture(scope="module")
 def hostile_service(tmp_path_factory, triton_server, hostile):
-    """`advisor serve` on the hostile ladder: class chat starts on nano-12b; a failed attempt fails over above."""
+    """`advisor serve` on the hostile ladder: class chat starts on nano-12b; a failed attempt fails over above
+    (load-aware routing off: the slow hostile answers must not move later requests off nano-12b)."""
     import os
 
     from advisor.probe import ProbeConfig, run_probe
@@ -247,6 +248,7 @@ classes:
   chat: {{chain: [nano-12b], verifier: none}}
 sessions: {{enabled: false}}
 limits: {{attempt_timeout_s: {ATTEMPT_S}, deadline_s: 12}}
+load: {{enabled: false}}
 """)
     ladder = hostile_ladder(tmp / "hostile.yaml", hostile.base)
     os.environ[KEY_ENV] = UPSTREAM_KEY  # the service inherits the key variable
