@@ -92,26 +92,6 @@ def test_six_calls_of_one_session_land_on_one_rung(session_service):
     assert attempts[0]["session_id"] == "six-calls" and attempts[0]["session_step"] == 6
 
 
-def test_one_session_id_under_two_keys_is_two_sessions(session_service):
-    """Tenant B, sending tool errors under tenant A's session id (given, then derived), moves only its own."""
-    a, b = session_service.client(), session_service.client(KEY_B)
-    errors = [_call(1, "x.cfg"), _result(1, "ERROR: no such file x.cfg"),
-              _call(2, "y.cfg"), _result(2, "ERROR: no such file y.cfg")]
-    for header in ({"x-advisor-session": "shared-by-two-keys"}, {}):  # given, then derived (drv_ of the convo)
-        convo = [{"role": "system", "content": f"Tenant test {bool(header)}."},
-                 {"role": "user", "content": "Read the config and report the port."},
-                 {"role": "assistant", "content": "I will read it."}]
-        kw = dict(model="auto", tools=TOOLS, extra_headers={**header, "x-advisor-class": "agent"})
-        _, ha = _chat(a, messages=convo, **kw)
-        _, hb = _chat(b, messages=convo + errors, **kw)
-        assert ha["x-advisor-session"] == hb["x-advisor-session"]  # the same id ...
-        assert (hb["x-advisor-session-step"], hb["x-advisor-rung"], hb.get("x-advisor-escalation")) == \
-            ("1", "nano-12b", None)  # ... but B's first step of its own session: A's latch is not B's to move
-        _, ha2 = _chat(a, messages=convo + [_call(1, "z.cfg"), _result(1, "port = 80")], **kw)
-        assert (ha2["x-advisor-session-step"], ha2["x-advisor-rung"], ha2.get("x-advisor-escalation")) == \
-            ("2", "nano-12b", None)
-
-
 def test_repeated_tool_errors_escalate_once_and_latch_above(session_service):
     client = session_service.client()
     convo = [{"role": "user", "content": "Read the config and report the port."}]
@@ -268,3 +248,24 @@ def test_a_streamed_step_is_inspected_for_the_next_one(session_service):
     _, h = _chat(client, model="auto", messages=convo, tools=tools, seed=seed, extra_headers=headers)
     assert h["x-advisor-session-step"] == "2"
     assert h.get("x-advisor-escalation") == "unparseable_tool_call nano-12b->nano-30b", (text, dict(h))
+
+
+def test_one_session_id_under_two_keys_is_two_sessions(session_service):
+    """Tenant B, sending tool errors under tenant A's session id (given, then derived), moves only its own.
+    (Last in the module: its requests would change the traffic the shadow report above reads.)"""
+    a, b = session_service.client(), session_service.client(KEY_B)
+    errors = [_call(1, "x.cfg"), _result(1, "ERROR: no such file x.cfg"),
+              _call(2, "y.cfg"), _result(2, "ERROR: no such file y.cfg")]
+    for header in ({"x-advisor-session": "shared-by-two-keys"}, {}):  # given, then derived (drv_ of the convo)
+        convo = [{"role": "system", "content": f"Tenant test {bool(header)}."},
+                 {"role": "user", "content": "Read the config and report the port."},
+                 {"role": "assistant", "content": "I will read it."}]
+        kw = dict(model="auto", tools=TOOLS, extra_headers={**header, "x-advisor-class": "agent"})
+        _, ha = _chat(a, messages=convo, **kw)
+        _, hb = _chat(b, messages=convo + errors, **kw)
+        assert ha["x-advisor-session"] == hb["x-advisor-session"]  # the same id ...
+        assert (hb["x-advisor-session-step"], hb["x-advisor-rung"], hb.get("x-advisor-escalation")) == \
+            ("1", "nano-12b", None)  # ... but B's first step of its own session: A's latch is not B's to move
+        _, ha2 = _chat(a, messages=convo + [_call(1, "z.cfg"), _result(1, "port = 80")], **kw)
+        assert (ha2["x-advisor-session-step"], ha2["x-advisor-rung"], ha2.get("x-advisor-escalation")) == \
+            ("2", "nano-12b", None)
