@@ -1,8 +1,8 @@
 """The agent loop: act -> observe -> decide, against any rung, until a stop reason.
 
 `run_episode` renders the conversation with the rung's chat template and tool-call format, asks the model
-(any object with the `TritonClient.generate` signature), parses the reply, runs the tool call in the task's
-sandboxed environment and feeds the observation back. It always ends, and records why:
+(any `advisor.backends.ModelBackend`; only its `generate` is called), parses the reply, runs the tool call in
+the task's sandboxed environment and feeds the observation back. It always ends, and records why:
 
 - ``final``: the model answered (a reply with no tool call, see `advisor.agent.formats`);
 - ``max_turns``: `limits.max_turns` model calls made without a final answer;
@@ -21,12 +21,13 @@ orchestrator's loop drives too.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from advisor.agent.chat import ChatTemplate, system_prompt, template_for
 from advisor.agent.formats import FINAL_MARKER, format_for
 from advisor.agent.turns import (OBSERVATION_CHARS, RECORD_CHARS, STUCK_CYCLES, STUCK_REPEATS, EpisodeResult, Stop,
                                  Turns, call_signature, clip_text, is_stuck, with_hint)
+from advisor.backends import ModelBackend
 from advisor.records import Condition, Episode, StopReason
 
 __all__ = ["EpisodeResult", "ModelClient", "NO_TOOLS", "OBSERVATION_CHARS", "RECORD_CHARS", "STUCK_CYCLES",
@@ -37,13 +38,8 @@ NO_TOOLS = (f"You have no tools for this task. Reply with '{FINAL_MARKER}' follo
             "else.")
 
 
-class ModelClient(Protocol):
-    """What the loop needs from a backend (any `advisor.backends.ModelBackend`)."""
-
-    async def generate(self, model: str, prompt: str, *, max_tokens: int, sampling: dict | None = None,
-                       timeout_s: float | None = None, request_id: str | None = None,
-                       messages: list | None = None, tools: list | None = None) -> Any:
-        """One generation: an object with text, finish_reason, input_tokens, output_tokens, tokens_from_server."""
+#: What the loop asks a turn of: any backend (the loop calls its `generate` only, so `FakeModel` serves too).
+ModelClient = ModelBackend
 
 
 async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limits: Any, *,

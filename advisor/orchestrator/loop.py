@@ -116,7 +116,7 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
                            request_id: str | None = None) -> OrchestratedResult:
     """Run one episode of `task` with `orchestrator` directing `experts`; never raises for model or tool problems.
 
-    `client_for(model)` gives the `ModelClient` serving a model (the same Triton client as the rungs). Each turn
+    `client_for(model)` gives the backend serving a model (`advisor.backends.BackendPool`). Each turn
     is `advisor.agent.turns.Turns`' steps; this loop only decides who speaks.
     """
     fmt = format_for(orchestrator.tool_call_format)
