@@ -161,8 +161,8 @@ class Turns:
         """The reply as a `Parsed`; an unusable one (cut off, or not parseable) carries the error to show."""
         if gen.finish_reason == "length":
             limit = int(model.max_output_tokens)
-            return Parsed("invalid", error=f"your reply was cut off at the {limit}-token output limit; write shorter "
-                                           "replies: one tool call, or a brief final answer")
+            return Parsed("invalid", error=f"{whose} reply was cut off at the {limit}-token output limit; write "
+                                           "shorter replies: one tool call, or a brief final answer")
         parsed = fmt.parse(gen.text or "", specs)
         if parsed.kind == "invalid":
             return dataclasses.replace(parsed, error=f"could not parse {whose} reply: {parsed.error}")
