@@ -25,8 +25,8 @@ default_class: chat
 classes:
   chat: {verifier: none}
   agent: {chain: [nano-12b], verifier: none}
-sessions: {tool_errors: 2}
-"""
+sessions: {tool_errors: 2, unparseable: 0, stuck: false}
+"""  # only the tool errors the client sends escalate: the stand-ins' own slips would move a session at random
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
 
