@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from advisor.service.sessions import SessionState, latches
+from advisor.store.latch_fallback import FallbackLatches
 from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
 
@@ -64,7 +65,9 @@ def test_the_service_keeps_its_latches_in_postgres_with_a_postgres_store(postgre
     config = SimpleNamespace(sessions=SimpleNamespace(ttl_s=60.0, max_sessions=1000))
     pg = SimpleNamespace(settings=SimpleNamespace(store_url=url, spool=str(tmp_path / "a")), config=config)
     local = SimpleNamespace(settings=SimpleNamespace(store_url=None, spool=str(tmp_path / "b")), config=config)
-    assert isinstance(latches(pg), PgLatchStore) and isinstance(latches(local), LatchStore)
+    shared = latches(pg)
+    assert isinstance(shared, FallbackLatches) and isinstance(shared._try(), PgLatchStore)
+    assert isinstance(latches(local), LatchStore)
 
 
 def test_an_unreachable_database_is_one_line():

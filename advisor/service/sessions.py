@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.agent.loop import call_signature, is_stuck
+from advisor.store.latch_fallback import FallbackLatches
 from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
 
@@ -170,13 +171,15 @@ def latch_path(spool: str | Path) -> Path:
 
 def latches(rt):
     """The worker's latch store, opened on first use: in the PostgreSQL store's database when the service has one
-    (`advisor.store.pg_latches.PgLatchStore`, shared by every replica), else the SQLite file beside the spool
+    (`advisor.store.pg_latches.PgLatchStore`, shared by every replica; while the database is away, the SQLite file
+    stands in: `advisor.store.latch_fallback`), else the SQLite file beside the spool
     (`advisor.store.latches.LatchStore`, shared by this host's workers)."""
     store = getattr(rt, "_latches", None)
     if store is None:
         cfg = rt.config.sessions
+        local = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
         if rt.settings.store_url:
-            store = rt._latches = PgLatchStore(rt.settings.store_url, SessionState, cfg.ttl_s, cfg.max_sessions)
-        else:
-            store = rt._latches = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
+            url = rt.settings.store_url
+            local = FallbackLatches(lambda: PgLatchStore(url, SessionState, cfg.ttl_s, cfg.max_sessions), local)
+        store = rt._latches = local
     return store

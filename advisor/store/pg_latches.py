@@ -22,7 +22,6 @@ from typing import Any, Callable
 
 from advisor.errors import StoreError
 from advisor.store.postgres import connect, redact
-from advisor.store.postgres import connect, redact
 
 TABLE = "advisor_session_latches"
 OPTIMISTIC = 3  #: conditional writes tried before a step reads with the row locked

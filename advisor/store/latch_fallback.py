@@ -1,0 +1,115 @@
+"""The PostgreSQL latch with a local stand-by: a step is never refused because the shared database is away.
+
+With a PostgreSQL store the session latch lives in the database (`advisor.store.pg_latches.PgLatchStore`), shared
+by every replica. When the database cannot be reached (stopped, restarting, refusing the password), the
+service's records wait in the spool and its answers go on; the latch does the same: the step is latched in this
+host's SQLite file (`advisor.store.latches.LatchStore`, beside the spool) and `trouble()` says why, so `/readyz`
+reports "degraded". The database is tried again after `retry_s`, not on every step (a connection attempt can
+take seconds). Once it answers again, a session that moved during the outage keeps the newer of the two states
+(by their ``updated`` clock), so an escalation made on the stand-by is not undone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from advisor.errors import StoreError
+
+
+class FallbackLatches:
+    """`primary` (opened by `open_primary`, retried after `retry_s` when it fails) with `local` as stand-by."""
+
+    def __init__(self, open_primary: Callable[[], Any], local: Any, retry_s: float = 5.0):
+        self._open_primary, self.local, self.retry_s = open_primary, local, retry_s
+        self._primary: Any = None
+        self._down: tuple[float, str] | None = None  #: (when, why) the primary last failed, until it works again
+        self._used_local = False  #: some session was latched locally: reconcile with the primary on each step
+        self._lock = threading.Lock()
+        self._try()
+
+    def _try(self) -> Any:
+        """The primary, or None while it is down (opened again once `retry_s` passed since its last failure)."""
+        with self._lock:
+            if self._primary is not None:
+                return self._primary
+            if self._down is not None and time.monotonic() - self._down[0] < self.retry_s:
+                return None
+            try:
+                self._primary = self._open_primary()
+            except StoreError as exc:
+                self._down = (time.monotonic(), str(exc))
+                return None
+            self._down = None
+            return self._primary
+
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            primary, self._primary = self._primary, None
+            self._down = (time.monotonic(), f"session latch in the local stand-by: {str(exc).strip()[:300]}")
+        if primary is not None:
+            try:
+                primary.close()
+            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped either way
+                pass
+
+    def update(self, sid: str, change: Callable[[Any], Any]) -> Any:
+        """One step's change, in the primary when it answers, else in the local stand-by."""
+        primary = self._try()
+        if primary is not None:
+            local_state = self.local.get(sid) if self._used_local else None
+            try:
+                return primary.update(sid, lambda old: change(_newer(old, local_state)))
+            except Exception as exc:  # noqa: BLE001 - psycopg's errors are classified as "primary away" here
+                if not _unreachable(exc):
+                    raise
+                self._failed(exc)
+        self._used_local = True
+        return self.local.update(sid, change)
+
+    def get(self, sid: str) -> Any:
+        """A session's state, from the primary when it answers (the newer one if it also moved locally)."""
+        primary = self._try()
+        if primary is not None:
+            try:
+                state = primary.get(sid)
+            except Exception as exc:  # noqa: BLE001
+                if not _unreachable(exc):
+                    raise
+                self._failed(exc)
+            else:
+                return _newer(state, self.local.get(sid)) if self._used_local else state
+        return self.local.get(sid)
+
+    def trouble(self, within_s: float = 5.0) -> str | None:
+        """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure."""
+        down = self._down
+        if down is not None:
+            return down[1]
+        return self.local.trouble(within_s)
+
+    def close(self) -> None:
+        """Close both."""
+        if self._primary is not None:
+            self._primary.close()
+        self.local.close()
+
+
+def _newer(a: Any, b: Any) -> Any:
+    """The more recently updated of two states (either may be None)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return b if getattr(b, "updated", 0) > getattr(a, "updated", 0) else a
+
+
+def _unreachable(exc: Exception) -> bool:
+    """The database is away (cannot connect, connection lost), as opposed to a bug or a refused statement."""
+    if isinstance(exc, StoreError):
+        return True
+    try:
+        # heavy dependency, imported on use: psycopg
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
