@@ -227,9 +227,10 @@ def _malformed_first_step(rung: str):
     raise AssertionError(f"no task and seed gives a malformed first reply on {rung}")
 
 
-def test_a_streamed_step_is_inspected_for_the_next_one(session_service):
-    """A streamed step's reply is noted as a non-streamed one's is: an unclosed tool call moves the session up
-    on its next step."""
+def test_a_broken_streamed_step_never_reaches_the_client(session_service):
+    """A streamed step with tools is checked before it is sent (advisor.service.step_check): the stand-in's own
+    unclosed first call is retried or escalated inside the request, the client gets a well-formed step, and the
+    session stays latched where the step was answered."""
     from tests.test_service import _task_tools
 
     task, seed = _malformed_first_step("nano-12b")
@@ -239,15 +240,21 @@ def test_a_streamed_step_is_inspected_for_the_next_one(session_service):
     headers = {"x-advisor-session": "streamed", "x-advisor-class": "agent"}
     with client.chat.completions.with_streaming_response.create(model="auto", messages=convo, tools=tools, seed=seed,
                                                                  stream=True, extra_headers=headers) as resp:
-        assert resp.headers["x-advisor-session-step"] == "1" and resp.headers["x-advisor-rung"] == "nano-12b"
+        assert resp.headers["x-advisor-session-step"] == "1"
+        assert resp.headers["x-advisor-broken-steps"].split(",")[0] in ("unparseable@nano-12b", "truncated@nano-12b")
+        rung = resp.headers["x-advisor-rung"]
         chunks = list(resp.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks), text
-    convo = convo + [{"role": "assistant", "content": text},
-                     {"role": "user", "content": "Your tool call could not be read; try again."}]
+    calls = [t for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or ()]
+    assert "<TOOLCALL>" not in text and "<tool_call>" not in text, text
+    for call in calls:
+        assert call.function.name in {t["function"]["name"] for t in tools} and json.loads(call.function.arguments)
+    assert calls or text.strip()
+    convo = convo + [{"role": "assistant", "content": text or None,
+                      **({"tool_calls": [c.model_dump(exclude={"index"}) for c in calls]} if calls else {})}]
+    convo += [{"role": "tool", "tool_call_id": c.id, "content": "ok"} for c in calls]
     _, h = _chat(client, model="auto", messages=convo, tools=tools, seed=seed, extra_headers=headers)
-    assert h["x-advisor-session-step"] == "2"
-    assert h.get("x-advisor-escalation") == "unparseable_tool_call nano-12b->nano-30b", (text, dict(h))
+    assert h["x-advisor-session-step"] == "2" and h["x-advisor-rung"] == rung, "latched where step 1 was answered"
 
 
 def test_one_session_id_under_two_keys_is_two_sessions(session_service):

@@ -12,7 +12,10 @@ names are those registered in `FORMATS` (``register_format``; see docs/extending
 The reply convention the loop applies to every format:
 
 - a reply holding a tool call is an **action**; one call per turn: when a reply holds several, the first is
-  run and the observation says the rest were ignored;
+  run and the observation says the rest were ignored (`Parsed.calls` holds them all, for the service, which
+  returns each as its own ``tool_calls`` entry);
+- a tool *definition* the model echoed back (``{"name": ..., "description": ..., "parameters": {JSON
+  Schema}}``, as in the prompt's tool list) is never a call;
 - a reply with no tool-call marker at all is the **final answer**: the text after the last ``FINAL ANSWER:``
   marker when there is one, else the whole reply (stripped);
 - a reply that opens a tool call but cannot be parsed (bad JSON, unclosed tag, no name) or is empty is
@@ -42,6 +45,16 @@ class Parsed:
     final: str | None = None
     error: str | None = None
     extra_calls: int = 0  #: further calls in the same reply that were ignored
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()  #: every well-formed call of the reply, in order
+    start: int = -1  #: where the first call's text begins in the reply (-1: no call)
+    later_error: str | None = None  #: why a call after the first could not be parsed (None: all parsed)
+
+
+def _call(calls: list[tuple[str, dict[str, Any]]], blocks: int, start: int, later_error: str | None = None,
+          ) -> Parsed:
+    """The `Parsed` action of a reply's calls (the first is the action)."""
+    return Parsed("call", name=calls[0][0], arguments=calls[0][1], extra_calls=max(blocks, len(calls)) - 1,
+                  calls=tuple(calls), start=start, later_error=later_error)
 
 
 def final_text(text: str) -> str:
@@ -58,6 +71,24 @@ def _final_or_empty(text: str) -> Parsed:
 
 _FINAL_HELP = (f"When you are done, reply with no tool call: write '{FINAL_MARKER}' followed by your answer. "
                "Make exactly one tool call per reply and wait for its result.")
+
+
+def _calls_of(text: str, blocks: list[str], one, unclosed: str) -> Parsed:
+    """The action of a reply's ``<tool_call>`` blocks (`one` parses a block: (name, arguments) or an error): invalid
+    when the first cannot be parsed, else every call that can, with why a later one (or an unclosed last tag)
+    cannot."""
+    calls, later = [], None
+    for i, block in enumerate(blocks):
+        got = one(block)
+        if isinstance(got, str):
+            if i == 0:
+                return Parsed("invalid", error=got)
+            later = later or got
+            continue
+        calls.append(got)
+    if later is None and text.count("<tool_call>") > len(blocks):
+        later = unclosed
+    return _call(calls, len(blocks), text.find("<tool_call>"), later)
 
 
 # ----------------------------------------------------------------------------- JSON formats
@@ -106,14 +137,15 @@ class HermesFormat:
             if "<tool_call>" in text:
                 return Parsed("invalid", error="a <tool_call> tag is not closed with </tool_call>")
             return _final_or_empty(text)
+        return _calls_of(text, blocks, self._one, "a <tool_call> tag is not closed with </tool_call>")
+
+    @staticmethod
+    def _one(block: str, specs: Sequence[Any] = ()) -> tuple[str, dict[str, Any]] | str:
+        """(name, arguments) of one <tool_call> block, or why it cannot be parsed."""
         try:
-            obj = json.loads(blocks[0].strip())
+            return _json_call(json.loads(block.strip()), "<tool_call>")
         except json.JSONDecodeError as exc:
-            return Parsed("invalid", error=f"<tool_call> content is not valid JSON ({exc.msg} at char {exc.pos})")
-        got = _json_call(obj, "<tool_call>")
-        if isinstance(got, str):
-            return Parsed("invalid", error=got)
-        return Parsed("call", name=got[0], arguments=got[1], extra_calls=len(blocks) - 1)
+            return f"<tool_call> content is not valid JSON ({exc.msg} at char {exc.pos})"
 
 
 class NemotronJsonFormat:
@@ -140,17 +172,27 @@ class NemotronJsonFormat:
             if "<TOOLCALL>" in text:
                 return Parsed("invalid", error="a <TOOLCALL> tag is not closed with </TOOLCALL>")
             return _final_or_empty(text)
-        try:
-            obj = json.loads(blocks[0].strip())
-        except json.JSONDecodeError as exc:
-            return Parsed("invalid", error=f"<TOOLCALL> content is not valid JSON ({exc.msg} at char {exc.pos})")
-        calls = obj if isinstance(obj, list) else [obj]
-        if not calls:
-            return Parsed("invalid", error="<TOOLCALL> holds an empty list")
-        got = _json_call(calls[0], "<TOOLCALL>")
-        if isinstance(got, str):
-            return Parsed("invalid", error=got)
-        return Parsed("call", name=got[0], arguments=got[1], extra_calls=len(calls) - 1 + len(blocks) - 1)
+        calls, later, written = [], None, 0
+        for block in blocks:
+            try:
+                obj = json.loads(block.strip())
+            except json.JSONDecodeError as exc:
+                obj, error = None, f"<TOOLCALL> content is not valid JSON ({exc.msg} at char {exc.pos})"
+            else:
+                error = None if obj != [] else "<TOOLCALL> holds an empty list"
+            for item in (obj if isinstance(obj, list) else [obj]) if error is None else []:
+                written += 1
+                got = _json_call(item, "<TOOLCALL>")
+                if isinstance(got, str):
+                    error = error or got
+                else:
+                    calls.append(got)
+            if error is not None and not calls:
+                return Parsed("invalid", error=error)
+            later = later or error
+        if later is None and text.count("<TOOLCALL>") > len(blocks):
+            later = "a <TOOLCALL> tag is not closed with </TOOLCALL>"
+        return _call(calls, written, text.find("<TOOLCALL>"), later)
 
 
 # ----------------------------------------------------------------------------- XML formats
@@ -221,9 +263,14 @@ class QwenXmlFormat:
                 return Parsed("invalid", error="a tool call is not closed: write <tool_call><function=NAME>"
                                                "<parameter=K>V</parameter></function></tool_call>")
             return _final_or_empty(text)
-        func = self._FUNC.search(blocks[0])
+        return _calls_of(text, blocks, lambda block: self._one(block, specs),
+                         "a tool call is not closed with </tool_call>")
+
+    def _one(self, block: str, specs: Sequence[Any]) -> tuple[str, dict[str, Any]] | str:
+        """(name, arguments) of one <tool_call> block, or why it cannot be parsed."""
+        func = self._FUNC.search(block)
         if func is None:
-            return Parsed("invalid", error="<tool_call> holds no complete <function=NAME>...</function>")
+            return "<tool_call> holds no complete <function=NAME>...</function>"
         name, body = func.group(1), func.group(2)
         types = _param_types(specs, name)
         args: dict[str, Any] = {}
@@ -232,8 +279,8 @@ class QwenXmlFormat:
             value = value[:-1] if value.endswith("\n") else value
             args[key] = _convert(value, types.get(key, ""))
         if "<parameter=" in self._PARAM.sub("", body):
-            return Parsed("invalid", error=f"a <parameter=...> of {name!r} is not closed with </parameter>")
-        return Parsed("call", name=name, arguments=args, extra_calls=len(blocks) - 1)
+            return f"a <parameter=...> of {name!r} is not closed with </parameter>"
+        return name, args
 
 
 class HermesJsonFormat(HermesFormat):
@@ -255,22 +302,38 @@ class HermesJsonFormat(HermesFormat):
         """A <tool_call> block as hermes; else the first bare JSON object naming an offered tool; else final."""
         if "<tool_call>" in text:
             return super().parse(text, specs)
-        names = {_spec_dict(s)["name"] for s in specs}
+        schemas = {d["name"]: d["parameters"] for d in map(_spec_dict, specs)}
         decoder = json.JSONDecoder()
-        calls = []
+        calls, start, end = [], -1, 0
         for match in re.finditer(r"\{", text):
+            if match.start() < end:
+                continue  # inside an object already read (a call's arguments, an echoed tool list)
             try:
-                obj, _ = decoder.raw_decode(text, match.start())
+                obj, end = decoder.raw_decode(text, match.start())
             except json.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and obj.get("name") in names and ("arguments" in obj or "parameters" in obj):
+            if isinstance(obj, dict) and obj.get("name") in schemas and ("arguments" in obj or "parameters" in obj) \
+                    and not is_definition(obj, schemas[obj["name"]]):
                 got = _json_call(obj, "JSON call")
                 if isinstance(got, str):
                     return Parsed("invalid", error=got)
                 calls.append(got)
+                start = match.start() if start < 0 else start
         if calls:
-            return Parsed("call", name=calls[0][0], arguments=calls[0][1], extra_calls=len(calls) - 1)
+            return _call(calls, len(calls), start)
         return _final_or_empty(text)
+
+
+def is_definition(obj: dict[str, Any], schema: Any) -> bool:
+    """Whether a ``{"name": ..., "parameters": ...}`` object is the tool's definition echoed back (its
+    ``parameters`` are the offered JSON Schema, or a schema of an object, or it carries the tool's
+    ``description``), not a call whose arguments are named ``parameters``."""
+    if "arguments" in obj:
+        return False
+    params = obj.get("parameters")
+    if "description" in obj or params == schema:
+        return True
+    return isinstance(params, dict) and params.get("type") == "object" and isinstance(params.get("properties"), dict)
 
 
 register_format(HermesFormat())

@@ -1,7 +1,7 @@
 """The ASGI app (Starlette): OpenAI-compatible chat completions, models, health, readiness and metrics.
 
-Routes: ``POST /v1/chat/completions``, ``GET /v1/models`` (and ``/v1/models/{id}``), ``GET /healthz`` (process
-up), ``GET /readyz`` (router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors
+Routes: ``POST /v1/chat/completions``, ``POST /v1/responses`` (`advisor.service.responses`), ``GET /v1/models``
+(and ``/v1/models/{id}``), ``GET /healthz`` (process up), ``GET /readyz`` (router loaded and at least one rung ready on Triton), ``GET /metrics`` (Prometheus). Errors
 use OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``. Response headers say what happened
 (``x-advisor-*``, see docs/service.md). Run it with uvicorn through ``advisor serve``; `create_app(settings)` builds it.
 """
@@ -25,7 +25,8 @@ from advisor.service.reload import on_sighup, pin, watch
 from advisor.service.http_protocol import STATE_KEY
 from advisor.service.limits import check_header_values, parse_bounded
 from advisor.service.request import RequestError
-from advisor.service.response import error_response, finish, json_response
+from advisor.service.response import error_response, finish, json_response, note_request, said_ignored
+from advisor.service.responses import finish_responses, parse_responses
 from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
 from advisor.service.session_routing import after_step
 from advisor.service.shadow import shadow_of
@@ -72,6 +73,10 @@ def create_app(settings=None):
     async def chat(request):
         pin(state["rt"])  # one router for the whole request, even across a hot reload
         return await chat_completions(state["rt"], request)
+
+    async def responses(request):
+        pin(state["rt"])
+        return await chat_completions(state["rt"], request, responses_api=True)
 
     def model_cards() -> list[dict[str, Any]]:
         rt = state["rt"]
@@ -130,7 +135,8 @@ def create_app(settings=None):
         body, ctype = state["rt"].metrics.render()
         return Response(body, media_type=ctype)
 
-    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"]),
+    routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/responses", responses, methods=["POST"]),
+              Route("/v1/models", models, methods=["GET"]),
               Route("/v1/models/{model}", model, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
               Route("/metrics", metrics, methods=["GET"])]
@@ -189,6 +195,9 @@ async def _read_body(rt, request) -> bytes:
 
 def _check_bounds(rt, req) -> None:
     limits = rt.config.limits
+    if req.ignored and rt.config.api.strict:
+        raise RequestError(f"advisor does not honour {', '.join(req.ignored)} (the service config's api.strict "
+                           f"refuses such requests: remove them)", param=req.ignored[0], code="unsupported_parameter")
     if len(req.messages) > limits.max_messages:
         raise RequestError(f"{len(req.messages)} messages: at most {limits.max_messages} are accepted",
                            param="messages", code="too_many_messages")
@@ -199,8 +208,10 @@ def _check_bounds(rt, req) -> None:
                            code="max_tokens_too_large")
 
 
-async def chat_completions(rt, request):
-    """``POST /v1/chat/completions``: authenticate, bound, decide, run (or stream), record, answer."""
+async def chat_completions(rt, request, responses_api: bool = False):
+    """``POST /v1/chat/completions``: authenticate, bound, decide, run (or stream), record, answer. With
+    `responses_api`, ``POST /v1/responses``: the body is translated into a chat request
+    (`advisor.service.responses`), routed the same way, and answered as a ``response``."""
     m = rt.metrics
     key = None
     if not rt.settings.no_auth:
@@ -229,7 +240,10 @@ async def chat_completions(rt, request):
     streaming = False
     try:
         try:
-            req = await parse_bounded(raw, request.headers, rt.config.limits)
+            if responses_api:
+                req, translation = await parse_responses(raw, request.headers, rt.config.limits)
+            else:
+                req = await parse_bounded(raw, request.headers, rt.config.limits)
             _check_bounds(rt, req)
             plan = decide(rt, req, key)
         except RequestError as exc:
@@ -239,13 +253,16 @@ async def chat_completions(rt, request):
             m.child(m.rejected, "503").inc()
             return error_response(503, f"cannot record requests now: {exc}", kind="service_unavailable",
                                   code="cannot_record", headers={"retry-after": "5"})
-        if req.stream and plan.verifier is None and plan.check is None:  # else checked first, then sent
+        note_request(plan, req)
+        if req.stream and plan.verifier is None and plan.check is None and not responses_api:
             streaming = True
-            return await stream_response(rt, req, plan, key, started, started_at)
+            return said_ignored(await stream_response(rt, req, plan, key, started, started_at), req)
         out = await run_with_deadline(rt, req, plan)
         if plan.session is not None:
             after_step(rt, req, out)
-        return finish(rt, req, out, key, started, started_at)
+        if responses_api:
+            return said_ignored(finish_responses(rt, req, translation, out, key, started, started_at), req)
+        return said_ignored(finish(rt, req, out, key, started, started_at), req)
     finally:
         if not streaming:
             rt.in_flight -= 1

@@ -2,45 +2,62 @@
 
 The prompt is rendered with the code the agent loop uses: the rung's chat template
 (`advisor.agent.chat.template_for`) and its tool-call format (`advisor.agent.formats.format_for`): the tools
-of the request are described in the system prompt by the format, earlier assistant tool calls are written the
-way this rung writes them, and tool results are ``tool`` messages. A reply holding a tool call comes back as
-OpenAI ``tool_calls`` (the text before the call is the content); any other reply is the content as written.
+the request offers are described in the system prompt by the format, earlier assistant tool calls are written the
+way this rung writes them, and tool results are ``tool`` messages; a ``response_format`` asks for JSON (and its
+schema) in the system prompt. A reply comes back as the client expects it: every call the model wrote as its own
+``tool_calls`` entry (the first only with ``parallel_tool_calls: false``), and as ``content`` only what the model
+said to the client: no call text, no ``FINAL ANSWER:`` marker the tool prompt asks for, no ``<think>`` block, no
+stand-in label (a simulated answer is labelled in headers, ``model`` / ``system_fingerprint`` and the store).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.agent.chat import template_for
-from advisor.agent.formats import Parsed, format_for
+from advisor.agent.formats import FINAL_MARKER, Parsed, format_for
 from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
-from advisor.service.request import forced_tool
+from advisor.service.request import call_required, forced_tool, offered_names
 
-_MARKERS = ("<tool_call>", "<TOOLCALL>", "<function=")
+_THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
+_FENCE = re.compile(r"\s*```[A-Za-z]*\s*$")
 
 
 def tool_specs(request) -> list[dict[str, Any]]:
-    """The tools the model is offered, as plain specs (name, description, parameters): the request's, none with
-    tool_choice ``none``, only the named one with a function tool_choice."""
-    if not request.tools or request.tool_choice == "none":
+    """The tools the model is offered, as plain specs (name, description, parameters): the function tools
+    `offered_names` leaves (none with tool_choice ``none``, the named one, an ``allowed_tools`` list)."""
+    if not request.tools:
         return []
-    forced = forced_tool(request)
+    offered = offered_names(request)
     return [{"name": t.function.name, "description": t.function.description, "parameters": t.function.parameters}
-            for t in request.tools if forced is None or t.function.name == forced]
+            for t in request.tools if t.function is not None and t.function.name in offered]
 
 
 def tool_demand(request) -> str | None:
-    """The instruction that goes with the tools when tool_choice asks for a call (``required`` or a named
-    function), else None. Models are asked, not forced: a reply without a call comes back as content."""
+    """The instruction that goes with the tools when tool_choice asks for a call (``required``, a named
+    function, ``allowed_tools`` in mode required), else None. Models are asked, not forced: a reply without a
+    call is a broken step (`advisor.service.step_check`), retried or escalated."""
     forced = forced_tool(request)
     if forced is not None:
         return f"You must call the function {forced} now."
-    if request.tool_choice == "required":
+    if call_required(request):
         return "You must call one of these functions now."
     return None
+
+
+def format_demand(request) -> str | None:
+    """The instruction a JSON ``response_format`` adds to the system prompt (its schema, if any), else None."""
+    fmt = request.response_format
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object" or fmt.json_schema is None or fmt.json_schema.schema_ is None:
+        return "Reply with one JSON object and nothing else: no prose, no code fence."
+    return ("Reply with one JSON object and nothing else (no prose, no code fence) that validates against this "
+            f"JSON Schema ({fmt.json_schema.name}):\n{json.dumps(fmt.json_schema.schema_)}")
 
 
 def render_prompt(model, request) -> str:
@@ -68,14 +85,17 @@ def prompt_messages(model, request) -> list[dict[str, str]]:
         demand = tool_demand(request)
         if demand:
             system.append(demand)
+    wanted = format_demand(request)
+    if wanted:
+        system.append(wanted)
     if system:
         messages.append({"role": "system", "content": "\n\n".join(system)})
     for m in request.messages:
         if m.role in ("system", "developer"):
             continue
-        if m.role == "assistant" and m.tool_calls:
+        if m.role == "assistant" and m.function_calls():
             calls = []
-            for call in m.tool_calls:
+            for call in m.function_calls():
                 try:
                     args = json.loads(call.function.arguments or "{}")
                 except ValueError:
@@ -83,7 +103,7 @@ def prompt_messages(model, request) -> list[dict[str, str]]:
                 calls.append(fmt.render_call(call.function.name, args if isinstance(args, dict) else {"_": args}))
             messages.append({"role": "assistant", "content": "\n".join(filter(None, [m.text(), *calls]))})
         else:
-            messages.append({"role": m.role, "content": m.text()})
+            messages.append({"role": "tool" if m.role == "function" else m.role, "content": m.text()})
     return messages
 
 
@@ -95,12 +115,14 @@ def request_text(request) -> str:
 
 @dataclass
 class Reply:
-    """A rung's reply as OpenAI sees it, with what the verifier reads."""
+    """A rung's reply as OpenAI sees it, with what the verifier and the step check read."""
 
     content: str | None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     final: str | None = None  #: the answer the verifier's ``final`` target reads (None for a tool call)
     calls: list[tuple[str, dict]] = field(default_factory=list)  #: (name, arguments) for ``tool_call`` checks
+    problem: str | None = None  #: why the reply's tool calls could not be parsed (None: they could, or none)
+    opened_call: bool = False  #: the reply began a tool call (parsed or not)
 
     @property
     def finish_reason(self) -> str:
@@ -115,22 +137,61 @@ class Reply:
         return out
 
 
+def unlabelled(model, text: str) -> str:
+    """`text` without the stand-in's ``[SIMULATED <rung>]`` label at its start (a simulated answer is labelled
+    in the response's headers, model and system_fingerprint, and in the store, not inside what it says)."""
+    label = f"[SIMULATED {model.name}]"
+    return text[len(label):].lstrip(" ") if text.startswith(label) else text
+
+
+def spoken(text: str) -> str:
+    """What a reply says to the client: no ``<think>`` block, the answer after the last ``FINAL ANSWER:``
+    marker (the marker is the tool prompt's convention, not the client's)."""
+    if "<think>" in text:
+        text = _THINK.sub("", text)
+    return _final(text) if FINAL_MARKER in text else text.strip()
+
+
 def parse_reply(model, text: str, request) -> Reply:
-    """Parse a reply with the rung's format: tool call -> `tool_calls`, else the text as the content."""
+    """Parse a reply with the rung's format: every call -> its own `tool_calls` entry (the first only with
+    ``parallel_tool_calls: false``), the text before the first call (or the answer) -> the content."""
+    text = unlabelled(model, text)
     specs = tool_specs(request)
     if not specs:
-        return Reply(content=text, final=_final(text))
+        return Reply(content=spoken(text), final=_final(text))
     parsed: Parsed = format_for(model.tool_call_format).parse(text, specs)
+    if parsed.kind == "invalid" and not spoken(text):
+        return Reply(content="")  # an empty reply (the step check names it)
+    if parsed.kind == "invalid":
+        return Reply(content=spoken(text) or None, problem=parsed.error, opened_call=bool(text.strip()))
     if parsed.kind != "call":
-        return Reply(content=text, final=_final(text) if parsed.kind == "final" else None)
-    cut = min((i for i in (text.find(m) for m in _MARKERS) if i >= 0), default=len(text))
-    lead = text[:cut].strip() or None
-    call = {"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
-            "function": {"name": parsed.name, "arguments": json.dumps(parsed.arguments)}}
-    return Reply(content=lead, tool_calls=[call], final=None, calls=[(parsed.name, parsed.arguments)])
+        return Reply(content=spoken(text), final=_final(text))
+    calls = list(parsed.calls or [(parsed.name, parsed.arguments)])
+    if request.parallel_tool_calls is False:
+        calls = calls[:1]
+    lead = text[:parsed.start] if parsed.start >= 0 else ""
+    lead = _FENCE.sub("", lead.replace(FINAL_MARKER, ""))
+    lead = (_THINK.sub("", lead) if "<think>" in lead else lead).strip() or None
+    entries = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]
+    return Reply(content=lead, tool_calls=entries, final=None, calls=calls, problem=parsed.later_error,
+                 opened_call=True)
 
 
-def safe_prefix(text: str) -> int:
-    """How much of streamed `text` can be sent as content now: up to the first '<' (a tool call may start)."""
-    i = text.find("<")
-    return len(text) if i < 0 else i
+def stream_shown(model, text: str) -> str:
+    """The part of a streamed reply's text so far that may be sent as content: without the stand-in's label
+    (nothing while the text could still be the label's start), up to the first '<' (a tool call or a
+    ``<think>`` block may start) and the first ``FINAL ANSWER:`` marker's start."""
+    label = f"[SIMULATED {model.name}]"
+    if len(text) <= len(label) and label.startswith(text):
+        return ""
+    text = unlabelled(model, text)
+    cut = len(text)
+    for mark in ("<", FINAL_MARKER):
+        i = text.find(mark)
+        cut = min(cut, i) if i >= 0 else cut
+    tail = text[:cut]
+    for n in range(min(len(FINAL_MARKER) - 1, len(tail)), 0, -1):  # a marker may be arriving
+        if FINAL_MARKER.startswith(tail[-n:]):
+            return tail[:-n]
+    return tail

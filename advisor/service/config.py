@@ -20,6 +20,7 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
                                    # (all limits and their defaults: docs/service.md, "Limits")
     record: {store_prompts: false}
     sessions: {derive: true, tool_errors: 2, step_budget: 30}   # advisor.service.sessions
+    api: {strict: false, step_retries: 1}   # unhonoured fields: ignored (x-advisor-ignored) or 400; broken steps
 
 Without a file every class has no verifier (single-shot routing) and the bounds below apply.
 """
@@ -173,6 +174,14 @@ class Limits(StrictModel):
                                        "JSON); larger gets 400.")
 
 
+#: A tool result that reports an error, as agent frameworks write one by default: a text that starts with Error /
+#: Exception / Traceback (LangGraph's ToolNode: "Error: ... Please fix your mistakes."), an HTTP 4xx/5xx status, the
+#: OpenAI Agents SDK's "An error occurred while running the tool. Please try again.", or a JSON object whose first
+#: key is "error" ({"error": "file not found"}).
+TOOL_ERROR_PATTERN = (r"(?i)^\s*(error|exception|traceback)\b|\bHTTP [45]\d\d\b"
+                      r"|an error occurred while running the tool|^\s*\{\s*\"error\"\s*:")
+
+
 class SessionConfig(StrictModel):
     """Agent sessions: routed once, latched, escalated on failure signals (`advisor.service.sessions`)."""
 
@@ -188,8 +197,8 @@ class SessionConfig(StrictModel):
                                 "before cost_per_usable starts a session (fewer: the router's policy).")
     tool_errors: int = Field(default=2, ge=0, description="Tool results in a row matching tool_error_pattern that "
                              "escalate (0: off).")
-    tool_error_pattern: str = Field(default=r"(?i)^\s*(error|exception|traceback)\b|\bHTTP [45]\d\d\b",
-                                    description="Regex on a tool result's text that marks a tool error.")
+    tool_error_pattern: str = Field(default=TOOL_ERROR_PATTERN, description="Regex on a tool result's text that "
+                                    "marks a tool error (the default knows the agent frameworks' error texts).")
     stuck: bool = Field(default=True, description="Repeated or alternating tool calls (the agent loop's rule, "
                         "advisor.agent.loop.is_stuck) escalate.")
     stuck_repeats: int = Field(default=2, ge=2, description="Identical tool calls in a row that count as stuck (the "
@@ -213,6 +222,16 @@ class SessionConfig(StrictModel):
         except re.error as exc:
             raise ValueError(f"tool_error_pattern {value!r} is not a regex ({exc})") from None
         return value
+
+
+class ApiConfig(StrictModel):
+    """How the OpenAI surface treats what clients send (`advisor.service.request`, `advisor.service.step_check`)."""
+
+    strict: bool = Field(default=False, description="Refuse (400) a request with a field advisor accepts but does "
+                         "not honour (by default it is ignored and named in x-advisor-ignored).")
+    step_retries: int = Field(default=1, ge=0, description="Retries on the same rung of a reply that is no "
+                              "well-formed step (a broken tool call, invalid arguments, empty, JSON not as asked) "
+                              "before the request moves up a rung.")
 
 
 class ShadowConfig(StrictModel):
@@ -255,6 +274,7 @@ class ServiceConfig(StrictModel):
     record: RecordConfig = Field(default_factory=RecordConfig)
     sessions: SessionConfig = Field(default_factory=SessionConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
     shadow: ShadowConfig | None = Field(default=None, description="Shadow mode: a candidate router's decisions are "
                                         "recorded, not applied.")
 

@@ -15,6 +15,7 @@ the first accepted one, or the last one with verdict ``rejected``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import uuid
@@ -33,6 +34,7 @@ from advisor.service.request import RequestError
 from advisor.service.served import served_policies, served_policy
 from advisor.service.session_routing import route_session, session_columns
 from advisor.service.shadow import shadow_columns, shadow_decide
+from advisor.service.step_check import broken_kinds, count_broken, needs_check, retry_request, step_checker
 from advisor.store import now, text_hash
 
 
@@ -83,6 +85,8 @@ def decide(rt, req, key) -> RequestPlan:
                 shadow_decide(rt, plan, *policy_inputs(rt, req, plan, ccfg, key))
             except RequestError:
                 pass
+    if needs_check(req) or not req.stream:  # every answer is checked before the client sees it (step_check)
+        plan.check, plan.check_tries = step_checker(req), 1 + rt.config.api.step_retries
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
     return plan
@@ -123,6 +127,29 @@ def _route(rt, req, plan: RequestPlan, ccfg, key) -> None:
     plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
     plan.explanation = {"rule": d.rule, "reason": d.reason, "probabilities": d.probabilities,
                         "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
+    never_usable(rt, plan, config, d.probabilities)
+
+
+#: a P(usable) below this is "predicted never usable" (shown as 0.000)
+NEVER_USABLE = 1e-3
+
+
+def never_usable(rt, plan: RequestPlan, config, probabilities: dict[str, float]) -> None:
+    """A policy's first rung predicted never to be usable is not taken while another allowed rung is predicted
+    usable at all: the cheapest such rung (the ladder's order) leads the chain instead, and the explanation says so.
+    (A target of 0 lets the cheapest rung "meet" it with P(usable) 0: its answer is predicted nonsense.)"""
+    first = plan.chain[0] if plan.chain else None
+    if first is None or probabilities.get(first, 1.0) >= NEVER_USABLE:
+        return
+    usable = [n for n in (r.name for r in rt.ladder.rungs)
+              if n in plan.allowed and probabilities.get(n, 0.0) >= NEVER_USABLE]
+    if not usable:
+        return
+    plan.chain = [usable[0], *(n for n in plan.chain if n != usable[0])][: max(len(plan.chain), 1)]
+    if config.mode == "single":
+        plan.chain = plan.chain[:1]
+    plan.p_usable = probabilities[usable[0]]
+    plan.explanation["never_usable"] = f"{first}: P(usable) {probabilities[first]:.4f}; {usable[0]} leads instead"
 
 
 def policy_inputs(rt, req, plan: RequestPlan, ccfg, key) -> tuple[PolicyConfig, Preferences]:
@@ -155,10 +182,12 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
-    async with aclosing(walk_plan(rt, plan, deadline, rung_call(rt, req, plan))) as tries:
+    async with aclosing(walk_plan(rt, stepped_up(rt, plan), deadline, reseeded_call(rt, req, plan))) as tries:
         async for t in tries:
             answer = t.answer if t.failure is None else None
             out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
+            if t.rejected is not None:
+                count_broken(rt, t.rung, t.rejected)
             if not t.answered:
                 continue  # failed, out of time or refused by the check: the walk says what comes next
             last = (t.rung, answer.reply)
@@ -167,7 +196,35 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
                 return deliver(out, t.rung, answer.reply, word)
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
+    if broken_kinds(out.attempts) and not any(a.out_of_time for a in out.attempts):
+        out.status = 502
+        out.error = "no rung gave a well-formed step (" + "; ".join(
+            f"{a.rung}: {a.verdict[len('invalid: '):]}" for a in out.attempts if a.verdict) + ")"
+        return out
     return unanswered(rt, out)
+
+
+def stepped_up(rt, plan: RequestPlan) -> RequestPlan:
+    """The plan the walk follows: a single-rung plan with a step check goes on, after its rung's broken steps, to
+    the allowed rungs above it (a broken step escalates within the request: `advisor.service.step_check`); the
+    decided plan (its chain as recorded) is left as it is."""
+    if plan.check is None or plan.mode != "single" or not plan.chain:
+        return plan
+    names = [r.name for r in rt.ladder.rungs]
+    last = plan.chain[-1]
+    above = [n for n in names[names.index(last) + 1:] if n in plan.allowed and n not in plan.chain]
+    return dataclasses.replace(plan, chain=[*plan.chain, *above]) if above else plan
+
+
+def reseeded_call(rt, req, plan: RequestPlan):
+    """The walk's `call`: a rung's generation on the request, the n-th try on one rung with the seed moved on by
+    n - 1 (`retry_request`: a seeded model would write the same broken step again)."""
+    tries: dict[str, int] = {}
+
+    async def call(rung: str, remaining: float):
+        tries[rung] = tries.get(rung, 0) + 1
+        return await rung_call(rt, retry_request(req, tries[rung] - 1), plan)(rung, remaining)
+    return call
 
 
 async def run_with_deadline(rt, req, plan: RequestPlan) -> Outcome:

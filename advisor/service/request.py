@@ -1,8 +1,15 @@
 """The chat-completions request as the service accepts it, and the user's routing preferences.
 
-Accepted OpenAI fields: model, messages, max_tokens / max_completion_tokens, temperature, top_p, stop,
-stream, stream_options, tools, tool_choice, user, seed, presence_penalty, frequency_penalty, n (1 only).
-Anything else is rejected with a 400 in OpenAI's error shape naming the field, never silently dropped.
+Every field of OpenAI's Chat Completions request is accepted (as the ``openai`` package's
+``completion_create_params`` defines them). Honoured: model, messages, max_tokens / max_completion_tokens,
+temperature, top_p, stop, seed, presence_penalty, frequency_penalty, stream, stream_options.include_usage,
+tools (function tools), tool_choice in every form (``none``, ``auto``, ``required``, a named function,
+``allowed_tools``), parallel_tool_calls, response_format (``text``, ``json_object``, ``json_schema``: the reply
+is checked against it, `advisor.service.step_check`), and user and metadata (recorded). Any other field, known
+to the API or not (logit_bias, logprobs, audio, n above 1, custom tools, image parts, ...), is accepted and
+ignored, and `ChatRequest.ignored` names it (the ``x-advisor-ignored`` response header); the service config's
+``api: {strict: true}`` refuses such a request with a 400 instead. A field advisor honours still gets a 400
+when its value is wrong (a string temperature, a tool_choice naming no offered tool), as OpenAI's API does.
 advisor's own extension is the ``advisor`` object (or ``x-advisor-*`` request headers; the body wins):
 
     {"class": "extraction", "rungs": ["nano-30b", "super-120b"], "self_hosted_only": true,
@@ -33,9 +40,10 @@ class RequestError(AdvisorError):
 
 
 class _Request(StrictModel):
-    #: JSON's types as they are (``true`` is no number, ``"2"`` no integer), no field of its own, finite numbers;
-    #: a parsed request is filled in after validation (defaults from headers), so not frozen
-    model_config = ConfigDict(frozen=False)
+    #: JSON's types as they are (``true`` is no number, ``"2"`` no integer), finite numbers; a field advisor does
+    #: not model is kept aside (`ignored_fields` names it); a parsed request is filled in after validation
+    #: (defaults from headers), so not frozen
+    model_config = ConfigDict(frozen=False, extra="allow")
 
 
 class FunctionCall(_Request):
@@ -45,29 +53,43 @@ class FunctionCall(_Request):
 
 class ToolCallIn(_Request):
     id: str
-    type: Literal["function"] = "function"
-    function: FunctionCall
+    type: Literal["function", "custom"] = "function"
+    function: FunctionCall | None = None  #: a function call's; a custom tool's call is ignored
+    custom: dict[str, Any] | None = None
 
 
 class ContentPart(_Request):
-    type: Literal["text"]
-    text: str
+    """One part of a message's content: text (and an assistant's refusal) is read, any other part (image,
+    audio, file) is ignored."""
+
+    type: str
+    text: str | None = None
+    refusal: str | None = None
+
+    def read(self) -> str:
+        """The part's text ('' for a part advisor does not read)."""
+        return (self.text if self.type == "text" else self.refusal if self.type == "refusal" else None) or ""
 
 
 class Message(_Request):
-    """One chat message (text content only)."""
+    """One chat message: its text is read, other parts are ignored (named in `ChatRequest.ignored`)."""
 
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Union[str, list[ContentPart], None] = None
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
+    refusal: str | None = None
 
     def text(self) -> str:
         """The content as one string."""
         if isinstance(self.content, list):
-            return "".join(p.text for p in self.content)
-        return self.content or ""
+            return "".join(p.read() for p in self.content)
+        return self.content or self.refusal or ""
+
+    def function_calls(self) -> list[ToolCallIn]:
+        """The message's function tool calls (custom tool calls left out)."""
+        return [c for c in self.tool_calls or [] if c.function is not None]
 
 
 class FunctionDef(_Request):
@@ -78,12 +100,31 @@ class FunctionDef(_Request):
 
 
 class Tool(_Request):
-    type: Literal["function"]
-    function: FunctionDef
+    type: Literal["function", "custom"]
+    function: FunctionDef | None = None  #: a function tool's definition; custom tools are not offered
+    custom: dict[str, Any] | None = None
 
 
 class StreamOptions(_Request):
     include_usage: bool = False
+
+
+class JsonSchemaFormat(_Request):
+    """``response_format.json_schema``: the schema a reply's content must validate against."""
+
+    name: str = Field(default="response", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(_Request):
+    """``response_format``: plain text, any JSON object, or JSON that validates against a schema."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
 
 
 class AdvisorPrefs(_Request):
@@ -115,12 +156,16 @@ class ChatRequest(_Request):
     stream_options: StreamOptions | None = None
     tools: list[Tool] | None = None
     tool_choice: Union[Literal["none", "auto", "required"], dict[str, Any], None] = None
+    parallel_tool_calls: bool | None = None  #: false: one call per reply (the first the model wrote)
+    response_format: ResponseFormat | None = None
     user: str | None = None
+    metadata: dict[str, str] | None = None  #: recorded with the decision
     seed: int | None = Field(default=None, ge=-2 ** 63, le=2 ** 63 - 1)  #: a 64-bit integer, as vLLM and OpenAI take
     presence_penalty: float | None = Field(default=None, ge=-2, le=2)  #: vLLM's SamplingParams take both as named
     frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
-    n: Literal[1] | None = None
+    n: int | None = Field(default=None, ge=1)  #: one choice is returned: n above 1 is ignored
     advisor: AdvisorPrefs | None = None
+    ignored: list[str] = Field(default_factory=list, exclude=True)  #: fields accepted and not honoured (filled in)
 
     def sampling(self) -> dict[str, Any]:
         """vLLM sampling parameters from the OpenAI fields."""
@@ -212,7 +257,7 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
     if from_headers and (given is None or isinstance(given, dict)):  # else validation names the body's field
         body = {**body, "advisor": {**_header_values(from_headers), **in_body}}
     try:
-        return _checked(ChatRequest.model_validate(body))
+        req = _checked(ChatRequest.model_validate(body))
     except ValidationError as exc:
         err = max(exc.errors(), key=lambda e: len(e["loc"]))  # in a union: the branch the input went furthest in
         param = ".".join(str(p) for p in err["loc"] if not _union_branch(p))
@@ -220,6 +265,44 @@ def parse_request(body: Any, headers: dict[str, str]) -> ChatRequest:
             raise RequestError(f"unsupported field {param!r}: advisor does not implement it (remove it)",
                                param=param, code="unsupported_parameter") from None
         raise RequestError(f"invalid {param!r}: {err['msg']}", param=param, code="invalid_value") from None
+    req.ignored = ignored_fields(req)
+    return req
+
+
+_READ_PARTS = ("text", "refusal")
+
+
+def ignored_fields(req: ChatRequest) -> list[str]:
+    """The fields of `req` advisor accepted and does not honour, as dotted paths (``[]`` for any index): fields
+    it does not model (``logit_bias``, ``messages[].audio``), content parts it does not read
+    (``messages[].content[].image_url``), custom tools and their calls, ``n`` above 1. Sorted, each once."""
+    out = set(req.model_extra or ())
+    if req.n is not None and req.n > 1:
+        out.add("n")
+    if req.stream_options is not None and not req.stream:
+        out.add("stream_options")  # (OpenAI refuses it without stream: nothing here depends on it)
+    for name, part in (("stream_options", req.stream_options), ("response_format", req.response_format)):
+        if part is not None:
+            out.update(f"{name}.{k}" for k in part.model_extra or ())
+    for m in req.messages:
+        out.update(f"messages[].{k}" for k in m.model_extra or ())
+        if isinstance(m.content, list):
+            for p in m.content:
+                if p.type not in _READ_PARTS:
+                    out.add(f"messages[].content[].{p.type}")
+                out.update(f"messages[].content[].{k}" for k in p.model_extra or () if k != p.type)
+        for call in m.tool_calls or ():
+            if call.function is None:
+                out.add("messages[].tool_calls[].custom")
+    for t in req.tools or ():
+        if t.function is None:
+            out.add("tools[].custom")
+        else:
+            out.update(f"tools[].function.{k}" for k in t.function.model_extra or ())
+        out.update(f"tools[].{k}" for k in t.model_extra or ())
+    if isinstance(req.tool_choice, dict) and req.tool_choice.get("type") == "custom":
+        out.add("tool_choice.custom")
+    return sorted(out)
 
 
 def _utf8(value: str) -> str:
@@ -244,23 +327,27 @@ def _header_values(given: dict[str, Any]) -> dict[str, Any]:
 
 
 def _checked(req: ChatRequest) -> ChatRequest:
-    """`req`, if its fields agree with each other (RequestError 400 otherwise): stream_options needs stream, no
-    stop string is empty (vLLM refuses one: every rung would fail the request), tool names are unique, and
-    tool_choice is ``none``, ``auto``, ``required`` (with tools) or ``{"type": "function", "function": {"name":
-    NAME}}`` naming one of its tools."""
-    if req.stream_options is not None and not req.stream:
-        raise RequestError("stream_options is only allowed with stream: true", param="stream_options",
-                           code="invalid_value")
+    """`req`, if its fields agree with each other (RequestError 400 otherwise): no stop string is empty (vLLM
+    refuses one: every rung would fail the request), function tools have a definition with a JSON Schema and
+    unique names, a json_schema response_format has a valid schema, and a tool_choice that names functions
+    (``function``, ``allowed_tools``) names the request's own."""
     if req.stop is not None and "" in ([req.stop] if isinstance(req.stop, str) else req.stop):
         raise RequestError("a stop string must not be empty (vLLM refuses it)", param="stop", code="invalid_value")
     for i, message in enumerate(req.messages):
         _check_role_fields(i, message)
-    names = [t.function.name for t in req.tools or []]
+    for i, tool in enumerate(req.tools or []):
+        if tool.type == "function" and tool.function is None:
+            raise RequestError(f"tools.{i}: a function tool needs its 'function' (name, parameters)",
+                               param=f"tools.{i}.function", code="missing_required_parameter")
+    _check_response_format(req)
+    names = function_names(req)
     twice = sorted(n for n, count in collections.Counter(names).items() if count > 1)  # (names.count: n² steps)
     if twice:
         raise RequestError(f"the tools name the function {', '.join(map(repr, twice))} more than once: a model's call "
                            f"could not say which it means", param="tools", code="invalid_value")
     for i, tool in enumerate(req.tools or []):
+        if tool.function is None:
+            continue
         problem = schema_problem(json.dumps(tool.function.parameters, sort_keys=True))
         if problem is not None:
             raise RequestError(f"invalid 'tools.{i}.function.parameters': not a JSON Schema ({problem})",
@@ -268,19 +355,54 @@ def _checked(req: ChatRequest) -> ChatRequest:
     choice = req.tool_choice
     if choice is None or choice in ("none", "auto"):
         return req
-    if not names:
+    if not names and not (isinstance(choice, dict) and choice.get("type") == "custom"):
         raise RequestError("tool_choice needs tools: the request has none", param="tool_choice",
                            code="invalid_value")
     if isinstance(choice, dict):
-        function = choice.get("function")
-        name = function.get("name") if isinstance(function, dict) else None
-        if choice.get("type") != "function" or not isinstance(name, str) or set(choice) - {"type", "function"}:
-            raise RequestError('tool_choice must be "none", "auto", "required" or {"type": "function", "function": '
-                               '{"name": ...}}', param="tool_choice", code="invalid_value")
-        if name not in names:
-            raise RequestError(f"tool_choice names the function {name!r}, which is not among the request's tools "
-                               f"({', '.join(names)})", param="tool_choice", code="invalid_value")
+        kind = choice.get("type")
+        if kind == "function":
+            _check_named(choice.get("function"), names, "tool_choice.function")
+        elif kind == "allowed_tools":
+            allowed = choice.get("allowed_tools")
+            tools = allowed.get("tools") if isinstance(allowed, dict) else None
+            if not isinstance(tools, list) or allowed.get("mode") not in ("auto", "required"):
+                raise RequestError('tool_choice.allowed_tools needs "mode" ("auto" or "required") and "tools" (a '
+                                   'list)', param="tool_choice.allowed_tools", code="invalid_value")
+            for i, tool in enumerate(tools):
+                if isinstance(tool, dict) and tool.get("type") == "function":
+                    _check_named(tool.get("function"), names, f"tool_choice.allowed_tools.tools.{i}.function")
+        elif kind != "custom":
+            raise RequestError('tool_choice must be "none", "auto", "required", {"type": "function", "function": '
+                               '{"name": ...}}, {"type": "allowed_tools", ...} or {"type": "custom", ...}',
+                               param="tool_choice", code="invalid_value")
     return req
+
+
+def _check_named(function: Any, names: list[str], param: str) -> None:
+    """A ``{"name": ...}`` that names one of the request's function tools (RequestError otherwise)."""
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str):
+        raise RequestError(f"{param} needs the function's name: {{\"name\": ...}}", param=param,
+                           code="invalid_value")
+    if name not in names:
+        raise RequestError(f"{param} names the function {name!r}, which is not among the request's tools "
+                           f"({', '.join(names)})", param=param, code="invalid_value")
+
+
+def _check_response_format(req: ChatRequest) -> None:
+    """A ``json_schema`` response_format carries its json_schema, whose schema (if any) is a JSON Schema."""
+    fmt = req.response_format
+    if fmt is None or fmt.type != "json_schema":
+        return
+    if fmt.json_schema is None:
+        raise RequestError("response_format of type json_schema needs its 'json_schema' ({\"name\": ..., "
+                           "\"schema\": {...}})", param="response_format.json_schema",
+                           code="missing_required_parameter")
+    if fmt.json_schema.schema_ is not None:
+        problem = schema_problem(json.dumps(fmt.json_schema.schema_, sort_keys=True))
+        if problem is not None:
+            raise RequestError(f"invalid 'response_format.json_schema.schema': not a JSON Schema ({problem})",
+                               param="response_format.json_schema.schema", code="invalid_value")
 
 
 def _check_role_fields(i: int, message: Message) -> None:
@@ -335,9 +457,48 @@ def _check_schema(schema_json: str) -> str | None:
     return None
 
 
+def function_names(req: ChatRequest) -> list[str]:
+    """The names of the request's function tools (custom tools left out)."""
+    return [t.function.name for t in req.tools or () if t.function is not None]
+
+
 def forced_tool(req: ChatRequest) -> str | None:
-    """The function a dict tool_choice names (the model is offered only that one), else None."""
-    return req.tool_choice["function"]["name"] if isinstance(req.tool_choice, dict) else None
+    """The function a named tool_choice names (the model is offered only that one), else None."""
+    choice = req.tool_choice
+    if isinstance(choice, dict) and choice.get("type") == "function":
+        return choice["function"]["name"]
+    return None
+
+
+def offered_names(req: ChatRequest) -> list[str]:
+    """The functions the model may call: none with tool_choice ``none`` (or a custom tool named), the named one,
+    those an ``allowed_tools`` choice lists, else every function tool."""
+    choice = req.tool_choice
+    names = function_names(req)
+    if choice == "none":
+        return []
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind == "function":
+            return [choice["function"]["name"]]
+        if kind == "allowed_tools":
+            listed = {t["function"]["name"] for t in choice["allowed_tools"]["tools"]
+                      if isinstance(t, dict) and t.get("type") == "function"}
+            return [n for n in names if n in listed]
+        if kind == "custom":
+            return []
+    return names
+
+
+def call_required(req: ChatRequest) -> bool:
+    """Whether tool_choice demands a call (``required``, a named function, ``allowed_tools`` in mode required)."""
+    choice = req.tool_choice
+    if choice == "required":
+        return True
+    if isinstance(choice, dict):
+        return choice.get("type") == "function" or (
+            choice.get("type") == "allowed_tools" and choice["allowed_tools"]["mode"] == "required")
+    return False
 
 
 def _union_branch(part: Any) -> bool:

@@ -18,6 +18,7 @@ from advisor.service.chat import Reply
 from advisor.service.dispatch import records
 from advisor.service.load import load_headers
 from advisor.service.session_routing import session_headers
+from advisor.service.step_check import broken_kinds
 from advisor.store import now as _now
 
 
@@ -61,6 +62,28 @@ def json_response(obj: Any, status: int = 200, headers: dict | None = None, back
 
 
 
+def note_request(plan, req) -> None:
+    """Record with the decision (its explanation) what the request said that is not routing: its metadata, its
+    seed, the response_format asked, the fields it sent that advisor ignored."""
+    facts = {k: v for k, v in (("metadata", req.metadata), ("seed", req.seed), ("ignored", req.ignored or None),
+                               ("response_format", req.response_format and req.response_format.type))
+             if v is not None}
+    if facts:
+        plan.explanation = {**(plan.explanation or {}), "request": facts}
+
+
+def said_ignored(response, req):
+    """`response` with the ``x-advisor-ignored`` header naming the fields of `req` advisor did not honour."""
+    if req.ignored:
+        response.headers["x-advisor-ignored"] = header_text(",".join(req.ignored))
+    return response
+
+
+def fingerprint(rt, rung: str | None) -> str:
+    """The ``system_fingerprint`` of an answer: says whether a simulated stand-in wrote it."""
+    return "fp_advisor_simulated" if rung and rt.simulated(rung) else "fp_advisor"
+
+
 def headers_of(rt, out) -> dict[str, str]:
     """The ``x-advisor-*`` response headers of an outcome."""
     plan = out.plan
@@ -77,6 +100,9 @@ def headers_of(rt, out) -> dict[str, str]:
     if plan.session is not None:
         h.update(session_headers(plan))
     h.update(load_headers(plan))
+    broken = broken_kinds(out.attempts)
+    if broken:
+        h["x-advisor-broken-steps"] = ",".join(broken)
     simulated = any(rt.simulated(a.rung) for a in out.attempts) or (plan.chain and rt.simulated(plan.chain[0]))
     h["x-advisor-simulated"] = "true" if simulated else "false"  # said either way: a real answer says so too
     return h
@@ -130,12 +156,10 @@ def record_later(rt, out, key, started: float, started_at):
     return write_rows
 
 
-def finish(rt, req, out, key, started: float, started_at):
-    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks).
-
-    The records are built and written right after the response is sent (a background task the server awaits,
-    also while draining on SIGTERM), so neither is on the request's latency.
-    """
+def answering(rt, out, key, started: float, started_at):
+    """What every answer of an outcome needs: (the background task that writes its records once the response is
+    sent, or None when the writer wants them on disk first and they are written now; the ``x-advisor-*``
+    headers; the error response when the request failed, else None)."""
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 
@@ -145,12 +169,24 @@ def finish(rt, req, out, key, started: float, started_at):
         write_rows()
         later = None
     headers = headers_of(rt, out)
-    if out.status != 200:
-        kind = "timeout_error" if out.status == 504 else "service_unavailable"
-        response = error_response(out.status, out.error or "failed", kind=kind, code="no_rung_answered",
-                                  headers=headers)
-        response.background = later
-        return response
+    if out.status == 200:
+        return later, headers, None
+    kind, code = ("timeout_error", "no_rung_answered") if out.status == 504 else (
+        ("server_error", "no_well_formed_step") if out.status == 502 else ("service_unavailable", "no_rung_answered"))
+    response = error_response(out.status, out.error or "failed", kind=kind, code=code, headers=headers)
+    response.background = later
+    return later, headers, response
+
+
+def finish(rt, req, out, key, started: float, started_at):
+    """Record the outcome and build the response (JSON, or the delivered answer as SSE chunks).
+
+    The records are built and written right after the response is sent (a background task the server awaits,
+    also while draining on SIGTERM), so neither is on the request's latency.
+    """
+    later, headers, failed = answering(rt, out, key, started, started_at)
+    if failed is not None:
+        return failed
     last = out.attempts[-1] if out.attempts else None
     finish_reason = "length" if last is not None and last.finish_reason == "length" else out.reply.finish_reason
     cid, created = "chatcmpl-" + out.plan.decision_id[4:], int(time.time())
@@ -167,6 +203,7 @@ def finish(rt, req, out, key, started: float, started_at):
 
         return StreamingResponse(body(), media_type="text/event-stream", headers=headers, background=later)
     return json_response({"id": cid, "object": "chat.completion", "created": created, "model": out.rung,
+                          "system_fingerprint": fingerprint(rt, out.rung),
                           "choices": [{"index": 0, "message": out.reply.message(), "finish_reason": finish_reason,
                                        "logprobs": None}],
                           "usage": usage_of(rt, out)}, headers=headers, background=later)

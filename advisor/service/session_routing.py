@@ -13,8 +13,9 @@ from typing import Any, Callable
 from advisor.errors import StoreError
 
 from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
-from advisor.service.sessions import (SessionState, SessionStep, latch_key, latches, rung_above, session_of, signals,
-                                      step_budget)
+from advisor.service.sessions import (SessionState, SessionStep, continued_id, first_call_ids, latch_key, latches,
+                                      rung_above, session_of, signals, step_budget)
+from advisor.service.step_check import broken_kinds
 
 
 def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
@@ -29,7 +30,14 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
     lid = latch_key(tenant, sid)
     store = latches(rt)
     fresh = source == "derived" and not any(m.role == "assistant" for m in req.messages)
-    state = None if fresh else store.get(lid)
+    state = None
+    if source == "derived" and not fresh and first_call_ids(req):  # this run's own latch (continued_id)
+        own = continued_id(sid, first_call_ids(req))
+        state = store.get(latch_key(tenant, own))
+        if state is not None:
+            sid, lid = own, latch_key(tenant, own)
+    if state is None and not fresh:
+        state = store.get(lid)
     if state is None or state.rung not in plan.allowed:
         decide_auto()
         if not plan.chain:
@@ -124,11 +132,13 @@ def latched_plan(rt, plan, st: SessionState) -> None:
 
 def after_step(rt, req, out) -> None:
     """Note what the step's outcome says for the session's next step: the verifier rejected the answer, or
-    accepted it only above the latch (the latch moves up to that rung now), or the reply held a tool call that
-    could not be parsed."""
+    accepted it only above the latch, or a broken step (`advisor.service.step_check`) was answered only above
+    it (the latch moves up to that rung now), or the reply held a tool call that could not be parsed."""
     s = getattr(out.plan, "session", None)
     if s is None or out.status != 200 or not out.rung:
         return
+    if s.first and s.source == "derived" and out.reply is not None and out.reply.tool_calls:
+        own_latch(rt, out.plan, s, [c["id"] for c in out.reply.tool_calls])
     cfg = rt.config.sessions
     names = [r.name for r in rt.ladder.rungs]
     reason = None
@@ -137,17 +147,20 @@ def after_step(rt, req, out) -> None:
     elif cfg.unparseable and req.tools and out.reply is not None and not out.reply.tool_calls \
             and out.reply.final is None:
         reason = "unparseable_tool_call"
-    rejected_below = cfg.verifier and out.verdict == "accepted" and any(a.accepted is False for a in out.attempts)
+    broke_below = bool(broken_kinds(out.attempts))  # a broken step moved the request up (step_check)
+    rejected_below = broke_below or (
+        cfg.verifier and out.verdict == "accepted" and any(a.accepted is False for a in out.attempts))
     if reason is None and not rejected_below:
         return
     moved: list[Any] = []
+    why = "broken_step" if broke_below else "verifier_rejected"
 
     def note(old: SessionState | None) -> SessionState | None:
         if old is None:
             return None
         if rejected_below and out.rung in names and old.rung in names and \
                 names.index(out.rung) > names.index(old.rung):
-            moved.append([old.step, "verifier_rejected", old.rung, out.rung])
+            moved.append([old.step, why, old.rung, out.rung])
             old.escalations.append(moved[0])
             old.rung, old.since_step, old.seen = out.rung, old.step, len(req.messages)
         elif reason is not None:
@@ -159,8 +172,17 @@ def after_step(rt, req, out) -> None:
     except StoreError:  # the latch's disk is full: the answer stands, and the next step decides afresh
         return
     if moved:
-        s.escalation = f"verifier_rejected {moved[0][2]}->{moved[0][3]}"
+        s.escalation = f"{why} {moved[0][2]}->{moved[0][3]}"
         session_metrics(rt).escalated(moved[0])
+
+
+def own_latch(rt, plan, s: SessionStep, call_ids: list[str]) -> None:
+    """A derived session's first step answered with tool calls: from now on it is named by `continued_id` (its
+    base id and the ids of these calls, which the client sends back), and its latch is written under that name,
+    so that a concurrent run that opened the same way has a latch of its own."""
+    first = SessionState(plan.chain[0], s.start_rung, plan.task_class)
+    s.session_id = continued_id(s.session_id, call_ids)
+    latches(rt).update(s.latch_key, lambda old: first)
 
 
 # ----------------------------------------------------------------------------------------------- records

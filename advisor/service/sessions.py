@@ -4,7 +4,9 @@ An agent client calls ``/v1/chat/completions`` once per step with the growing co
 named by the ``x-advisor-session`` header or ``advisor.session`` in the body; without one (and unless the service
 config says ``sessions: {derive: false}``) its id is **derived**: ``drv_`` + the SHA-256 of the conversation's
 first system message, first user message and the names and parameters of its tools, so every step of one
-trajectory carries the same id. A derived session whose conversation has no assistant message yet starts afresh
+trajectory carries the same id; once the first reply has called tools, the id also covers the ids of those calls
+(`continued_id`: advisor writes them, the client sends them back), so concurrent runs of one task that open the
+same way never share a latch (a conversation whose first calls advisor did not write keeps the first id). A derived session whose conversation has no assistant message yet starts afresh
 (identical one-shot prompts from different users must not share a latch); a named one continues.
 
 The **first step** is decided from the task by the ordinary decision (the class's cascade, else the router's
@@ -53,7 +55,7 @@ from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
 
 DERIVED_PREFIX = "drv_"
-REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected")
+REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected", "broken_step")
 _UNPARSEABLE = re.compile(r"(?i)could not parse your reply|unparseable|invalid tool call")
 
 
@@ -108,6 +110,21 @@ def latch_key(tenant: str, session_id: str) -> str:
     """The latch of a session is its tenant's (the API key's name): the same id sent with two keys, given or
     derived, names two sessions, so one tenant can neither read nor move another's latch."""
     return json.dumps([tenant, session_id], ensure_ascii=False)
+
+
+def continued_id(base: str, call_ids: list[str]) -> str:
+    """The derived id of a conversation whose first reply held tool calls with these ids: ``drv_`` + SHA-256
+    of its base id (`derived_id`) and the ids. advisor wrote the ids (unique per reply) and the client sends them
+    back with every later step, so concurrent runs that open the same way (same system prompt, first user
+    message and tools) are told apart from their second step on."""
+    blob = json.dumps([base, call_ids], separators=(",", ":"))
+    return DERIVED_PREFIX + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def first_call_ids(req) -> list[str]:
+    """The tool-call ids of the conversation's first assistant message ([] when it called no tool)."""
+    first = next((m for m in req.messages if m.role == "assistant"), None)
+    return [c.id for c in first.tool_calls or ()] if first is not None else []
 
 
 def derived_id(req) -> str:

@@ -22,7 +22,7 @@ from starlette.responses import StreamingResponse
 from advisor.backends import BackendError
 from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
                                       recorded, unanswered, walk_plan)
-from advisor.service.chat import chat_inputs, parse_reply, render_prompt, safe_prefix
+from advisor.service.chat import chat_inputs, parse_reply, render_prompt, stream_shown
 from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
 from advisor.service.session_routing import after_step
 
@@ -59,17 +59,17 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
     model = rt.rungs[rung]
     attempt = Attempt(rung)
     out.attempts.append(attempt)
-    collected, text, sent = [], "", 0
+    collected, text, shown, sent = [], "", "", 0
     yield sse(chunk(cid, created, rung, {"role": "assistant", "content": ""}))
     try:
         part = first
         while part is not None:
             collected.append(part)
             text += part.text
-            cut = safe_prefix(text)
-            if cut > sent:
-                yield sse(chunk(cid, created, rung, {"content": text[sent:cut]}))
-                sent = cut
+            shown = stream_shown(model, text)
+            if len(shown) > sent:
+                yield sse(chunk(cid, created, rung, {"content": shown[sent:]}))
+                sent = len(shown)
             try:
                 part = await parts.__anext__()
             except StopAsyncIteration:
@@ -86,12 +86,10 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
     rt.metrics.count_result(rung, out.plan.task_class, "unverified", rt.simulated(rung))
     reply = parse_reply(model, text, req)
     out.reply, out.rung, out.verdict = reply, rung, "unverified"
+    if reply.content and len(reply.content) > sent and reply.content.startswith(shown[:sent]):
+        yield sse(chunk(cid, created, rung, {"content": reply.content[sent:]}))
     if reply.tool_calls:
-        if reply.content and len(reply.content) > sent:
-            yield sse(chunk(cid, created, rung, {"content": reply.content[sent:]}))
         yield sse(chunk(cid, created, rung, {"tool_calls": [{"index": i, **c} for i, c in enumerate(reply.tool_calls)]}))
-    elif len(text) > sent:
-        yield sse(chunk(cid, created, rung, {"content": text[sent:]}))
     finish = "length" if attempt.finish_reason == "length" else reply.finish_reason
     yield sse(chunk(cid, created, rung, {}, finish))
 

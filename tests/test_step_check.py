@@ -1,0 +1,132 @@
+"""Replies as clients expect them (`advisor.service.chat.parse_reply`) and the step check that keeps a broken
+step from reaching the client (`advisor.service.step_check`), on the demo ladder's formats; the same cases run
+through the real service in tests/test_agent_frameworks.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.agent.formats import format_for
+from advisor.ladder import load_ladder
+from advisor.service.chat import parse_reply, stream_shown
+from advisor.service.request import parse_request
+from advisor.service.step_check import check_step, json_in
+
+REPO = Path(__file__).resolve().parent.parent
+ORDER = {"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^ORD-"}},
+         "required": ["order_id"], "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "Look an order up.",
+                                           "parameters": ORDER}},
+         {"type": "function", "function": {"name": "refund", "description": "Refund an order.", "parameters": ORDER}}]
+
+
+@pytest.fixture(scope="module")
+def rungs():
+    return {r.name: r for r in load_ladder(REPO / "ladders" / "demo.yaml").rungs}
+
+
+def _req(**fields):
+    return parse_request({"model": "auto", "messages": [{"role": "user", "content": "Refund ORD-1."}], **fields}, {})
+
+
+def _qwen(rungs):
+    """A hermes_json rung: the demo's formats with a bare-JSON parser (Qwen on the CPU ladder writes this)."""
+    return rungs["nano-12b"].model_copy(update={"tool_call_format": "hermes_json"})
+
+
+def test_an_echoed_tool_definition_is_never_a_call_and_the_real_call_after_it_is(rungs):
+    req = _req(tools=TOOLS)
+    echoed = ('<tools>\n{"type": "function", "function": {"name": "get_order", "description": "Look an order up.", '
+              f'"parameters": {json.dumps(ORDER)}}}}}\n</tools>\n'
+              '{"name": "get_order", "parameters": ' + json.dumps(ORDER) + '}\n'
+              'So: {"name": "get_order", "arguments": {"order_id": "ORD-1"}}')
+    reply = parse_reply(_qwen(rungs), echoed, req)
+    assert [c["function"]["name"] for c in reply.tool_calls] == ["get_order"]
+    assert json.loads(reply.tool_calls[0]["function"]["arguments"]) == {"order_id": "ORD-1"}
+    assert check_step(req, reply, "stop") is None
+    only_echo = parse_reply(_qwen(rungs), '{"name": "get_order", "parameters": ' + json.dumps(ORDER) + '}', req)
+    assert not only_echo.tool_calls, "a definition alone is no call"
+
+
+@pytest.mark.parametrize("rung", ["nano-12b", "nano-30b", "super-120b"])
+def test_two_calls_in_one_reply_are_two_entries_and_no_call_text_stays_in_content(rungs, rung):
+    model = rungs[rung]
+    fmt = format_for(model.tool_call_format)
+    if model.tool_call_format == "nemotron_json":
+        calls = '<TOOLCALL>[{"name": "get_order", "arguments": {"order_id": "ORD-1"}}, ' \
+                '{"name": "refund", "arguments": {"order_id": "ORD-1"}}]</TOOLCALL>'
+    else:
+        calls = fmt.render_call("get_order", {"order_id": "ORD-1"}) + "\n" + fmt.render_call("refund", {"order_id": "ORD-1"})
+    text = f"[SIMULATED {rung}] Looking it up.\n{calls}"
+    reply = parse_reply(model, text, _req(tools=TOOLS))
+    assert [c["function"]["name"] for c in reply.tool_calls] == ["get_order", "refund"]
+    assert len({c["id"] for c in reply.tool_calls}) == 2 and reply.content == "Looking it up."
+    assert check_step(_req(tools=TOOLS), reply, "stop") is None
+    one = parse_reply(model, text, _req(tools=TOOLS, parallel_tool_calls=False))
+    assert [c["function"]["name"] for c in one.tool_calls] == ["get_order"]
+
+
+def test_bare_json_calls_leave_no_json_or_fence_in_content(rungs):
+    text = 'I will call both.\n```json\n{"name": "get_order", "arguments": {"order_id": "ORD-1"}}\n' \
+           '{"name": "refund", "arguments": {"order_id": "ORD-1"}}\n```'
+    reply = parse_reply(_qwen(rungs), text, _req(tools=TOOLS))
+    assert reply.content == "I will call both." and len(reply.tool_calls) == 2
+
+
+@pytest.mark.parametrize("text, finish, kind", [
+    ('Next: I will use refund.\n<TOOLCALL>[{"name": "refund", "arguments": {"order_id": "ORD-1', "length", "truncated"),
+    ('<TOOLCALL>[{"name": "refund", "arguments": {"order_id": "ORD-1"}]</TOOLCALL>', "stop", "unparseable"),
+    ('<TOOLCALL>[{"name": "refund", "arguments": {"order_id": 1042}}]</TOOLCALL>', "stop", "invalid_arguments"),
+    ('<TOOLCALL>[{"name": "delete_order", "arguments": {"order_id": "ORD-1"}}]</TOOLCALL>', "stop", "not_offered"),
+    ("", "stop", "empty"),
+    ("[SIMULATED nano-12b] ", "stop", "empty"),
+])
+def test_broken_steps_are_named(rungs, text, finish, kind):
+    req = _req(tools=TOOLS)
+    broken = check_step(req, parse_reply(rungs["nano-12b"], text, req), finish)
+    assert broken is not None and broken.kind == kind, broken
+
+
+def test_tool_choice_forms_are_checked(rungs):
+    answer = "I have what I need.\nFINAL ANSWER: refunded"
+    model = rungs["nano-12b"]
+    for choice in ("required", {"type": "function", "function": {"name": "refund"}},
+                   {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+                       {"type": "function", "function": {"name": "refund"}}]}}):
+        req = _req(tools=TOOLS, tool_choice=choice)
+        assert check_step(req, parse_reply(model, answer, req), "stop").kind == "no_call"
+    auto = _req(tools=TOOLS, tool_choice="auto")
+    reply = parse_reply(model, answer, auto)
+    assert check_step(auto, reply, "stop") is None and reply.content == "refunded", "the marker is not the client's"
+    only_refund = _req(tools=TOOLS, tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
+        {"type": "function", "function": {"name": "refund"}}]}})
+    call = parse_reply(model, '<TOOLCALL>[{"name": "get_order", "arguments": {"order_id": "ORD-1"}}]</TOOLCALL>',
+                       only_refund)
+    assert check_step(only_refund, call, "stop").kind == "not_offered"
+
+
+def test_response_format_json_schema_is_checked_and_unwrapped(rungs):
+    schema = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
+    req = _req(response_format={"type": "json_schema", "json_schema": {"name": "order", "schema": schema}})
+    model = rungs["nano-30b"]
+    labelled = parse_reply(model, '[SIMULATED nano-30b] {"order_id": "ORD-1042"}', req)
+    assert check_step(req, labelled, "stop") is None and json.loads(labelled.content) == {"order_id": "ORD-1042"}
+    fenced = parse_reply(model, 'Here:\n```json\n{"order_id": "ORD-1"}\n```', req)
+    assert check_step(req, fenced, "stop") is None and fenced.content == '{"order_id": "ORD-1"}'
+    assert check_step(req, parse_reply(model, '{"id": 3}', req), "stop").kind == "schema"
+    assert check_step(req, parse_reply(model, "no JSON here", req), "stop").kind == "not_json"
+    obj = _req(response_format={"type": "json_object"})
+    assert check_step(obj, parse_reply(model, "[1, 2]", obj), "stop").kind == "not_json"
+    assert json_in('x {"a": {"b": 1}} y') == ({"a": {"b": 1}}, '{"a": {"b": 1}}')
+
+
+def test_a_streamed_reply_never_shows_the_label_or_the_marker(rungs):
+    model = rungs["nano-30b"]
+    full = "[SIMULATED nano-30b] Hello there. FINAL ANSWER: hi"
+    shown = [stream_shown(model, full[:n]) for n in range(len(full) + 1)]
+    assert all("SIMULATED" not in s and "FINAL" not in s for s in shown)
+    assert all(a == b[:len(a)] for a, b in zip(shown, shown[1:])), "what was shown is never taken back"
+    assert shown[-1] == "Hello there. "
