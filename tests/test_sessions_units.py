@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 
+import pytest
+
 from advisor.service.config import SessionConfig
 from advisor.service.request import parse_request
 from advisor.service.sessions import SessionState, derived_id, rung_above, session_of, signals
@@ -92,3 +94,30 @@ def test_the_latch_store_keeps_at_most_max_sessions(tmp_path):
     assert store._con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 100
     assert store.get("s149") is None and store.get("s150") is not None and store.get("s249") is not None
     store.close()
+
+
+@pytest.mark.parametrize("result", [
+    "An error occurred while running the tool. Please try again. Error: timeout",  # OpenAI Agents SDK default
+    '{"error": "file not found"}', '  {"error": {"code": 404}}',  # a tool's JSON error
+    "Error: ValueError('bad path')\n Please fix your mistakes.",  # LangGraph ToolNode's error template
+    "Traceback (most recent call last):", "HTTP 503 Service Unavailable"])
+def test_the_frameworks_default_tool_error_texts_are_tool_errors(result):
+    cfg = SessionConfig(tool_errors=2)
+    msgs = _req([{"role": "user", "content": "t"}, _call(1, "a"), _tool(1, result), _call(2, "b"),
+                 _tool(2, result)]).messages[1:]
+    assert signals(msgs, cfg) == ["tool_errors"]
+    fine = _req([{"role": "user", "content": "t"}, _call(1, "a"), _tool(1, '{"result": "no error here"}'),
+                 _call(2, "b"), _tool(2, "The error rate fell.")]).messages[1:]
+    assert signals(fine, cfg) == []
+
+
+def test_concurrent_runs_that_open_the_same_way_get_their_own_derived_ids():
+    from advisor.service.sessions import continued_id, first_call_ids
+
+    opening = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    base = derived_id(_req(opening))
+    runs = [_req(opening + [_call(i, "a"), _tool(i, "ok")]) for i in (1, 2)]
+    assert [derived_id(r) for r in runs] == [base, base], "the base id cannot tell them apart"
+    own = [continued_id(base, first_call_ids(r)) for r in runs]
+    assert own[0] != own[1] and all(o.startswith("drv_") for o in own)
+    assert first_call_ids(_req(opening + [{"role": "assistant", "content": "hi"}])) == []

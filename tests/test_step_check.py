@@ -130,3 +130,28 @@ def test_a_streamed_reply_never_shows_the_label_or_the_marker(rungs):
     assert all("SIMULATED" not in s and "FINAL" not in s for s in shown)
     assert all(a == b[:len(a)] for a, b in zip(shown, shown[1:])), "what was shown is never taken back"
     assert shown[-1] == "Hello there. "
+
+
+def test_a_rung_predicted_never_usable_does_not_lead_while_another_is_usable():
+    from types import SimpleNamespace
+
+    from advisor.router.routing.rule import PolicyConfig
+    from advisor.service.dispatch import never_usable
+
+    rt = SimpleNamespace(ladder=SimpleNamespace(rungs=[SimpleNamespace(name=n) for n in ("smol", "qwen", "big")]))
+
+    def plan(chain, allowed=("smol", "qwen", "big")):
+        return SimpleNamespace(chain=list(chain), allowed=list(allowed), p_usable=0.0, explanation={})
+
+    single = plan(["smol"])
+    never_usable(rt, single, PolicyConfig(mode="single"), {"smol": 0.00001, "qwen": 0.4, "big": 0.9})
+    assert single.chain == ["qwen"] and single.p_usable == 0.4 and "smol" in single.explanation["never_usable"]
+    chained = plan(["smol", "big"])
+    never_usable(rt, chained, PolicyConfig(mode="escalate"), {"smol": 0.0, "qwen": 0.0, "big": 0.9})
+    assert chained.chain == ["big"] or chained.chain[0] == "big"
+    alone = plan(["smol"], allowed=("smol",))
+    never_usable(rt, alone, PolicyConfig(mode="single"), {"smol": 0.0, "qwen": 0.5, "big": 0.9})
+    assert alone.chain == ["smol"], "the only allowed rung stays"
+    usable = plan(["smol"])
+    never_usable(rt, usable, PolicyConfig(mode="single"), {"smol": 0.2, "qwen": 0.5, "big": 0.9})
+    assert usable.chain == ["smol"] and not usable.explanation

@@ -14,14 +14,17 @@ policy: `advisor.service.dispatch.decide_auto`); its first rung is **latched**. 
 rung, unless an **escalation signal** fires (`signals`), each looked for only in the messages that arrived since
 the session's last escalation (evidence is used once):
 
-- ``tool_errors``: `SessionConfig.tool_errors` tool results in a row matching `SessionConfig.tool_error_pattern`;
+- ``tool_errors``: `SessionConfig.tool_errors` tool results in a row matching `SessionConfig.tool_error_pattern`
+  (by default the agent frameworks' own error texts too: `advisor.service.config.TOOL_ERROR_PATTERN`);
 - ``stuck``: the assistant's tool calls repeat or alternate by the agent loop's rule (`advisor.agent.loop.is_stuck`,
   with `stuck_repeats` and `stuck_cycles`: by default 2 and 2, a step before the loop's own 3 would stop the client);
 - ``unparseable_tool_call``: a tool result saying the reply could not be parsed (the agent loop's observation),
   or a reply of the latched rung that held a tool call advisor could not parse (noted after the step);
 - ``step_budget``: more steps on one rung than its budget (`step_budget`, `step_budget_by_rung`);
 - ``verifier_rejected``: the class's verifier rejected the delivered answer, or accepted it only on a rung above
-  the latch (noted after the step).
+  the latch (noted after the step);
+- ``broken_step``: the step was answered only on a rung above the latch, after broken steps below it
+  (`advisor.service.step_check`; the latch moves to that rung after the step).
 
 A session belongs to the **tenant** that sent it (the API key's name): the same id, given or derived, sent with
 two keys names two sessions (`latch_key`).
