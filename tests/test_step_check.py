@@ -46,7 +46,7 @@ def test_an_echoed_tool_definition_is_never_a_call_and_the_real_call_after_it_is
     reply = parse_reply(_qwen(rungs), echoed, req)
     assert [c["function"]["name"] for c in reply.tool_calls] == ["get_order"]
     assert json.loads(reply.tool_calls[0]["function"]["arguments"]) == {"order_id": "ORD-1"}
-    assert check_step(req, reply, "stop") is None
+    assert check_step(req, reply, "stop") is None and "parameters" not in (reply.content or "")
     only_echo = parse_reply(_qwen(rungs), '{"name": "get_order", "parameters": ' + json.dumps(ORDER) + '}', req)
     assert not only_echo.tool_calls, "a definition alone is no call"
 

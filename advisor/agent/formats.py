@@ -312,16 +312,26 @@ class HermesJsonFormat(HermesFormat):
                 obj, end = decoder.raw_decode(text, match.start())
             except json.JSONDecodeError:
                 continue
-            if isinstance(obj, dict) and obj.get("name") in schemas and ("arguments" in obj or "parameters" in obj) \
-                    and not is_definition(obj, schemas[obj["name"]]):
-                got = _json_call(obj, "JSON call")
+            named = _named_tool(obj, schemas)
+            if named is not None and start < 0:
+                start = match.start()  # a call, or an echoed definition: neither is said to the client
+            if named is not None and ("arguments" in obj or "parameters" in obj) and \
+                    not is_definition(named, schemas[named["name"]]):
+                got = _json_call(named, "JSON call")
                 if isinstance(got, str):
                     return Parsed("invalid", error=got)
                 calls.append(got)
-                start = match.start() if start < 0 else start
         if calls:
             return _call(calls, len(calls), start)
         return _final_or_empty(text)
+
+
+def _named_tool(obj: Any, schemas: dict[str, Any]) -> dict[str, Any] | None:
+    """The object naming an offered tool: `obj`, or the ``function`` inside an echoed ``{"type": "function",
+    "function": {...}}`` definition; else None."""
+    if isinstance(obj, dict) and isinstance(obj.get("function"), dict) and obj.get("type") == "function":
+        obj = obj["function"]
+    return obj if isinstance(obj, dict) and obj.get("name") in schemas else None
 
 
 def is_definition(obj: dict[str, Any], schema: Any) -> bool:

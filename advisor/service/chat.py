@@ -25,6 +25,7 @@ from advisor.service.request import call_required, forced_tool, offered_names
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
 _FENCE = re.compile(r"\s*```[A-Za-z]*\s*$")
+_TOOLS_TAG = re.compile(r"\s*<tools>\s*$")  #: an echoed tool list's opening tag before the echo
 
 
 def tool_specs(request) -> list[dict[str, Any]]:
@@ -170,7 +171,7 @@ def parse_reply(model, text: str, request) -> Reply:
     if request.parallel_tool_calls is False:
         calls = calls[:1]
     lead = text[:parsed.start] if parsed.start >= 0 else ""
-    lead = _FENCE.sub("", lead.replace(FINAL_MARKER, ""))
+    lead = _TOOLS_TAG.sub("", _FENCE.sub("", lead.replace(FINAL_MARKER, "")))
     lead = (_THINK.sub("", lead) if "<think>" in lead else lead).strip() or None
     entries = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]

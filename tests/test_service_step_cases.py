@@ -1,0 +1,241 @@
+"""The cases of issue 36, through the real service: `advisor serve` whose rungs (the demo ladder's names, router
+trained on the demo's probe on the embedded Triton) are served by a scripted OpenAI-compatible endpoint on loopback
+(the `openai` backend). Its smallest rung writes what real small models wrote: an echoed tool definition before the
+call, two calls in one reply, a truncated call with a length stop, an empty reply; the rungs above write a call,
+then an answer.
+
+Each case asserts what the client receives (well-formed `tool_calls`, no call text in `content`) and what the
+service did about it (in-request retries and escalations in headers, metrics and the store); plus the agent SDK's
+default tool-error text escalating a session, and three concurrent identical runs keeping three latches.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import re
+import shutil
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from tests.test_service import DEMO, KEY, SUITE, Service, _chat, one_task_per_class
+
+pytestmark = pytest.mark.triton
+
+ORDER = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"],
+         "additionalProperties": False}
+TOOLS = [{"type": "function", "function": {"name": "get_order", "description": "Look an order up.",
+                                           "parameters": ORDER}},
+         {"type": "function", "function": {"name": "refund", "description": "Refund an order.", "parameters": ORDER}}]
+CALL = '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "ORD-1042"}}\n</tool_call>'
+REFUND = '<tool_call>\n{"name": "refund", "arguments": {"order_id": "ORD-1042"}}\n</tool_call>'
+ECHO = ('<tools>\n{"type": "function", "function": {"name": "get_order", "description": "Look an order up.", '
+        f'"parameters": {json.dumps(ORDER)}}}}}\n</tools>\n'
+        '{"name": "get_order", "parameters": ' + json.dumps(ORDER) + '}\n'
+        '{"name": "get_order", "arguments": {"order_id": "ORD-1042"}}')
+CUT = 'Next: I will use get_order.\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "ORD-10'
+
+
+def scripted(model: str, case: str, seed: int | None, last: str) -> tuple[str, str]:
+    """(text, finish_reason) a scripted rung writes: the small one as the case (named in the last user message)
+    and seed say, the larger ones a call, then an answer once a tool result is in (`last`: the last role)."""
+    if model != "scripted-small":
+        return ("Refunded.\nFINAL ANSWER: ORD-1042 is refunded.", "stop") if last == "tool" else (CALL, "stop")
+    if case == "echo":
+        return ECHO, "stop"
+    if case == "two":
+        return f"Looking it up, then refunding.\n{CALL}\n{REFUND}", "stop"
+    if case == "truncated-once":  # the retry (another seed) writes the call whole
+        return (CUT, "length") if not seed else (CALL, "stop")
+    if case == "truncated":
+        return CUT, "length"
+    if case == "empty":
+        return "", "stop"
+    return (REFUND if last == "tool" else CALL), "stop"  # look the order up, then refund it
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that answers `scripted` (and lists one model)."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self._send({"object": "list", "data": [{"id": f"scripted-{s}", "object": "model"}
+                                               for s in ("small", "mid", "big")]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        users = [m.get("content") or "" for m in body["messages"] if m["role"] == "user"]
+        case = users[-1].split("CASE ", 1)[1].split()[0] if users and "CASE " in users[-1] else ""
+        last = body["messages"][-1]  # (the openai backend sends a tool result as a <tool_response> user turn)
+        role = "tool" if last["role"] == "tool" or "<tool_response>" in (last.get("content") or "") else last["role"]
+        text, finish = scripted(body["model"], case, body.get("seed"), role)
+        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": "scripted",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                 "finish_reason": finish}],
+                    "usage": {"prompt_tokens": 50, "completion_tokens": max(len(text) // 4, 1),
+                              "total_tokens": 50 + max(len(text) // 4, 1)}})
+
+
+@pytest.fixture(scope="module")
+def endpoint():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory, triton_server, endpoint):
+    """The demo ladder's rungs served by the scripted endpoint (hermes_json, as Qwen on the CPU ladder writes):
+    nano-12b as each case says, the two above well. The router is trained on the demo's probe (same rung names)."""
+    from advisor.probe import ProbeConfig, run_probe
+
+    tmp = tmp_path_factory.mktemp("step-cases")
+    run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url,
+                          store_path=tmp / "probe.duckdb", replicas=1, conditions=("baseline",),
+                          tasks=one_task_per_class()))
+    ladder = yaml.safe_load(DEMO.read_text())
+    for rung, size in zip(ladder["rungs"], ("small", "mid", "big")):
+        rung.update(backend="openai", url=endpoint, triton_model=f"scripted-{size}", tool_call_format="hermes_json")
+        rung.pop("standin")
+    ladder["simulated"] = False
+    ladder.pop("roles")
+    (tmp / "ladder.yaml").write_text(yaml.safe_dump(ladder, sort_keys=False))
+    (tmp / "keys.txt").write_text(f"full {KEY}\n")
+    (tmp / "service.yaml").write_text("""version: 1
+default_class: orders
+classes:
+  orders: {chain: [nano-12b], verifier: none}
+sessions: {tool_errors: 2, start: router}
+""")
+    store = tmp / "live.duckdb"
+    shutil.copy(tmp / "probe.duckdb", store)
+    svc = Service(["--ladder", str(tmp / "ladder.yaml"), "--keys",
+                   str(tmp / "keys.txt"), "--config", str(tmp / "service.yaml"), "--ingest-every", "0"], store)
+    yield svc
+    assert svc.stop() == 0, "".join(svc.lines)
+
+
+def _ask(service, case: str, session: str | None = None, **kw):
+    headers = {"x-advisor-session": session} if session else {}
+    return _chat(service.client(), model="auto", tools=TOOLS, extra_headers=headers,
+                 messages=[{"role": "user", "content": f"Refund order ORD-1042. CASE {case}"}], **kw)
+
+
+def test_an_echoed_tool_definition_is_never_called(service):
+    reply, h = _ask(service, "echo")
+    calls = reply.choices[0].message.tool_calls
+    assert [c.function.name for c in calls] == ["get_order"], "the definitions echoed first are no calls"
+    assert json.loads(calls[0].function.arguments) == {"order_id": "ORD-1042"}
+    assert "parameters" not in (reply.choices[0].message.content or "") and h["x-advisor-attempts"] == "1"
+
+
+def test_two_calls_in_one_reply_are_two_tool_calls_with_no_call_text(service):
+    reply, _ = _ask(service, "two")
+    message = reply.choices[0].message
+    assert [c.function.name for c in message.tool_calls] == ["get_order", "refund"]
+    assert message.content == "Looking it up, then refunding." and reply.choices[0].finish_reason == "tool_calls"
+    with service.client().chat.completions.with_streaming_response.create(
+            model="auto", tools=TOOLS, stream=True,
+            messages=[{"role": "user", "content": "Refund order ORD-1042. CASE two"}]) as resp:
+        chunks = list(resp.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    streamed = [t.function.name for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or ()]
+    assert streamed == ["get_order", "refund"] and "<tool_call>" not in text and "```" not in text
+    one, _ = _ask(service, "two", parallel_tool_calls=False)
+    assert [c.function.name for c in one.choices[0].message.tool_calls] == ["get_order"]
+
+
+def test_a_truncated_call_is_retried_on_the_same_rung(service):
+    reply, h = _ask(service, "truncated-once")
+    assert reply.choices[0].message.tool_calls[0].function.name == "get_order"
+    assert h["x-advisor-rung"] == "nano-12b" and h["x-advisor-attempts"] == "2"
+    assert h["x-advisor-broken-steps"] == "truncated@nano-12b"
+    decision, attempts = service.records(h["x-advisor-decision-id"])
+    assert [a["verdict"] or "" for a in attempts][0].startswith("broken step truncated")
+    assert attempts[0]["finish_reason"] == "length" and attempts[1]["accepted"] is None
+
+
+def test_a_call_truncated_on_every_try_escalates_and_the_latch_moves_with_it(service):
+    reply, h = _ask(service, "truncated", session="cut-every-time")
+    assert h["x-advisor-rung"] == "nano-30b" and h["x-advisor-attempts"] == "3"
+    assert h["x-advisor-broken-steps"] == "truncated@nano-12b,truncated@nano-12b"
+    assert h["x-advisor-escalation"] == "broken_step nano-12b->nano-30b"
+    message = reply.choices[0].message
+    assert "<tool_call>" not in (message.content or "") and (message.tool_calls or message.content)
+    _, later = _ask(service, "anything", session="cut-every-time")
+    assert later["x-advisor-rung"] == "nano-30b" and later["x-advisor-session-step"] == "2"
+    metrics = service.client()._client.get(service.base + "/metrics", headers={"authorization": f"Bearer {KEY}"}).text
+    assert re.search(r'advisor_broken_steps_total\{(kind="truncated",rung="nano-12b"|rung="nano-12b",kind="truncated")\} [1-9]',
+                     metrics), [ln for ln in metrics.splitlines() if "broken" in ln]
+
+
+def test_an_empty_reply_never_reaches_the_client(service):
+    reply, h = _ask(service, "empty")
+    assert h["x-advisor-broken-steps"].startswith("empty@nano-12b") and h["x-advisor-rung"] != "nano-12b"
+    assert reply.choices[0].message.content or reply.choices[0].message.tool_calls
+
+
+def test_the_agents_sdk_tool_error_text_escalates_a_session(service):
+    client = service.client()
+    sdk = "An error occurred while running the tool. Please try again. Error: order service down"
+    convo = [{"role": "user", "content": "Refund order ORD-1042. CASE call"}]
+    rungs = []
+    for result in (sdk, '{"error": "down"}', None):  # two error results in a row: tool_errors 2
+        reply, h = _chat(client, model="auto", tools=TOOLS, messages=convo,
+                         extra_headers={"x-advisor-session": "sdk-errors"})
+        rungs.append((h["x-advisor-rung"], h.get("x-advisor-escalation")))
+        if result is not None:
+            call = reply.choices[0].message.tool_calls[0]
+            convo = convo + [reply.choices[0].message.model_dump(exclude_none=True),
+                             {"role": "tool", "tool_call_id": call.id, "content": result}]
+    assert rungs == [("nano-12b", None), ("nano-12b", None), ("nano-30b", "tool_errors nano-12b->nano-30b")]
+
+
+def test_three_concurrent_identical_runs_keep_three_latches(service):
+    """Three runs that open the same way (derived sessions): one run's tool errors move only its own latch."""
+    client = service.client()
+    opening = [{"role": "system", "content": "You handle refunds."},
+               {"role": "user", "content": "Refund order ORD-1042. CASE call"}]
+
+    def first(_):
+        return _chat(client, model="auto", tools=TOOLS, messages=opening)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        starts = list(pool.map(first, range(3)))
+    sessions = [h["x-advisor-session"] for _, h in starts]
+    assert len(set(sessions)) == 3 and all(s.startswith("drv_") for s in sessions)
+
+    def step(run, result: str):
+        reply, _ = run
+        message = reply.choices[0].message
+        convo = opening + [message.model_dump(exclude_none=True),
+                           {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": result}]
+        return convo, _chat(client, model="auto", tools=TOOLS, messages=convo)
+
+    convo_a, (reply_a, ha) = step(starts[0], "Error: order service down")
+    assert ha["x-advisor-session"] == sessions[0] and ha["x-advisor-session-step"] == "2"
+    call = reply_a.choices[0].message
+    convo_a = convo_a + [call.model_dump(exclude_none=True),
+                         {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": "Error: still down"}]
+    _, ha3 = _chat(client, model="auto", tools=TOOLS, messages=convo_a)
+    assert ha3["x-advisor-escalation"] == "tool_errors nano-12b->nano-30b" and ha3["x-advisor-session"] == sessions[0]
+    for run, sid in zip(starts[1:], sessions[1:]):
+        _, (_, h) = step(run, "order ORD-1042: 19.99 EUR")
+        assert (h["x-advisor-session"], h["x-advisor-session-step"], h["x-advisor-rung"]) == (sid, "2", "nano-12b")
+        assert "x-advisor-escalation" not in h, "another run's errors did not move this latch"
