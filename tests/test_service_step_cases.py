@@ -167,7 +167,7 @@ def test_a_truncated_call_is_retried_on_the_same_rung(service):
     assert h["x-advisor-rung"] == "nano-12b" and h["x-advisor-attempts"] == "2"
     assert h["x-advisor-broken-steps"] == "truncated@nano-12b"
     decision, attempts = service.records(h["x-advisor-decision-id"])
-    assert [a["verdict"] or "" for a in attempts][0].startswith("broken step truncated")
+    assert (attempts[0]["verdict"] or "").startswith("invalid: truncated")
     assert attempts[0]["finish_reason"] == "length" and attempts[1]["accepted"] is None
 
 

@@ -1,0 +1,268 @@
+"""Benchmark: real agent frameworks running tool tasks through `advisor serve`, and what reached them.
+
+Starts the embedded Triton on a ladder (default the demo's SIMULATED stand-ins), probes a few example tasks so the
+service can train its router, starts `advisor serve --url` to it, and runs the example suite's documentation tasks
+(search the docs, read a page, answer) with each framework's own agent loop and its own tools, `model: auto`, no
+session header (the sessions are derived):
+
+  * ``openai-sdk``: the `openai` package's chat completions in a plain loop (parallel_tool_calls on);
+  * ``agents-responses`` / ``agents-chat``: the OpenAI Agents SDK's `Runner.run` with its default Responses model
+    and with its Chat Completions model;
+  * ``langgraph``: LangGraph's `create_react_agent` over `langchain-openai`'s `ChatOpenAI`.
+
+Per framework: runs completed (a final answer, no error), tool calls round-tripped (tool functions the framework
+ran), broken steps that reached the client (goal 0: a tool call whose arguments the tool's schema refuses, a
+call of a tool that was not offered, call text, a ``FINAL ANSWER:`` marker or a stand-in label in an answer, an
+empty answer, a 4xx answer), in-request retries (``x-advisor-broken-steps``), in-request escalations (the step
+answered on a rung above the session's latch), session escalations (``x-advisor-escalation``), rungs per session
+(mean distinct rungs a run's steps were answered on) and wall time per run.
+
+    .venv/bin/python benchmarks/agent_frameworks.py [--ladder ladders/demo.yaml] [--runs 3]
+        [--frameworks openai-sdk agents-responses agents-chat langgraph] [--config SERVICE.yaml] [--json]
+
+A ladder of real models (``ladders/cpu.yaml``: llama.cpp on CPU) is probed and served the same way; on two
+shared cores a step takes tens of seconds, so give it ``--runs 1`` and patience.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from load_test import DEMO, KEY, SUITE, start_service, start_triton, stop  # noqa: E402
+
+FRAMEWORKS = ("openai-sdk", "agents-responses", "agents-chat", "langgraph")
+LEAKS = re.compile(r"<tool_call>|<TOOLCALL>|<function=|FINAL ANSWER:|\[SIMULATED ")
+
+
+class Observer:
+    """What one run saw: statuses and advisor headers of every answer, tool calls, broken steps."""
+
+    def __init__(self, schemas: dict[str, dict]):
+        self.schemas = schemas
+        self.headers: list[dict[str, str]] = []
+        self.statuses: list[int] = []
+        self.tool_calls = 0
+        self.broken: list[str] = []
+
+    def sync(self, response):
+        self.statuses.append(response.status_code)
+        self.headers.append({k: v for k, v in response.headers.items() if k.startswith("x-advisor-")})
+        if 400 <= response.status_code < 500:
+            self.broken.append(f"HTTP {response.status_code}")
+
+    async def async_(self, response):
+        self.sync(response)
+
+    def tool(self, name: str, args: dict) -> None:
+        """A tool the framework ran: its arguments must be what the offered schema accepts."""
+        from advisor.service.step_check import schema_violation
+
+        self.tool_calls += 1
+        if name not in self.schemas:
+            self.broken.append(f"call of {name!r}, not offered")
+        elif schema_violation(self.schemas[name], args) is not None:
+            self.broken.append(f"{name} arguments {args}")
+
+    def answer(self, text) -> None:
+        if not isinstance(text, str) or not text.strip():
+            self.broken.append("empty answer")
+        elif LEAKS.search(text):
+            self.broken.append(f"leaked text: {text[:60]!r}")
+
+
+SCHEMAS = {"search_docs": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
+                           "additionalProperties": False},
+           "read_doc": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"],
+                        "additionalProperties": False}}
+
+
+def docs_tools(obs: Observer):
+    """search_docs and read_doc as plain functions that report to `obs`."""
+
+    def search_docs(query: str) -> str:
+        """Search the Larkspur documentation; returns matching page ids and titles."""
+        obs.tool("search_docs", {"query": query})
+        return json.dumps([{"doc_id": "kb-backups", "title": "Backups"}, {"doc_id": "kb-audit", "title": "Audit"}])
+
+    def read_doc(doc_id: str) -> str:
+        """Read one documentation page by its id."""
+        obs.tool("read_doc", {"doc_id": doc_id})
+        return f"Page {doc_id}: entries are kept for 35 days."
+
+    return search_docs, read_doc
+
+
+def run_openai_sdk(base: str, task, obs: Observer) -> None:
+    import httpx
+    import openai
+
+    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
+                           http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=300))
+    fns = {f.__name__: f for f in docs_tools(obs)}
+    tools = [{"type": "function", "function": {"name": n, "description": f.__doc__, "parameters": SCHEMAS[n]}}
+             for n, f in fns.items()]
+    messages = [{"role": "user", "content": task.instructions}]
+    for _ in range(10):
+        message = client.chat.completions.create(model="auto", messages=messages, tools=tools,
+                                                 parallel_tool_calls=True).choices[0].message
+        if not message.tool_calls:
+            return obs.answer(message.content)
+        messages.append(message.model_dump(exclude_none=True))
+        for call in message.tool_calls:
+            try:
+                args = json.loads(call.function.arguments)
+                out = fns[call.function.name](**args) if call.function.name in fns else "Error: no such tool"
+            except (ValueError, TypeError) as exc:
+                obs.broken.append(f"arguments {call.function.arguments!r}: {exc}")
+                out = f"Error: {exc}"
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": out})
+    raise RuntimeError("no answer in 10 steps")
+
+
+def run_agents(base: str, task, obs: Observer, api: str) -> None:
+    import httpx
+    from agents import (Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
+                        set_tracing_disabled)
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    client = AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
+                         http_client=httpx.AsyncClient(event_hooks={"response": [obs.async_]}, timeout=300))
+    model = (OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel)(model="auto",
+                                                                                          openai_client=client)
+    agent = Agent(name="docs", instructions="You answer questions from the Larkspur documentation.", model=model,
+                  tools=[function_tool(f) for f in docs_tools(obs)])
+    obs.answer(asyncio.run(Runner.run(agent, task.instructions, max_turns=10)).final_output)
+
+
+def run_langgraph(base: str, task, obs: Observer) -> None:
+    import httpx
+    from langchain_core.tools import tool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    model = ChatOpenAI(model="auto", base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
+                       http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=300))
+    agent = create_react_agent(model, [tool(f) for f in docs_tools(obs)],
+                               prompt="You answer questions from the Larkspur documentation.")
+    state = agent.invoke({"messages": [("user", task.instructions)]}, {"recursion_limit": 22})
+    obs.answer(state["messages"][-1].content)
+
+
+def run_one(framework: str, base: str, task) -> dict:
+    """One run of `task` by `framework`: what it saw."""
+    obs = Observer(SCHEMAS)
+    started = time.perf_counter()
+    error = None
+    try:
+        if framework == "openai-sdk":
+            run_openai_sdk(base, task, obs)
+        elif framework == "langgraph":
+            run_langgraph(base, task, obs)
+        else:
+            run_agents(base, task, obs, "responses" if framework == "agents-responses" else "chat")
+    except Exception as exc:  # noqa: BLE001 - a run that fails is counted, with why
+        error = f"{type(exc).__name__}: {str(exc)[:160]}"
+    steps = [h for h in obs.headers if "x-advisor-rung" in h]
+    return {"framework": framework, "task": task.id, "completed": error is None and not obs.broken,
+            "error": error, "tool_calls": obs.tool_calls, "broken_to_client": obs.broken,
+            "statuses": sorted(set(obs.statuses)), "steps": len(steps),
+            "retries": sum(len(h.get("x-advisor-broken-steps", "").split(",")) for h in steps
+                           if h.get("x-advisor-broken-steps")),
+            "in_request_escalations": sum(h["x-advisor-rung"] != h["x-advisor-chain"].split(",")[0] for h in steps),
+            "session_escalations": sum("x-advisor-escalation" in h for h in steps),
+            "rungs": sorted({h["x-advisor-rung"] for h in steps}), "wall_s": time.perf_counter() - started}
+
+
+def probe(url: str, ladder: Path, store: Path, per_class: int) -> None:
+    """A small probe (the router's training data): `per_class` example tasks of each class, baseline only."""
+    from advisor.probe import ProbeConfig, run_probe
+    from advisor.suite import load_suite
+
+    chosen, count = [], defaultdict(int)
+    for t in load_suite(SUITE).tasks:
+        if count[t.task_class] < per_class:
+            count[t.task_class] += 1
+            chosen.append(t.id)
+    run_probe(ProbeConfig(ladder_path=ladder, suite_path=SUITE, url=url, store_path=store, replicas=1,
+                          conditions=("baseline",), tasks=chosen))
+
+
+def table(rows: list[dict], ladder: str) -> str:
+    """The per-framework Markdown table."""
+    out = ["| ladder | framework | runs completed | tool calls | broken steps to client | in-request retries | "
+           "in-request escalations | session escalations | rungs per session | wall s per run |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    by = defaultdict(list)
+    for r in rows:
+        by[r["framework"]].append(r)
+    for name, rs in by.items():
+        out.append(f"| {ladder} | {name} | {sum(r['completed'] for r in rs)}/{len(rs)} | "
+                   f"{sum(r['tool_calls'] for r in rs)} | {sum(len(r['broken_to_client']) for r in rs)} | "
+                   f"{sum(r['retries'] for r in rs)} | {sum(r['in_request_escalations'] for r in rs)} | "
+                   f"{sum(r['session_escalations'] for r in rs)} | "
+                   f"{statistics.mean(len(r['rungs']) for r in rs):.2f} | "
+                   f"{statistics.median(r['wall_s'] for r in rs):.1f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ladder", type=Path, default=DEMO)
+    parser.add_argument("--runs", type=int, default=3, help="Runs per framework (over the docs tasks in turn).")
+    parser.add_argument("--frameworks", nargs="+", choices=FRAMEWORKS, default=list(FRAMEWORKS))
+    parser.add_argument("--probe-per-class", type=int, default=2, help="Example tasks per class in the probe.")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="The service config (default none: sessions start on the least expected USD per "
+                             "usable trajectory); e.g. one with sessions: {start: router}.")
+    parser.add_argument("--json", action="store_true", help="Every run as JSON lines after the table.")
+    args = parser.parse_args()
+    from advisor.suite import load_suite
+
+    tasks = [t for t in load_suite(SUITE).tasks if t.task_class == "doc_retrieval"]
+    triton, url = start_triton(args.ladder)
+    rows = []
+    started = time.time()
+    try:
+        with tempfile.TemporaryDirectory(prefix="advisor-frameworks-") as tmp:
+            store = Path(tmp) / "frameworks.duckdb"
+            probe(url, args.ladder, store, args.probe_per_class)
+            extra = ["--ingest-every", "0", *(["--config", str(args.config)] if args.config else [])]
+            service, base = start_service(url, store, 1, extra, ladder=args.ladder)
+            try:
+                for framework in args.frameworks:
+                    for i in range(args.runs):
+                        rows.append(run_one(framework, base, tasks[i % len(tasks)]))
+                        print(json.dumps({k: rows[-1][k] for k in ("framework", "task", "completed", "error",
+                                                                   "tool_calls", "rungs")}), file=sys.stderr)
+            finally:
+                stop(service)
+    finally:
+        stop(triton)
+    print(f"agent frameworks through advisor serve: ladder {args.ladder.name}, config "
+          f"{args.config.name if args.config else 'none'}, {args.runs} run(s) per framework "
+          f"over the example suite's doc_retrieval tasks, {time.time() - started:.0f} s in all, load average "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores at the end")
+    print(table(rows, args.ladder.stem))
+    for r in rows:
+        if r["error"] or r["broken_to_client"]:
+            print(f"  {r['framework']} {r['task']}: {r['error'] or ''} {r['broken_to_client'] or ''}")
+    if args.json:
+        for r in rows:
+            print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
