@@ -182,7 +182,9 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
-    async with aclosing(walk_plan(rt, stepped_up(rt, plan), deadline, reseeded_call(rt, req, plan))) as tries:
+    retries = BrokenRetries(rt, req, plan)
+    walk = dataclasses.replace(stepped_up(rt, plan), check=retries.check if plan.check is not None else None)
+    async with aclosing(walk_plan(rt, walk, deadline, retries.call)) as tries:
         async for t in tries:
             answer = t.answer if t.failure is None else None
             out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
@@ -216,15 +218,27 @@ def stepped_up(rt, plan: RequestPlan) -> RequestPlan:
     return dataclasses.replace(plan, chain=[*plan.chain, *above]) if above else plan
 
 
-def reseeded_call(rt, req, plan: RequestPlan):
-    """The walk's `call`: a rung's generation on the request, the n-th try on one rung with the seed moved on by
-    n - 1 (`retry_request`: a seeded model would write the same broken step again)."""
-    tries: dict[str, int] = {}
+class BrokenRetries:
+    """The walk's `call` and per-step check for one request: a try that follows a broken step on the same rung
+    moves the seed on (`retry_request`: a seeded model would write the same broken step again); a retry after a
+    verifier's rejection keeps the request's seed."""
 
-    async def call(rung: str, remaining: float):
-        tries[rung] = tries.get(rung, 0) + 1
-        return await rung_call(rt, retry_request(req, tries[rung] - 1), plan)(rung, remaining)
-    return call
+    def __init__(self, rt, req, plan: RequestPlan):
+        self.rt, self.req, self.plan = rt, req, plan
+        self.rung: str | None = None
+        self.broken: dict[str, int] = {}
+
+    async def call(self, rung: str, remaining: float):
+        """A rung's generation on the request (the seed moved on by the rung's broken steps so far)."""
+        self.rung = rung
+        return await rung_call(self.rt, retry_request(self.req, self.broken.get(rung, 0)), self.plan)(rung, remaining)
+
+    def check(self, answer) -> str | None:
+        """The plan's check, counting the broken steps of the rung just called."""
+        reason = self.plan.check(answer)
+        if reason is not None:
+            self.broken[self.rung] = self.broken.get(self.rung, 0) + 1
+        return reason
 
 
 async def run_with_deadline(rt, req, plan: RequestPlan) -> Outcome:
