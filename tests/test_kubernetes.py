@@ -112,7 +112,12 @@ def test_the_service_deployment_has_what_replicas_need():
     assert c["image"] == "registry.example.com/advisor:0.1.0"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz" and c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in c["env"] if "valueFrom" in e}
-    assert env["ADVISOR_STORE_URL"]["name"] == env["ADVISOR_API_KEYS"]["name"] == "advisor-secrets"
+    assert env["ADVISOR_STORE_URL"]["name"] == "advisor-secrets" and "ADVISOR_API_KEYS" not in env
+    # the key file (NAME KEY lines: tenants by name) is the Secret's api-keys, mounted where --keys reads it
+    keys_arg = next(a for a in c["args"] if a.startswith("--keys="))
+    mount = next(m for m in c["volumeMounts"] if keys_arg.split("=", 1)[1].startswith(m["mountPath"] + "/"))
+    volume = next(v for v in pod["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "advisor-secrets" and volume["secret"]["items"][0]["key"] == "api-keys"
     assert set(c["resources"]["requests"]) == {"cpu", "memory"}
     assert _one(docs, "HorizontalPodAutoscaler", "advisor")["spec"]["scaleTargetRef"]["name"] == "advisor"
     selector = _one(docs, "Service", "advisor")["spec"]["selector"]
