@@ -28,6 +28,11 @@ PUBLISHED = {
 LABELS = {"tc": "goal completion", "if_": "instruction following", "overall": "overall",
           "near_zero": "near-zero share %", "usable": "usable share % (>= 75)"}
 PCT = ("near_zero", "usable")
+#: Per-class targets of the calibration (docs/standin.md): on the class's tasks without the skill, nano-30b's usable
+#: rate over super-120b's (the "usable ratio") at least this; nano-30b is first in a plan where it exceeds the price
+#: ratio per attempt. multi_step: at most this (super-120b's class).
+CLASS_TARGETS = {"api_calls": (">=", 0.75), "doc_retrieval": (">=", 0.75), "extraction": (">=", 0.75),
+                 "code_change": (">=", 0.7), "multi_step": ("<=", 0.25)}
 
 
 def run(replicas: int, store_path: Path) -> dict:
@@ -51,6 +56,24 @@ def run(replicas: int, store_path: Path) -> dict:
         return summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
 
 
+def per_class(store_path: Path) -> list[tuple]:
+    """Per class and condition: (class, condition, usable nano-12b, nano-30b, super-120b, usable ratio nano-30b :
+    super-120b, price ratio per attempt), over every task of the class (the skill condition: tasks with a skill)."""
+    import duckdb
+
+    with duckdb.connect(str(store_path), read_only=True) as db:
+        rows = db.execute("""
+            select task_class, condition, rung, avg(case when overall >= 75 then 1.0 else 0.0 end), avg(cost_usd)
+            from runs where not unscored group by all""").fetchall()
+    cell = {(c, k, r): (u, cost) for c, k, r, u, cost in rows}
+    out = []
+    for cls, cond in sorted({(c, k) for c, k, _ in cell}):
+        small, mid, big = (cell.get((cls, cond, r), (0.0, 0.0)) for r in ("nano-12b", "nano-30b", "super-120b"))
+        out.append((cls, cond, small[0], mid[0], big[0], mid[0] / big[0] if big[0] else float("nan"),
+                    mid[1] / big[1] if big[1] else float("nan")))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--replicas", type=int, default=30)
@@ -58,7 +81,9 @@ def main() -> None:
     args = ap.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        summary = run(args.replicas, args.store or Path(tmp) / "fidelity.duckdb")
+        store = args.store or Path(tmp) / "fidelity.duckdb"
+        summary = run(args.replicas, store)
+        classes = per_class(store)
     rungs = {r["rung"]: r for r in summary["rungs"]}
     print(f"SIMULATED stand-ins, {summary['paired_tasks']} example tasks with a skill, {args.replicas} replicas, "
           f"{summary['runs']} runs in {time.monotonic() - started:.0f} s. baseline -> with skill")
@@ -82,6 +107,15 @@ def main() -> None:
     print(f"price per task nano-30b : super-120b (with skill) = {ratio:.2f} (published 0.040 : 0.083 = 0.48)")
     print(f"largest difference from the published table: {worst:.1f} points "
           f"({'within' if worst <= 5 else 'NOT within'} 5)")
+    print("per class, all its tasks (skill: those with one); usable share per rung, usable ratio nano-30b : "
+          "super-120b against the price ratio per attempt and the calibration's target (docs/standin.md)")
+    print(f"{'class':14s} {'condition':9s} {'nano-12b':>8s} {'nano-30b':>8s} {'super-120b':>10s} {'ratio':>6s} "
+          f"{'price':>6s} {'target':>8s}")
+    for cls, cond, small, mid, big, ratio, price in classes:
+        op, goal = CLASS_TARGETS.get(cls, ("", None))
+        target = "" if cond != "baseline" or goal is None else f"{op} {goal:.2f}" + (
+            " ok" if (ratio >= goal if op == ">=" else ratio <= goal) else " MISSED")
+        print(f"{cls:14s} {cond:9s} {small:8.0%} {mid:8.0%} {big:10.0%} {ratio:6.2f} {price:6.2f} {target:>8s}")
 
 
 if __name__ == "__main__":

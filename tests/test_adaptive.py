@@ -216,6 +216,18 @@ def test_demo_ladder_shape_and_adaptive_savings(tmp_path):
     # For retryable work (target 0.3) super-120b is the floor of api_calls with the skill.
     low = {c.task_class: c for c in analyse(rows, FloorSettings(target=0.3)).classes if c.condition == "skill"}
     assert low["api_calls"].floor == "super-120b", low["api_calls"].note
+    # The write-up's rule of thumb (docs/standin.md, per-class calibration): nano-30b first, with retries, on the
+    # narrow classes without the skill; super-120b for multi-step work (no verifier); nano-12b in no plan.
+    from advisor.plans import VerifierUse, recommend
+
+    verifiers = {c: VerifierUse(c != "multi_step") for c in {cf.task_class for cf in full.classes}}
+    plans = {(p.task_class, p.condition): p for p in recommend(full, verifiers)}
+    for cls in ("api_calls", "doc_retrieval", "extraction", "code_change"):
+        assert plans[cls, "baseline"].plan.first_rung == "nano-30b", plans[cls, "baseline"]
+    assert {(plans["multi_step", c].plan or plans["multi_step", c].best).first_rung for c in ("baseline", "skill")} \
+        == {"super-120b"}
+    chosen = [p.plan or p.best for p in plans.values()]
+    assert all(step.rung != "nano-12b" for plan in chosen if plan is not None for step in plan.steps)
     result = replay(rows, 3)
     assert _floors(result.floors) == _floors(full)
     assert result.runs_spent <= 0.6 * len(rows), result.summary()

@@ -135,6 +135,26 @@ def test_floor_small_rung_rarely_converges(ladder):
     assert rate(big, narrow) > 0.9 and rate(mid, multi) + 0.1 < rate(big, multi) < rate(big, narrow) - 0.4
 
 
+def test_per_class_calibration(ladder):
+    """docs/standin.md, per-class calibration: conventions the instructions state are kept by nano-30b about as
+    well as by super-120b (a skill document's far less), never by nano-12b; a single-file code change is easier
+    than its four steps alone say; focused doc retrieval rarely ends in a wrong answer once the work is done."""
+    example = load_suite(Path(__file__).resolve().parent.parent / "suites" / "example" / "suite.yaml")
+    small, mid, big = (ladder.rung(n).standin for n in ("nano-12b", "nano-30b", "super-120b"))
+    stated = [t for t in example.tasks if not t.has_skill]
+    skilled = [t for t in example.tasks if t.has_skill]
+    mean = lambda f, tasks: sum(map(f, tasks)) / len(tasks)  # noqa: E731
+    assert mean(lambda t: B.p_comply(mid, t, False), stated) > 0.95 * mean(lambda t: B.p_comply(big, t, False), stated)
+    assert mean(lambda t: B.p_comply(mid, t, True), skilled) < 0.5 * mean(lambda t: B.p_comply(big, t, True), skilled)
+    assert mean(lambda t: B.p_comply(small, t, False), stated) < 0.01
+    code = example.task("code-config-port")
+    assert B.difficulty(code) == pytest.approx(B.DS * 4 + B.DT * 2 + B.CLASS_DIFFICULTY["code_change"])
+    assert B.p_converge(mid.capability, code) > 0.8 > 0.05 > B.p_converge(small.capability, code)
+    docs = example.task("docs-backup-retention")
+    wrong = [p.wrong for p in _plans(big, docs, False) if p.outcome == "converge" and p.complied]
+    assert sum(wrong) / len(wrong) < 0.2
+
+
 def test_failure_modes_end_the_loop(ladder, suite_path):
     suite = load_suite(suite_path)
     small = ladder.rung("nano-12b")

@@ -8,8 +8,9 @@ emits the plan's next action (the position is the number of assistant turns alre
 The draws, with the rung's parameters (``StandinParams``: capability ``c``, skill_uptake ``u``, redundancy
 ``r``) and the task's reference trajectory (``n`` steps, some marked ``how``):
 
-1. **Difficulty** ``d = D0 + DS * n + DT * (k - 1)`` for a reference of ``n`` steps using ``k`` distinct
-   tools (longer, more varied work is harder), margin ``m = c - d``.
+1. **Difficulty** ``d = D0 + DS * n + DT * (k - 1) + CLASS_DIFFICULTY[class]`` for a reference of ``n`` steps
+   using ``k`` distinct tools (longer, more varied work is harder; the class term says how much of that length is
+   routine: a single-file code change reads, edits and tests one file), margin ``m = c - d``.
 2. **Converge?** with probability ``p_conv = sigmoid(A * m)``. This is the size floor: a rung far below a
    task's difficulty almost never converges.
 3. A non-converging episode fails in one of three ways (weights ``W_GIVE_UP``, ``W_LOOP``, ``W_MALFORMED``):
@@ -19,11 +20,12 @@ The draws, with the rung's parameters (``StandinParams``: capability ``c``, skil
 4. A converging episode follows the reference. **Instruction following**: for a task whose conventions live
    in a skill document, the rung knows them with probability ``P_GUESS`` without the skill and
    ``P_GUESS + (1 - P_GUESS) * u * sigmoid(A * m)`` with it (the skill helps only a rung that can use it:
-   ``u`` is small below the floor); for a task without a skill the instructions state the conventions. It
-   then complies with probability ``know * sigmoid(A_IF * (c - IF0))``. A non-complying episode drops each
-   ``how`` step with probability ``P_DROP_HOW`` (at least one) and answers ``final_sloppy``.
-   **Task completion**: with probability ``P_WRONG * (1 - sigmoid(A * m))`` + ``P_WRONG_FLOOR`` it answers
-   ``final_wrong``.
+   ``u`` is small below the floor), and then complies with probability ``know * sigmoid(A_IF * (c - IF0))``.
+   A task without a skill states its conventions in the instructions (narrow, well-specified work): the rung
+   complies with probability ``sigmoid(A_IF * (c - IF0_STATED))``, a lower threshold than a separate document's.
+   A non-complying episode drops each ``how`` step with probability ``P_DROP_HOW`` (at least one) and answers
+   ``final_sloppy``. **Task completion**: with probability ``P_WRONG * (1 - sigmoid(A * m))`` plus the class's
+   wrong-answer floor (``CLASS_WRONG_FLOOR``, else ``P_WRONG_FLOOR``) it answers ``final_wrong``.
 5. **Effort**: before each step after the first read, and once more before answering, with probability
    ``r`` the rung re-reads something it already read (a redundant read-only call), and with probability ``SLIP * sigmoid(-c)`` it first emits a malformed call
    and then, having read the parse error, the correct one. Small rungs therefore spend more turns.
@@ -46,16 +48,23 @@ DS = 0.32  #: difficulty added per reference step
 DT = 0.05  #: difficulty added per distinct tool beyond the first the reference uses
 W_GIVE_UP, W_LOOP, W_MALFORMED = 0.27, 0.47, 0.26  #: failure modes of a non-converging episode
 P_GUESS = 0.2  #: chance of following a skill's conventions without having read the skill
-A_IF, IF0 = 6.7, 1.7  #: attention to stated conventions: sigmoid(A_IF * (capability - IF0))
+A_IF, IF0 = 6.0, 1.75  #: attention to a skill document's conventions: sigmoid(A_IF * (capability - IF0))
+IF0_STATED = 0.7  #: the same for conventions the instructions state (a task without a skill)
 P_DROP_HOW = 1.0  #: chance a non-complying episode drops each `how` step
 P_WRONG, P_WRONG_FLOOR = 1.0, 0.45  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
 P_WRONG_NOHOW = 0.15  #: a non-complying, non-partial episode answers final_wrong with P_WRONG_NOHOW x P(wrong)
 P_PARTIAL, A_PARTIAL, PARTIAL0 = 0.74, 5.4, 1.8  #: partial work: P_PARTIAL * sigmoid(A_PARTIAL * (PARTIAL0 - c))
-PARTIAL_SKILL = 0.83  #: factor on the partial-work chance when the task's skill is in the prompt
+PARTIAL_SKILL = 0.95  #: factor on the partial-work chance when the task's skill is in the prompt
 P_GIVE_UP_WRONG = 0.96  #: a give-up answers final_wrong (else a generic give-up text) with this chance
 SLIP = 0.25  #: scale of isolated malformed calls: SLIP * sigmoid(-capability)
 GIVE_UP_TEXT = "I was not able to complete this task with the tools available."
 READ_TOOLS = ("read_file", "list_files", "search_docs", "read_doc")
+#: Per task class (the example suite's; other classes 0): difficulty added for every rung. A single-file code
+#: change is four reference steps of routine reading and testing around one edit.
+CLASS_DIFFICULTY = {"code_change": -0.5}
+#: Per task class, the floor of the wrong-answer chance of a complied episode (others: P_WRONG_FLOOR): focused doc
+#: retrieval reads the page that holds the answer.
+CLASS_WRONG_FLOOR = {"doc_retrieval": 0.1}
 
 
 def sigmoid(x: float) -> float:
@@ -102,7 +111,7 @@ def difficulty(task: Any) -> float:
     """Task difficulty on the capability scale: grows with the reference's length and the tools it combines."""
     steps = task.reference.steps if task.reference is not None else []
     tools = len({s.tool for s in steps})
-    return D0 + DS * len(steps) + DT * max(tools - 1, 0)
+    return D0 + DS * len(steps) + DT * max(tools - 1, 0) + CLASS_DIFFICULTY.get(getattr(task, "task_class", ""), 0.0)
 
 
 def p_converge(capability: float, task: Any) -> float:
@@ -112,9 +121,9 @@ def p_converge(capability: float, task: Any) -> float:
 
 def p_comply(params: Any, task: Any, skill_in_prompt: bool) -> float:
     """Probability that a converging episode works the way it was told (keeps every `how` step)."""
-    attend = sigmoid(A_IF * (params.capability - IF0))
     if not task.has_skill:
-        return attend
+        return sigmoid(A_IF * (params.capability - IF0_STATED))
+    attend = sigmoid(A_IF * (params.capability - IF0))
     know = P_GUESS
     if skill_in_prompt:
         know += (1 - P_GUESS) * params.skill_uptake * p_converge(params.capability, task)
@@ -155,7 +164,7 @@ def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed
         return _failure(rng, ref, redundancy)
     steps = list(ref.steps)
     complied = rng.random() < p_comply(params, task, skill_in_prompt)
-    p_wrong = min(1.0, P_WRONG * (1 - pc) + P_WRONG_FLOOR)
+    p_wrong = min(1.0, P_WRONG * (1 - pc) + CLASS_WRONG_FLOOR.get(getattr(task, "task_class", ""), P_WRONG_FLOOR))
     outcome, wrong = "converge", False
     if complied:
         wrong = ref.final_wrong is not None and rng.random() < p_wrong

@@ -47,9 +47,21 @@ def _str(dumper, value: str):
 _Dumper.add_representer(str, _str)
 
 
+def stated_first(tasks: list[dict], verifier: bool) -> list[dict]:
+    """In a class with a verifier, the tasks without a skill (conventions stated in the instructions: well-specified
+    work) before those with one, each kind in its own order; other classes keep their order. An adaptive probe's
+    first batch of a retryable class is then mostly the work that decides whether a cheap first rung with retries
+    pays (docs/standin.md, per-class calibration)."""
+    if not verifier:
+        return tasks
+    return [t for t in tasks if not t.get("skill")] + [t for t in tasks if t.get("skill")]
+
+
 def build() -> dict:
     """The suite as a plain dict."""
-    tasks = [*api_calls.tasks(), *doc_retrieval.tasks(), *code_change.tasks(), *extraction.tasks(), *multi_step.tasks()]
+    verifier = {c["name"]: c["verifier"] for c in CLASSES}
+    tasks = [t for gen in (api_calls, doc_retrieval, code_change, extraction, multi_step)
+             for t in stated_first(gen.tasks(), verifier[gen.tasks()[0]["class"]])]
     return {
         "version": 1,
         "name": "example",
