@@ -25,7 +25,8 @@ The draws, with the rung's parameters (``StandinParams``: capability ``c``, skil
    complies with probability ``sigmoid(A_IF * (c - IF0_STATED))``, a lower threshold than a separate document's.
    A non-complying episode drops each ``how`` step with probability ``P_DROP_HOW`` (at least one) and answers
    ``final_sloppy``. **Task completion**: with probability ``P_WRONG * (1 - sigmoid(A * m))`` plus the class's
-   wrong-answer floor (``CLASS_WRONG_FLOOR``, else ``P_WRONG_FLOOR``) it answers ``final_wrong``.
+   wrong-answer floor (``CLASS_WRONG_FLOOR``, else ``P_WRONG_FLOOR``; at most ``P_WRONG_FLOOR_STATED`` for a task
+   without a skill, whose instructions state the exact work) it answers ``final_wrong``.
 5. **Effort**: before each step after the first read, and once more before answering, with probability
    ``r`` the rung re-reads something it already read (a redundant read-only call), and with probability ``SLIP * sigmoid(-c)`` it first emits a malformed call
    and then, having read the parse error, the correct one. Small rungs therefore spend more turns.
@@ -48,7 +49,7 @@ DS = 0.32  #: difficulty added per reference step
 DT = 0.05  #: difficulty added per distinct tool beyond the first the reference uses
 W_GIVE_UP, W_LOOP, W_MALFORMED = 0.27, 0.47, 0.26  #: failure modes of a non-converging episode
 P_GUESS = 0.2  #: chance of following a skill's conventions without having read the skill
-A_IF, IF0 = 6.0, 1.75  #: attention to a skill document's conventions: sigmoid(A_IF * (capability - IF0))
+A_IF, IF0 = 5.0, 1.8  #: attention to a skill document's conventions: sigmoid(A_IF * (capability - IF0))
 IF0_STATED = 0.7  #: the same for conventions the instructions state (a task without a skill)
 P_DROP_HOW = 1.0  #: chance a non-complying episode drops each `how` step
 P_WRONG, P_WRONG_FLOOR = 1.0, 0.45  #: wrong final answer: P_WRONG * (1 - p_conv) + P_WRONG_FLOOR
@@ -65,6 +66,7 @@ CLASS_DIFFICULTY = {"code_change": -0.5}
 #: Per task class, the floor of the wrong-answer chance of a complied episode (others: P_WRONG_FLOOR): focused doc
 #: retrieval reads the page that holds the answer.
 CLASS_WRONG_FLOOR = {"doc_retrieval": 0.1}
+P_WRONG_FLOOR_STATED = 0.1  #: the same floor at most, for a task whose instructions state the exact work (no skill)
 
 
 def sigmoid(x: float) -> float:
@@ -140,6 +142,13 @@ def p_partial(params: Any, task: Any, skill_in_prompt: bool) -> float:
     return min(1.0, p)
 
 
+def wrong_floor(task: Any) -> float:
+    """The floor of a complied episode's wrong-answer chance: the class's (`CLASS_WRONG_FLOOR`, else
+    `P_WRONG_FLOOR`), at most `P_WRONG_FLOOR_STATED` for a task whose instructions state what to do (no skill)."""
+    floor = CLASS_WRONG_FLOOR.get(getattr(task, "task_class", ""), P_WRONG_FLOOR)
+    return floor if task.has_skill else min(floor, P_WRONG_FLOOR_STATED)
+
+
 def _is_read(step: Any) -> bool:
     if step.tool in READ_TOOLS:
         return True
@@ -164,7 +173,7 @@ def make_plan(params: Any, task: Any | None, skill_in_prompt: bool, request_seed
         return _failure(rng, ref, redundancy)
     steps = list(ref.steps)
     complied = rng.random() < p_comply(params, task, skill_in_prompt)
-    p_wrong = min(1.0, P_WRONG * (1 - pc) + CLASS_WRONG_FLOOR.get(getattr(task, "task_class", ""), P_WRONG_FLOOR))
+    p_wrong = min(1.0, P_WRONG * (1 - pc) + wrong_floor(task))
     outcome, wrong = "converge", False
     if complied:
         wrong = ref.final_wrong is not None and rng.random() < p_wrong
