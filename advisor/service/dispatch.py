@@ -85,7 +85,7 @@ def decide(rt, req, key) -> RequestPlan:
                 shadow_decide(rt, plan, *policy_inputs(rt, req, plan, ccfg, key))
             except RequestError:
                 pass
-    if needs_check(req) or not req.stream:  # every answer is checked before the client sees it (step_check)
+    if needs_check(req):  # an agent step or JSON asked for: checked before the client sees it (step_check)
         plan.check, plan.check_tries = step_checker(req), 1 + rt.config.api.step_retries
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
@@ -182,9 +182,12 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
-    retries = BrokenRetries(rt, req, plan)
-    walk = dataclasses.replace(stepped_up(rt, plan), check=retries.check if plan.check is not None else None)
-    async with aclosing(walk_plan(rt, walk, deadline, retries.call)) as tries:
+    if plan.check is None:  # nothing to check (no tools, no JSON asked): the plan's walk as it is
+        walk, call = plan, rung_call(rt, req, plan)
+    else:
+        retries = BrokenRetries(rt, req, plan)
+        walk, call = dataclasses.replace(stepped_up(rt, plan), check=retries.check), retries.call
+    async with aclosing(walk_plan(rt, walk, deadline, call)) as tries:
         async for t in tries:
             answer = t.answer if t.failure is None else None
             out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
@@ -210,7 +213,7 @@ def stepped_up(rt, plan: RequestPlan) -> RequestPlan:
     """The plan the walk follows: a single-rung plan with a step check goes on, after its rung's broken steps, to
     the allowed rungs above it (a broken step escalates within the request: `advisor.service.step_check`); the
     decided plan (its chain as recorded) is left as it is."""
-    if plan.check is None or plan.mode != "single" or not plan.chain:
+    if plan.mode != "single" or not plan.chain:
         return plan
     names = [r.name for r in rt.ladder.rungs]
     last = plan.chain[-1]
