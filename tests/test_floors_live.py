@@ -53,7 +53,7 @@ def test_live_column_is_shown_labelled_and_does_not_move_the_floor(tmp_path, cap
 
     assert main(["floors", "--store", str(path), "--target", "0.7"]) == 0
     text = capsys.readouterr().out
-    assert LIVE_NOTE in text and "live acc (n)" in text and "floor: mid (decided)" in text
+    assert LIVE_NOTE in text and "live acc (n)" in text and "single attempt: floor mid (decided)" in text
     small = next(ln for ln in text.splitlines() if ln.split()[:1] == ["small"])
     mid = next(ln for ln in text.splitlines() if ln.split()[:1] == ["mid"])
     assert "90% (10)*" in small and "0% (0%-21%)" in small  # live accept beside the probe's usable rate of 0%
