@@ -44,11 +44,11 @@ class Counter:
     """Counts generations served by wrapping the stand-in responders the embedded server builds."""
 
     def __init__(self, monkeypatch):
-        import advisor.standin as standin
+        import advisor.triton.server as server
 
         self.n = 0
         self.lock = threading.Lock()
-        real = standin.responder_for
+        real = server.standin_responder  # what the embedded server binds each stand-in rung to
 
         def counting(model, suite_paths=()):
             respond = real(model, suite_paths)
@@ -60,7 +60,7 @@ class Counter:
 
             return wrapped
 
-        monkeypatch.setattr(standin, "responder_for", counting)
+        monkeypatch.setattr(server, "standin_responder", counting)
 
     def wait_for(self, n, proc=None, timeout=60.0):
         end = time.monotonic() + timeout

@@ -26,7 +26,9 @@ classes:
   chat: {verifier: none}
   agent: {chain: [nano-12b], verifier: none}
 sessions: {tool_errors: 2, unparseable: 0, stuck: false}
-"""  # only the tool errors the client sends escalate: the stand-ins' own slips would move a session at random
+api: {step_retries: 4}
+"""  # only the tool errors the client sends escalate: the stand-ins' own slips would move a session at random (a
+# broken step is retried on its rung, redrawn, before it could escalate)
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
 
@@ -87,7 +89,7 @@ def test_sessions_hold_across_two_replicas_and_a_kill(postgres_server, triton_se
                     convos[s] = convos[s] + extra
                     replica = replicas[alive[(step + n) % len(alive)]]  # the next step of a session: the other one
                     resp = client.post(replica.base + "/v1/chat/completions", json={
-                        "model": "auto", "max_tokens": 16, "messages": convos[s], "tools": TOOLS},
+                        "model": "auto", "max_tokens": 256, "messages": convos[s], "tools": TOOLS},
                         headers={"x-advisor-session": s, "x-advisor-class": "agent"})
                     assert resp.status_code == 200, resp.text[:300]
                     h = resp.headers
