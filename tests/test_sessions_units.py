@@ -82,6 +82,33 @@ def test_latch_store_is_shared_and_atomic_across_processes(tmp_path):
     assert LatchStore(path, SessionState, ttl_s=1e-9).get("s") is None  # expired
 
 
+def _open_at_once(folder, barrier, rounds, errors):
+    for i in range(rounds):
+        barrier.wait()
+        try:
+            LatchStore(folder / f"{i}.sqlite", SessionState).update("s", lambda old: SessionState("a", "a", None))
+        except Exception as exc:  # the test counts them
+            errors.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_workers_opening_a_new_latch_file_at_once_all_get_it(tmp_path):
+    """The service's workers open the latch file on their first request, often the same instant; switching a new
+    file to WAL is not waited for by SQLite, so without retrying some saw "database is locked" (about one round
+    in seven with four processes)."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier, errors = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_open_at_once, args=(tmp_path, barrier, 30, errors)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert all(p.exitcode == 0 for p in procs)
+    found = []
+    while not errors.empty():
+        found.append(errors.get())
+    assert not found, found[:3]
+
+
 def test_the_latch_store_keeps_at_most_max_sessions(tmp_path):
     from advisor.service.sessions import SessionState
     from advisor.store.latches import LatchStore

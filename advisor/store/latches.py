@@ -28,15 +28,29 @@ class LatchStore:
     def __init__(self, path: str | Path, state_type: type, ttl_s: float = 86400.0, max_sessions: int = 100_000):
         self.path, self.state_type, self.ttl_s, self.max_sessions = str(path), state_type, ttl_s, max_sessions
         self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
-                          "updated REAL NOT NULL)")
-        self._con.execute("CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated)")
+        self._set_up(deadline_s=10.0)
         self._lock = threading.Lock()
         self._failed: tuple[float, str] | None = None  #: (when, why) the last write failed, until one works
         self._writes = 0
         self._new, self._trim_every = 0, max(1, max_sessions // 1000)
+
+    def _set_up(self, deadline_s: float) -> None:
+        """WAL journal and the table. Switching a new file to WAL takes an exclusive lock for which SQLite does not
+        wait (workers opening the file at once see "database is locked"), so a locked file is retried until
+        `deadline_s`."""
+        give_up = time.monotonic() + deadline_s
+        while True:
+            try:
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=NORMAL")
+                self._con.execute("CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+                                  "updated REAL NOT NULL)")
+                self._con.execute("CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated)")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > give_up:
+                    raise StoreError(f"cannot open the session latch {self.path}: {exc}") from None
+                time.sleep(0.02)
 
     def update(self, sid: str, change: Callable[[Any], Any]) -> Any:
         """Read a session's state, apply `change`, write the result (None: leave it); atomic across workers."""
