@@ -178,7 +178,8 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
         total.merge(out)
         return out
 
-    async with clients_for(urls, config) as client_for_rung:
+    options = BackendOptions(timeout_s=config.client_timeout_s, retries=config.client_retries)
+    async with clients_for(urls, options) as client_for_rung:
         episode_for = _episode_functions(config, ladder, suite, store, client_for_rung)
         result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave)
     return total, result
@@ -208,11 +209,10 @@ def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dic
 
 
 @contextlib.asynccontextmanager
-async def clients_for(urls: dict[str, str], config: ProbeConfig) -> AsyncIterator[Callable[[Any], Any]]:
-    """A `BackendPool` over the models' endpoints (one client per address for Triton), closed on exit; yields
-    ``client_for_rung(model)`` for `execute`."""
-    pool = BackendPool(urls=urls, options=BackendOptions(timeout_s=config.client_timeout_s,
-                                                         retries=config.client_retries))
+async def clients_for(urls: dict[str, str], options: BackendOptions) -> AsyncIterator[Callable[[Any], Any]]:
+    """A `BackendPool` over the models' endpoints (one client per address for Triton, each with `options`: the
+    probe's client timeout and retries), closed on exit; yields ``client_for_rung(model)`` for `execute`."""
+    pool = BackendPool(urls=urls, options=options)
     try:
         yield pool
     finally:
