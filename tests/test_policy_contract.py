@@ -13,7 +13,7 @@ from advisor.errors import RouterError
 from advisor.router.routing.policies import (POLICIES, EpisodicPolicy, Policy, baseline_policies, batch_policies,
                                              episodic_policies, make_policy, probe_chain_policies)
 
-BUILT_IN = {"always", "baseline", "cascade", "class_floor", "default", "orchestrator", "router", "threshold",
+BUILT_IN = {"always", "baseline", "cascade", "chain", "class_floor", "default", "orchestrator", "router", "threshold",
             "value"}
 
 

@@ -12,8 +12,9 @@ from advisor.router.routing.route import context, route_batch, route_one
 from advisor.router.routing.rule import PolicyConfig
 from advisor.router.training.baseline import TfidfLogistic
 
-BUILTIN = {"router", "value", "default", "class_floor", "threshold", "always", "cascade", "baseline"}
+BUILTIN = {"router", "value", "default", "class_floor", "threshold", "always", "chain", "cascade", "baseline"}
 PARAMS = {"value": {"value_usd": 1e-3}, "always": {"rung": "small"}, "class_floor": {"target": 0.7},
+          "chain": {"rungs": ("large", "small")},
           "threshold": {"threshold": 0.6}, "baseline": {"value_usd": 1e-2}, "router": {"target": 0.7}}
 
 
@@ -87,3 +88,25 @@ def test_dependence_lowers_chain_p_usable():
     _, full = chain_outcome_batch(p, c, [1, 1], PERFECT, dependence=1.0)
     _, half = chain_outcome_batch(p, c, [1, 1], PERFECT, dependence=0.5)
     assert indep[0] == pytest.approx(0.95) and full[0] == pytest.approx(0.9) and half[0] == pytest.approx(0.925)
+
+
+def test_chain_takes_the_named_rungs_in_order_and_only_the_allowed_ones(trained):  # noqa: F811
+    """A service class's configured ``chain`` is this policy: the order as written, the first in single-shot mode,
+    the rungs the preferences forbid left out, an unknown or wholly forbidden chain one clear error."""
+    from advisor.errors import RouterError
+    from advisor.router.routing.rule import Preferences
+
+    texts, _, _ = synth(4, 6)
+    names = trained.rung_names
+    batch = Requests.score(trained, texts)
+    chain = (names[-1], names[0])
+    escalate = make_policy("chain", context(trained, PolicyConfig(mode="escalate")), rungs=chain).decide(batch)
+    assert (escalate.chains == [names.index(n) for n in chain]).all()
+    single = make_policy("chain", context(trained, PolicyConfig(mode="single")), rungs=chain).decide(batch)
+    assert (single.chains[:, 0] == names.index(chain[0])).all() and single.chains.shape[1] == 1
+    only_first = context(trained, PolicyConfig(mode="escalate"), Preferences(allowed=[names[0]]))
+    assert (make_policy("chain", only_first, rungs=chain).decide(batch).chains == names.index(names[0])).all()
+    with pytest.raises(RouterError, match="unknown rung 'nope'"):
+        make_policy("chain", context(trained, PolicyConfig()), rungs=("nope",)).decide(batch)
+    with pytest.raises(RouterError, match="no rung of the chain"):
+        make_policy("chain", only_first, rungs=(names[-1],)).decide(batch)

@@ -3,9 +3,9 @@
 The decision: an episodic policy the service serves (``model: "orchestrator"``: `advisor.service.served`)
 decides as the request runs; ``model: "auto"`` asks the routing policy (a policy of
 `advisor.router.routing.policies.POLICIES` over the learned router, through `route_one`: the config's
-``routing.policy`` or the artifact's default; or the class's fixed ``chain`` from the service config: a cascade); a
-rung name pins that rung (no routing, still recorded). The chain is then walked (`advisor.service.attempts.
-walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the class's ``retries``) while its
+``routing.policy`` or the artifact's default; for a class with a fixed ``chain`` in the service config, the
+``chain`` policy); a rung name pins that rung (no routing, still recorded). The chain is then walked
+(`advisor.service.attempts.walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the class's ``retries``) while its
 verifier rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is
 skipped (a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
 rungs above it, then below it. The request never runs past its end-to-end deadline. The answer delivered is
@@ -26,7 +26,7 @@ from advisor.backends import time_limit
 from advisor.errors import RouterError, did_you_mean
 from advisor.router.routing.route import route_one
 from advisor.router.routing.rule import PolicyConfig, Preferences
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.service.attempts import Outcome, RequestPlan, deliver, recorded, rung_call, settle, unanswered, walk_plan
 from advisor.service.chat import Reply, request_text
 from advisor.service.load import apply as apply_load
@@ -93,19 +93,17 @@ def decide(rt, req, key) -> RequestPlan:
 
 
 def decide_auto(rt, req, plan: RequestPlan, ccfg, key) -> None:
-    """The ``model: "auto"`` decision: the class's cascade (its ``chain``), else the routing policy."""
+    """The ``model: "auto"`` decision, by a routing policy: ``chain`` with the class's configured ``chain`` when it
+    has one, else the service's routing policy."""
     if ccfg.chain:
-        names = [r.name for r in rt.ladder.rungs]
-        plan.policy, plan.mode = "cascade", "escalate" if plan.verifier else "single"
-        plan.chain = [n for n in ccfg.chain if n in plan.allowed] or _forbidden(names, key)
-        if not plan.verifier:
-            plan.chain = plan.chain[:1]
-        plan.p_usable = _p_of(rt, plan.text, plan.task_class, plan.chain[-1])
+        if key is not None and not any(key.may_use(n) for n in ccfg.chain):
+            _forbidden()
+        _route(rt, req, plan, ccfg, key, policy="chain", rungs=tuple(ccfg.chain))
     else:
-        _route(rt, req, plan, ccfg, key)
+        _route(rt, req, plan, ccfg, key, policy=rt.policy_name)
 
 
-def _forbidden(names, key):
+def _forbidden() -> None:
     raise RequestError("this API key may not use any rung of the chain", status=403, code="rung_not_allowed",
                        kind="permission_error")
 
@@ -116,22 +114,24 @@ def _p_of(rt, text: str, task_class: str | None, rung: str) -> float | None:
     return float(rt.router.predict_one(text, task_class)[rt.router.rung_names.index(rung)])
 
 
-def _route(rt, req, plan: RequestPlan, ccfg, key) -> None:
+def _route(rt, req, plan: RequestPlan, ccfg, key, policy: str | None, **params) -> None:
     config, p = policy_inputs(rt, req, plan, ccfg, key)
     try:
         # explain=False: the plan's explanation keeps no candidate list, so none is built
-        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=rt.policy_name, explain=False)
+        d = route_one(rt.router, plan.text, plan.task_class, config, p, policy=policy, explain=False, **params)
     except RouterError as exc:
         raise RequestError(str(exc), param="advisor") from None
     plan.policy, plan.mode, plan.chain = f"{d.policy}:{rt.router.version_tag}", config.mode, list(d.chain)
     plan.p_usable, plan.expected_cost = d.p_usable, d.expected_cost
     plan.explanation = {"rule": d.rule, "reason": d.reason, "probabilities": d.probabilities,
                         "excluded": d.excluded, "expected_cost_usd": d.expected_cost, "p_usable": d.p_usable}
-    never_usable(rt, plan, config, d.probabilities)
+    if policy != "chain":  # a configured chain is taken as written
+        never_usable(rt, plan, config, d.probabilities)
 
 
-#: a P(usable) below this is "predicted never usable" (shown as 0.000)
-NEVER_USABLE = 1e-3
+#: a P(usable) below this is "predicted never usable": the router's floor for a rung that never passed a class's
+#: runs is 0.001 (`advisor.router.training.linear.class_rates`), a calibrated model's can be 0
+NEVER_USABLE = 5e-3
 
 
 def never_usable(rt, plan: RequestPlan, config, probabilities: dict[str, float]) -> None:
@@ -157,7 +157,7 @@ def policy_inputs(rt, req, plan: RequestPlan, ccfg, key) -> tuple[PolicyConfig, 
     prefs = req.advisor
     routing = rt.config.routing
     config = PolicyConfig(mode="escalate" if plan.verifier else "single", k=ccfg.retries,
-                          verifier=rt.policy_verifier(plan.task_class) if plan.verifier else Verifier(),
+                          verifier=rt.policy_verifier(plan.task_class) if plan.verifier else VerifierErrors(),
                           target=prefs.target if prefs and prefs.target is not None else routing.target,
                           max_chain=routing.max_chain, order=routing.order,
                           value_usd=prefs.value_usd if prefs else None)
@@ -167,7 +167,7 @@ def policy_inputs(rt, req, plan: RequestPlan, ccfg, key) -> tuple[PolicyConfig, 
         allowed = [n for n in allowed if costs[rt.router.rung_names.index(n)] <= prefs.max_cost_usd]
     if not allowed:
         if key is not None and not any(key.may_use(n) for n in rt.router.rung_names):
-            _forbidden(None, key)
+            _forbidden()
         raise RequestError("no rung is allowed by this request's preferences (advisor.rungs, max_cost_usd and the "
                            "API key's rungs)", param="advisor")
     return config, Preferences(allowed=allowed, self_hosted_only=bool(prefs and prefs.self_hosted_only),

@@ -28,8 +28,8 @@ Built in: ``router`` (the target rule: lowest cost per usable result among candi
 target), ``value`` (highest value x P(usable) - cost over candidate chains), ``rung_value`` (the plain rule:
 argmax over rungs of value x P(usable) - cost, then up the ladder), ``default`` (the rule and operating point
 chosen in cross-validation at training, stored in the artifact), ``class_floor``, ``threshold`` (RouteLLM-style weak/
-strong), ``always`` (one rung), ``cascade`` (cheapest-first over all rungs) and ``baseline`` (per-rung tf-idf
-logistic regression, argmax p - lambda x cost; `baseline.py`).
+strong), ``always`` (one rung), ``chain`` (rungs named in order), ``cascade`` (cheapest-first over all rungs) and
+``baseline`` (per-rung tf-idf logistic regression, argmax p - lambda x cost; `baseline.py`).
 """
 
 from __future__ import annotations
@@ -255,6 +255,27 @@ class Always(Policy):
             raise RouterError(f"unknown rung {rung!r}.{did_you_mean(rung, names)}")
         start = np.full(len(batch), names.index(rung))
         return self._choice(batch, self._fixed(start), {"rule": "always", "text": f"always {rung}"})
+
+
+@POLICIES.register("chain")
+class FixedChain(Policy):
+    """A chain named rung by rung (``rungs``): the allowed ones in the given order (in single-shot mode, the first
+    of them). The service's classes with a configured ``chain`` are routed by it."""
+
+    name = "chain"
+
+    def decide(self, batch: Requests) -> Choice:
+        names = self.ctx.model.rung_names
+        given = list(self.params.get("rungs") or [])
+        for rung in given:
+            if rung not in names:
+                raise RouterError(f"unknown rung {rung!r} in the chain.{did_you_mean(rung, names)}")
+        chain = [names.index(n) for n in given if names.index(n) in self.keep]
+        if not chain:
+            raise RouterError(f"no rung of the chain ({', '.join(given) or 'empty'}) is allowed")
+        chain = chain[:1] if self.ctx.config.mode == "single" else chain
+        return self._choice(batch, np.tile(np.array(chain), (len(batch), 1)),
+                            {"rule": "chain", "text": "fixed chain: " + " -> ".join(names[j] for j in chain)})
 
 
 @POLICIES.register("class_floor")
