@@ -33,7 +33,7 @@ class FakeEnv:
 
 
 TASK = SimpleNamespace(instructions="Read a.txt and report its first word.", skill_text="Always read README first.")
-MODEL = SimpleNamespace(name="m", triton_model="m_triton", tool_call_format="hermes", tokenizer_path=None,
+MODEL = SimpleNamespace(name="m", model_id="m_triton", tool_call_format="hermes", tokenizer_path=None,
                         max_output_tokens=256)
 CALL = format_for("hermes").render_call
 

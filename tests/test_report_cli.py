@@ -100,7 +100,7 @@ def test_ladder_show_fits_80_columns(capsys, monkeypatch):
     # read the second table column by column (wrapped cells continue on the next lines)
     block = out.split("where each model comes from", 1)[1].splitlines()
     header = next(line for line in block if "hf id" in line)
-    starts = [header.index(h) for h in ("name", "hf id", "triton model", "price basis")] + [None]
+    starts = [header.index(h) for h in ("name", "hf id", "model id", "price basis")] + [None]
     columns = ["".join(line[a:b].strip() for line in block if not line.strip().startswith(("─", "name")))
                for a, b in zip(starts, starts[1:])]
     assert "nvidia/NVIDIA-Nemotron-Nano-12B-v2" in columns[1]

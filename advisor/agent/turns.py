@@ -127,7 +127,7 @@ class Turns:
         t0 = time.monotonic()
         try:
             gen = await asyncio.wait_for(
-                client.generate(model.triton_model, prompt, max_tokens=int(model.max_output_tokens),
+                client.generate(model.model_id, prompt, max_tokens=int(model.max_output_tokens),
                                 sampling=self.sampling, timeout_s=remaining, request_id=rid,
                                 messages=list(messages), tools=list(tools)),
                 timeout=remaining)

@@ -69,14 +69,14 @@ def show(ladder: LadderArg, as_json: Annotated[bool, typer.Option("--json", help
     for col in ("role", "name", "params (B)", "$ per M tokens in / out", "tool calls"):
         models.add_column(col, overflow="fold", no_wrap=col in ("role", "name", "tool calls"))
     where = Table(title="where each model comes from", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("name", "hf id", "triton model", "price basis: source"):
+    for col in ("name", "hf id", "model id", "price basis: source"):
         where.add_column(col, overflow="fold", no_wrap=col == "name")
     for role, m in rows:
         pin, pout = m.price.per_token()
         params = f"{m.params_total_b:g}" + (f" ({m.params_active_b:g} active)" if m.params_active_b else "")
         models.add_row(role, m.name, params, f"{usd(pin * 1e6, 2)} / {usd(pout * 1e6, 2)}",
                        getattr(m.tool_call_format, "value", m.tool_call_format))
-        where.add_row(m.name, m.hf_id, m.triton_model, f"{m.price.basis}: {m.price.source} ({m.price.as_of})")
+        where.add_row(m.name, m.hf_id, m.model_id, f"{m.price.basis}: {m.price.source} ({m.price.as_of})")
     console = Console()
     console.print(models)
     console.print(where)
@@ -123,13 +123,13 @@ def _expert_call(row) -> str:
 def _check_table(lad, rows) -> None:
     title = f"ladder {lad.name} on Triton" + ("  [SIMULATED stand-ins]" if lad.simulated else "")
     table = Table(title=title)
-    for col in ("role", "name", "triton model", "url", "reachable", "ready", "contract", "generation",
+    for col in ("role", "name", "model id", "url", "reachable", "ready", "contract", "generation",
                 "expert call", "tokens in/out", "latency ms", "status"):
         table.add_column(col)
     for r in rows:
         tokens = "-" if r.output_tokens is None else f"{r.input_tokens}/{r.output_tokens}" + (
             "" if r.tokens_from_server else " (est.)")
-        table.add_row(r.role, r.name, r.triton_model, r.url, _mark(r.reachable), _mark(r.ready), _mark(r.contract),
+        table.add_row(r.role, r.name, r.model_id, r.url, _mark(r.reachable), _mark(r.ready), _mark(r.contract),
                       _mark(r.generated), _expert_call(r), tokens, "-" if r.latency_ms is None else f"{r.latency_ms:.1f}",
                       "ok" if r.ok else "FAIL")
     console = Console()

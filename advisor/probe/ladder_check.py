@@ -28,7 +28,7 @@ class ModelCheck:
 
     name: str
     role: str  #: rung | orchestrator | judge
-    triton_model: str
+    model_id: str  #: the id the server knows the model by
     url: str
     reachable: bool = False
     ready: bool | None = None  #: None = not checked (an earlier step failed)
@@ -65,7 +65,7 @@ def _roles(ladder) -> list[tuple[str, object]]:
 async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float) -> None:
     """The orchestrator role's tool-call format: one expert probe, judged by `formatcheck.judge_reply`."""
     probe = format_probe(ladder, model)
-    result = await client.generate(model.triton_model, probe.prompt, max_tokens=int(model.max_output_tokens),
+    result = await client.generate(model.model_id, probe.prompt, max_tokens=int(model.max_output_tokens),
                                    sampling={"temperature": 0.0}, timeout_s=timeout_s)
     row.tool_call, why = judge_reply(probe, result.text, result.finish_reason)
     row.tool_format = why is None
@@ -75,21 +75,21 @@ async def _check_format(client, row: ModelCheck, ladder, model, timeout_s: float
 
 
 async def _check_one(client, role: str, model, url: str, timeout_s: float, ladder) -> ModelCheck:
-    row = ModelCheck(model.name, role, model.triton_model, url, reachable=True, simulated=model.simulated)
+    row = ModelCheck(model.name, role, model.model_id, url, reachable=True, simulated=model.simulated)
     try:
-        row.ready = await client.model_ready(model.triton_model)
+        row.ready = await client.model_ready(model.model_id)
         if not row.ready:
             names = await client.repository_index()
-            row.error = ("not ready (loading or failed)" if model.triton_model in names
-                         else f"not on this server.{did_you_mean(model.triton_model, names)}")
+            row.error = ("not ready (loading or failed)" if model.model_id in names
+                         else f"not on this server.{did_you_mean(model.model_id, names)}")
             return row
         try:
-            await client.check_contract(model.triton_model)
+            await client.check_contract(model.model_id)
             row.contract = True
         except ContractError as exc:
             row.contract, row.error = False, str(exc)
             return row
-        result = await client.generate(model.triton_model, CHECK_PROMPT, max_tokens=CHECK_MAX_TOKENS,
+        result = await client.generate(model.model_id, CHECK_PROMPT, max_tokens=CHECK_MAX_TOKENS,
                                        timeout_s=timeout_s)
         row.generated = bool(result.output_tokens) or bool(result.text)
         row.input_tokens, row.output_tokens = result.input_tokens, result.output_tokens
@@ -142,5 +142,5 @@ async def check_ladder(ladder, url: str | None = None, *, protocol: str = "grpc"
 
 
 async def _unreachable(role: str, model, url: str, error: str) -> ModelCheck:
-    return ModelCheck(model.name, role, model.triton_model, url, reachable=False, simulated=model.simulated,
+    return ModelCheck(model.name, role, model.model_id, url, reachable=False, simulated=model.simulated,
                       error=error)

@@ -85,13 +85,13 @@ def create_app(settings=None):
                  "advisor": {"policy": rt.policy_name or "artifact default",
                              "router": rt.router.version_tag}}]
         data += [{"id": r.name, "object": "model", "created": created, "owned_by": "advisor",
-                  "advisor": {"hf_id": r.hf_id, "triton_model": r.triton_model, "simulated": rt.simulated(r.name),
+                  "advisor": {"hf_id": r.hf_id, "triton_model": r.model_id, "simulated": rt.simulated(r.name),
                               "self_hosted": r.self_hosted}} for r in rt.ladder.rungs]
 
         if serves_orchestrator(rt):
             orch = rt.ladder.roles.orchestrator
             data.append({"id": MODEL_ID, "object": "model", "created": created, "owned_by": "advisor",
-                         "advisor": {"policy": "orchestrator", "hf_id": orch.hf_id, "triton_model": orch.triton_model,
+                         "advisor": {"policy": "orchestrator", "hf_id": orch.hf_id, "triton_model": orch.model_id,
                                      "simulated": rt.simulated(orch.name)}})
         return data
 

@@ -245,7 +245,7 @@ class LoadBoard:
             by_model = triton_waits(parsed, self._scraped.get(url))
             self._scraped[url] = parsed
             for rung in rungs:
-                model_id = getattr(rung, "model_id", None) or rung.triton_model
+                model_id = rung.model_id
                 found[rung.name] = by_model.get(model_id, by_model.get(getattr(rung, "hf_id", None) or "", 0.0))
         self.triton = found
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from advisor.backends import BackendOptions, BackendPool
 from advisor.ladder import load_ladder
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.service.auth import KeyRing
 from advisor.service.config import load_config
 from advisor.service.load import board as load_board
@@ -126,9 +126,9 @@ class Runtime:
     def _resolve_policy_verifier(self, task_class: str | None):
         pair = self.settings.verifier_rates.get(task_class or "")
         if pair is not None:
-            return Verifier(*pair)
+            return VerifierErrors(*pair)
         vcfg = self.config.class_config(task_class).verifier_config
-        return Verifier(vcfg.false_accept, vcfg.false_reject) if vcfg else Verifier()
+        return VerifierErrors(vcfg.false_accept, vcfg.false_reject) if vcfg else VerifierErrors()
 
     def simulated(self, rung: str) -> bool:
         """True when `rung` (a rung, or a role such as the orchestrator) is a stand-in."""
@@ -143,7 +143,7 @@ class Runtime:
         for rung in self.ladder.rungs:
             try:
                 async with asyncio.timeout(2.0) if hasattr(asyncio, "timeout") else _null():
-                    if await self.client_for(rung).model_ready(rung.triton_model):
+                    if await self.client_for(rung).model_ready(rung.model_id):
                         ready.append(rung.name)
             except Exception:  # noqa: BLE001 - any failure means "not ready"
                 continue
