@@ -41,6 +41,11 @@ class StoreError(AdvisorError):
     exit_code = 4
 
 
+class RecordsRejected(StoreError):
+    """The store refused rows for what they hold (a type, a column, a constraint), not for its own state: the same
+    rows would be refused again, so a caller sets them aside instead of retrying."""
+
+
 class DamagedStoreError(StoreError):
     """The store file is damaged (cut short, or a block whose checksum does not match): nothing can use it."""
 

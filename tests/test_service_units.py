@@ -280,6 +280,33 @@ def test_a_corrupt_spool_line_is_quarantined_and_the_rest_ingested(tmp_path, cap
     assert "line 2 (not UTF-8" in warnings[0] and "3 (a JSON list" in warnings[0]
 
 
+def test_a_record_the_store_refuses_is_quarantined_and_the_rest_ingested(tmp_path, caplog):
+    """A record that parses but that DuckDB refuses (text in a number column, a column the table lacks) once held
+    its segment, and every segment after it, out of the store for good: now the segment's records are tried one by
+    one, the refused ones go to the quarantine with the store's reason, and a second ingest finds nothing left."""
+    from advisor.service.recording import ingest
+    from advisor.store import Store, now
+
+    spool = tmp_path / "s.duckdb.live"
+    spool.mkdir()
+    rows = [{"record": "decision", "decision_id": d, "created_at": str(now()), "request_hash": "h", "policy": "p",
+             "mode": "single", "chosen_rung": "r"} for d in ("d1", "d2", "d3", "d4")]
+    rows[1]["latency_s"] = "not a number"
+    rows[2]["no_such_column"] = 1
+    segment = spool / f"w1-{_dead_pid()}-000001.jsonl"
+    segment.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with Store.open(tmp_path / "s.duckdb") as store, caplog.at_level("WARNING", logger="advisor.spool"):
+        counts = ingest(spool, store)
+        again = ingest(spool, store)
+        ids = [r["decision_id"] for r in store.query("SELECT decision_id FROM routing_decisions ORDER BY 1")]
+    assert ids == ["d1", "d4"] and counts["decisions"] == 2 and counts["quarantined_lines"] == 2
+    assert again["segments"] == 0 and not segment.exists()
+    kept = (tmp_path / "s.duckdb.live.quarantine" / f"{segment.stem}.bad").read_text().splitlines()
+    assert [json.loads(line)["decision_id"] for line in kept] == ["d2", "d3"]
+    warning = next(r.getMessage() for r in caplog.records if r.name == "advisor.spool")
+    assert "line 2 (" in warning and "3 (" in warning and "Exception" in warning
+
+
 def test_store_ingest_command_quarantines_a_corrupt_line(tmp_path, capsys):
     """`advisor store ingest` on the same segment: exit 0, no traceback, the count of quarantined lines."""
     from advisor.cli import main

@@ -60,6 +60,20 @@ def test_live_records_are_idempotent_and_queried_like_duckdb(pg_url, tmp_path):
         assert pg.live_class_summary() == duck.live_class_summary()
 
 
+@pytest.mark.parametrize("bad", [{"p_usable": "not a number"}, {"no_such_column": 1}])
+def test_rows_either_backend_refuses_for_what_they_hold_are_records_rejected(pg_url, tmp_path, bad):
+    """The ingest quarantines such records instead of retrying them for ever; both backends say so alike, and the
+    batch they refused adds nothing."""
+    from advisor.errors import RecordsRejected
+
+    with open_store(pg_url) as pg, open_store(tmp_path / "s.duckdb") as duck:
+        for store in (pg, duck):
+            with pytest.raises(RecordsRejected):
+                store.add_live([_decision(1), _decision(2, **bad)], [])
+            assert store.query("SELECT count(*) AS n FROM routing_decisions")[0]["n"] == 0
+            assert store.add_live([_decision(1)], []) == (1, 0), "the store goes on"
+
+
 def test_router_registry_on_postgres(pg_url):
     with open_store(pg_url) as pg:
         assert pg.pointer() is None

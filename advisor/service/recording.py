@@ -30,7 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from advisor.service.spool_lines import read_segment
+from advisor.errors import RecordsRejected
+from advisor.service.spool_lines import Segment, read_segment, set_aside
 
 if TYPE_CHECKING:
     from advisor.store.protocols import LiveRecords
@@ -200,6 +201,26 @@ def _timestamps(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def add_segment(store: LiveRecords, path: Path, spool: Path, segment: Segment) -> tuple[int, int]:
+    """Add a segment's records in one transaction; when the store refuses them for what they hold, one by one,
+    quarantining each refused record (`spool_lines.set_aside`). A store that fails for its own state (down, full)
+    raises: the segment stays for the next ingest."""
+    try:
+        return store.add_live(*split_records(segment.records))
+    except RecordsRejected:
+        pass
+    added, refused = [0, 0], []
+    for i, rec in enumerate(segment.records):
+        try:
+            one = store.add_live(*split_records([rec]))
+        except RecordsRejected as exc:
+            refused.append((i, str(exc)))
+            continue
+        added = [added[0] + one[0], added[1] + one[1]]
+    set_aside(path, spool, segment, refused)
+    return added[0], added[1]
+
+
 def ingest(spool: str | Path, store: LiveRecords, min_age_s: float = 0.0) -> dict[str, int]:
     """Move every ingestible segment of `spool` into `store` (a `advisor.store.LiveRecords`: DuckDB or
     PostgreSQL); return counts (segments, decisions, attempts, torn, quarantined lines). With `min_age_s`, closed segments younger
@@ -216,7 +237,9 @@ def ingest(spool: str | Path, store: LiveRecords, min_age_s: float = 0.0) -> dic
             continue
         counts["torn_lines"] += segment.torn
         counts["quarantined_lines"] += len(segment.bad)
-        added = store.add_live(*split_records(segment.records))
+        before_bad = len(segment.bad)
+        added = add_segment(store, path, spool, segment)
+        counts["quarantined_lines"] += len(segment.bad) - before_bad
         counts["segments"] += 1
         counts["decisions"] += added[0]
         counts["attempts"] += added[1]

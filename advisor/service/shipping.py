@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from advisor.errors import RecordsRejected
 from advisor.service.recording import SegmentWriter, split_records
 from advisor.store import Reconnecting
 
@@ -169,6 +170,9 @@ class DatabaseRecorder:
                 continue
             try:
                 self._connect().add_live(*split_records([rec for _, recs in items for rec in recs]))
+            except RecordsRejected:  # a record the database refuses: the drain's ingest quarantines it
+                self._dirty(names, records)
+                continue
             except Exception as exc:  # noqa: BLE001 - whatever failed, the records are in the spool
                 self._dirty(names, records)
                 self._disconnect()

@@ -4,7 +4,9 @@ A segment line is one record: a JSON object tagged ``"record": "decision"`` or `
 ``decision_id`` (an attempt also its ``attempt`` number). A line that is not UTF-8, not JSON, not such an object
 (a disk error, a hand edit, another program writing into the spool) is appended byte for byte to
 ``<spool>.quarantine/<segment>.bad`` beside the spool, one warning line names the segment and its line numbers,
-and the segment's other lines are ingested. A torn last line (no newline: a worker killed mid-write) is only
+and the segment's other lines are ingested. A record that parses but that the store refuses for what it holds (a
+wrong type, an unknown column: `advisor.errors.RecordsRejected`) goes the same way, with the store's reason, once
+the segment's records were tried one by one. A torn last line (no newline: a worker killed mid-write) is only
 counted, as before: it never held a whole record.
 """
 
@@ -27,6 +29,7 @@ class Segment:
     """The records of one segment, and what was set aside."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)  #: each record's 1-based line number
     torn: int = 0  #: a last line cut short
     bad: list[int] = field(default_factory=list)  #: 1-based numbers of quarantined lines
 
@@ -72,6 +75,7 @@ def read_segment(path: Path, spool: Path) -> Segment:
         rec, why = problem(line)
         if rec is not None:
             out.records.append(rec)
+            out.numbers.append(number)
         elif last_torn and number == len(lines):
             out.torn += 1
         else:
@@ -80,6 +84,14 @@ def read_segment(path: Path, spool: Path) -> Segment:
         _quarantine(path, spool, bad)
         out.bad = [n for n, _, _ in bad]
     return out
+
+
+def set_aside(path: Path, spool: Path, segment: Segment, refused: list[tuple[int, str]]) -> None:
+    """Quarantine the records (by index in `segment.records`, with the store's reason) that parsed but that the
+    store refused for what they hold; the segment's other records were added."""
+    bad = [(segment.numbers[i], json.dumps(segment.records[i]).encode(), why) for i, why in refused]
+    _quarantine(path, spool, bad)
+    segment.bad.extend(n for n, _, _ in bad)
 
 
 def _quarantine(path: Path, spool: Path, bad: list[tuple[int, bytes, str]]) -> None:

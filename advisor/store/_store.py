@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from advisor.errors import StoreError
+from advisor.errors import RecordsRejected, StoreError
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
 from advisor.store._damaged import CheckedConnection, damaged, is_damage
 from advisor.store._agreement_queries import AgreementQueries
@@ -183,7 +183,7 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
             rows = []
             for m, role, pos in roles:
                 pin, pout = m.price.per_token()
-                rows.append([h, m.name, pos, role, m.hf_id, m.triton_model, m.params_total_b, m.params_active_b,
+                rows.append([h, m.name, pos, role, m.hf_id, m.model_id, m.params_total_b, m.params_active_b,
                              pin * 1e6, pout * 1e6, m.price.basis, m.simulated, m.self_hosted, m.data_leaves_org])
             self._insert_values("rungs", _RUNG_COLUMNS, rows, on_conflict_skip=True)
         return h
@@ -224,11 +224,14 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
             return
         batch = pa.table({c: [r[i] for r in rows] for i, c in enumerate(columns)})
         self._con.register("_bulk_rows", batch)
+        cols = ", ".join(columns)
         try:
-            cols = ", ".join(columns)
             self._con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _bulk_rows ON CONFLICT DO NOTHING")
-        finally:
-            self._con.unregister("_bulk_rows")
+        except BaseException:
+            with contextlib.suppress(Exception):  # an aborted transaction refuses this too: the INSERT's error counts
+                self._con.unregister("_bulk_rows")
+            raise
+        self._con.unregister("_bulk_rows")
 
     def _insert_values(self, table: str, columns: Sequence[str], rows: list[list[Any]],
                        on_conflict_skip: bool = False) -> None:
@@ -326,13 +329,23 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         Idempotent: rows already present (same decision id / attempt) are skipped, so a segment ingested twice
         adds nothing. Returns (decisions, attempts) newly added.
         """
+        # heavy dependency, imported on use: duckdb
+        import duckdb
+
+        refused = (duckdb.ConversionException, duckdb.BinderException, duckdb.ConstraintException,
+                   duckdb.InvalidInputException, duckdb.TypeMismatchException, duckdb.CatalogException, TypeError,
+                   ValueError)  # what the rows hold (pyarrow's ArrowInvalid and ArrowTypeError are ValueError, TypeError)
         before = self.live_counts()
-        with self._transaction():
-            for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
-                if not rows:
-                    continue
-                columns = list(rows[0])
-                self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
+        try:
+            with self._transaction():
+                for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
+                    if not rows:
+                        continue
+                    columns = list(dict.fromkeys(k for r in rows for k in r))
+                    self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
+        except refused as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first}") from None
         after = self.live_counts()
         return after[0] - before[0], after[1] - before[1]
 

@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any, Sequence
 
-from advisor.errors import StoreError
+from advisor.errors import RecordsRejected, StoreError
 from advisor.records import now, plain
 from advisor.store._live_queries import LiveQueries
 from advisor.store._registry_queries import RegistryQueries
@@ -175,22 +175,30 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
     def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]]) -> tuple[int, int]:
         """Record decisions and attempts (dicts keyed by column) in one transaction; rows already present (same
         decision id / attempt) are skipped. Returns (decisions, attempts) newly added."""
+        # heavy dependency, imported on use: psycopg
+        import psycopg
+
         raw = self._con.raw
         added = []
-        with raw.transaction():
-            for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
-                if not rows:
-                    added.append(0)
-                    continue
-                columns = list(dict.fromkeys(k for r in rows for k in r))
-                cols = ", ".join(columns)
-                raw.execute(f"CREATE TEMP TABLE IF NOT EXISTS _in_{table} (LIKE {table}) ON COMMIT DELETE ROWS")
-                with raw.cursor() as cur:
-                    with cur.copy(f"COPY _in_{table} ({cols}) FROM STDIN") as copy:
-                        for r in rows:
-                            copy.write_row([plain(r.get(c)) for c in columns])
-                    cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _in_{table} ON CONFLICT DO NOTHING")
-                    added.append(cur.rowcount)
+        try:
+            with raw.transaction():
+                for table, rows in (("routing_decisions", decisions), ("live_outcomes", outcomes)):
+                    if not rows:
+                        added.append(0)
+                        continue
+                    columns = list(dict.fromkeys(k for r in rows for k in r))
+                    cols = ", ".join(columns)
+                    raw.execute(f"CREATE TEMP TABLE IF NOT EXISTS _in_{table} (LIKE {table}) ON COMMIT DELETE ROWS")
+                    with raw.cursor() as cur:
+                        with cur.copy(f"COPY _in_{table} ({cols}) FROM STDIN") as copy:
+                            for r in rows:
+                                copy.write_row([plain(r.get(c)) for c in columns])
+                        cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _in_{table} "
+                                    "ON CONFLICT DO NOTHING")
+                        added.append(cur.rowcount)
+        except (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.UndefinedColumn) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # what the rows hold
+            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first}") from None
         return added[0], added[1]
 
 
