@@ -6,7 +6,7 @@ Importing advisor has no side effects: no client is opened, no environment read,
 
 from advisor.errors import AdvisorError, BackendError, ConfigError, DataError, RouterError, StoreError
 from advisor.ladder import Ladder, Model, load_ladder
-from advisor.scores import Step, Thresholds, Verifier, chain_outcome, overall_score
+from advisor.scores import Step, Thresholds, VerifierErrors, chain_outcome, overall_score
 from advisor.store import RunRecord, Store
 from advisor.suite import Suite, Task, load_suite
 from advisor.version import __version__
@@ -15,7 +15,7 @@ from advisor.version import __version__
 __all__ = [
     "AdvisorError", "BackendError", "ConfigError", "DataError", "RouterError", "StoreError",
     "Ladder", "Model", "load_ladder",
-    "Step", "Thresholds", "Verifier", "chain_outcome", "overall_score",
+    "Step", "Thresholds", "VerifierErrors", "chain_outcome", "overall_score",
     "RunRecord", "Store",
     "Suite", "Task", "load_suite",
     "__version__",

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from advisor.errors import DataError, did_you_mean
 from advisor.plans import chain_point, recommend, verifiers_from_store
 from advisor.records import FLOOR_COLUMNS, FLOOR_KINDS, NONCONVERGED, StopReason
-from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, Verifier, points_per_dollar
+from advisor.scores import DEFAULT_BAR, DEFAULT_NEAR_ZERO, VerifierErrors, points_per_dollar
 from advisor.skipped import skipped_classes
 
 if TYPE_CHECKING:
@@ -70,9 +70,9 @@ class FloorSettings:
                 raise DataError(f"floor settings: {msg}")
 
     @property
-    def verifier(self) -> Verifier:
+    def verifier(self) -> VerifierErrors:
         """The verifier used for retries."""
-        return Verifier(self.false_accept, self.false_reject)
+        return VerifierErrors(self.false_accept, self.false_reject)
 
     @property
     def z(self) -> float:

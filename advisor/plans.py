@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from advisor.router.routing.rule import chain_outcome_batch
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 
 MAX_ATTEMPTS = 5  #: attempts per rung a plan may use
 MAX_CHAIN = 2  #: rungs per plan
@@ -62,9 +62,9 @@ class VerifierUse:
     detail: str = ""
 
     @property
-    def verifier(self) -> Verifier | None:
-        """The rates as a `Verifier` (None without a verifier)."""
-        return Verifier(self.false_accept, self.false_reject) if self.present else None
+    def verifier(self) -> VerifierErrors | None:
+        """The rates as a `VerifierErrors` (None without a verifier)."""
+        return VerifierErrors(self.false_accept, self.false_reject) if self.present else None
 
     def describe(self) -> str:
         """One phrase for a table cell."""
@@ -130,13 +130,13 @@ class _Rungs:
 
 
 def chain_point(p: Sequence[float], cost: Sequence[float], k: Sequence[int],
-                verifier: Verifier | None) -> tuple[float, float]:
+                verifier: VerifierErrors | None) -> tuple[float, float]:
     """(expected cost, P(usable)) of one chain at point rates (the router's `chain_outcome_batch`, one row)."""
     e, q = chain_outcome_batch(np.asarray([p], float), np.asarray([cost], float), np.asarray(k, int), verifier)
     return float(e[0]), float(q[0])
 
 
-def candidates(n_rungs: int, verifier: Verifier | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+def candidates(n_rungs: int, verifier: VerifierErrors | None) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Every plan shape: (rung indices, attempts per rung); one attempt on one rung without a verifier."""
     if verifier is None:
         return [((i,), (1,)) for i in range(n_rungs)]
@@ -165,7 +165,7 @@ def _draws(r: _Rungs, samples: int, seed: int, extra: float = 0.0) -> np.ndarray
     return rng.beta(rate * n + 1.0, (1.0 - rate) * n + 1.0, size=(samples, len(r.names)))
 
 
-def evaluate(r: _Rungs, shapes, verifier: Verifier | None, target: float, confidence: float,
+def evaluate(r: _Rungs, shapes, verifier: VerifierErrors | None, target: float, confidence: float,
              samples: int = SAMPLES, seed: int = SEED, extra: float = 0.0) -> list[Plan]:
     """Every candidate plan's usable rate, interval and cost (one vectorised call per evaluation)."""
     width = max(len(s[0]) for s in shapes)
@@ -280,14 +280,14 @@ def verifier_needed(r: "_Rungs", target: float, confidence: float) -> tuple[Plan
     """(the cheapest clearing plan, the largest false-accept = false-reject rate it allows), or None when even
     a perfect verifier would not make a plan clear."""
     for error in VERIFIER_ERRORS:
-        v = Verifier(error, error)
+        v = VerifierErrors(error, error)
         plan = _cheapest([p for p in evaluate(r, candidates(len(r.names), v), v, target, confidence) if p.clears])
         if plan is not None:
             return plan, error
     return None
 
 
-def rate_needed(runs: int, verifier: Verifier | None, attempts: int, target: float,
+def rate_needed(runs: int, verifier: VerifierErrors | None, attempts: int, target: float,
                 confidence: float) -> tuple[float, int]:
     """(the single-attempt usable rate a new rung needs, the scored runs it needs them over) for `attempts`
     attempts on it to clear the target: over `runs` runs when enough, else over the fewest of 2x, 4x ... runs at
@@ -305,7 +305,7 @@ def rate_needed(runs: int, verifier: Verifier | None, attempts: int, target: flo
     return hi, n
 
 
-def larger_rung_phrase(runs: int, verifier: Verifier | None, target: float, confidence: float) -> str:
+def larger_rung_phrase(runs: int, verifier: VerifierErrors | None, target: float, confidence: float) -> str:
     """ "a larger rung usable >= 62% of the time on one attempt over 20 scored runs (5 attempts under the
     verifier)": what a rung added on top of the ladder must show for a plan to clear."""
     attempts = 1 if verifier is None else MAX_ATTEMPTS

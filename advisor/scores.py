@@ -38,7 +38,7 @@ def overall_score(if_score: float | None, tc_score: float | None) -> float | Non
 
 
 @dataclass(frozen=True)
-class Verifier:
+class VerifierErrors:
     """A verifier's measured error rates. The perfect verifier accepts exactly the usable answers."""
 
     false_accept: float = 0.0  #: P(accept | not usable)
@@ -49,7 +49,7 @@ class Verifier:
         return p * (1.0 - self.false_reject) + (1.0 - p) * self.false_accept
 
 
-PERFECT = Verifier()
+PERFECT = VerifierErrors()
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class ChainOutcome:
         return self.expected_cost / self.p_usable if self.p_usable > 0 else float("inf")
 
 
-def chain_outcome(steps: Sequence[Step], verifier: Verifier | None = PERFECT) -> ChainOutcome:
+def chain_outcome(steps: Sequence[Step], verifier: VerifierErrors | None = PERFECT) -> ChainOutcome:
     """Expected cost and usable probability of a retry/escalation chain.
 
     With a verifier, each rung is tried up to k times until the verifier accepts; after k rejections the

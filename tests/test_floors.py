@@ -9,7 +9,7 @@ import pytest
 from advisor.cli import main
 from advisor.errors import DataError
 from advisor.floors import FloorSettings, find_floors, wilson_interval, z_for
-from advisor.scores import Step, Verifier, chain_outcome
+from advisor.scores import Step, VerifierErrors, chain_outcome
 from advisor.store import Store
 from synthetic import demo_oracle, make_run
 
@@ -91,7 +91,7 @@ def test_cost_per_usable_matches_chain_outcome(tmp_path):
     settings = FloorSettings(target=0.6, k=2, false_accept=0.1, false_reject=0.05)
     with _store(tmp_path, runs) as s:
         cf = find_floors(s, settings=settings).get("c", "baseline")
-    v = Verifier(0.1, 0.05)
+    v = VerifierErrors(0.1, 0.05)
     want_small = chain_outcome([Step(0.1, 0.01, 2), Step(0.9, 0.02, 2), Step(1.0, 0.05, 2)], v)
     want_mid = chain_outcome([Step(0.9, 0.02, 2), Step(1.0, 0.05, 2)], v)
     assert cf.verdict("small").cost_per_usable == pytest.approx(want_small.cost_per_usable)
@@ -110,7 +110,7 @@ def test_first_time_can_change_the_answer(tmp_path):
     settings = FloorSettings(target=0.75, false_reject=0.3)
     with _store(tmp_path, runs) as s:
         cf = find_floors(s, settings=settings).get("c", "baseline")
-    v = Verifier(0.0, 0.3)
+    v = VerifierErrors(0.0, 0.3)
     mid = chain_outcome([Step(0.85, 0.02, 3), Step(1.0, 0.0236, 3)], v).cost_per_usable
     large = chain_outcome([Step(1.0, 0.0236, 3)], v).cost_per_usable
     assert large < mid

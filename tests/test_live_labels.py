@@ -14,7 +14,7 @@ from advisor.router.feedback.live import class_priors, label_prior, live_attempt
 from advisor.router.feedback.promotion import gate
 from advisor.router.model.artifact import RungModel
 from advisor.router.training.fit import TrainingData, fit_router
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.store import Store
 
 WORDS = {"a": "invoice ledger refund tax audit receipt".split(), "b": "poem verse rhyme story novel song".split()}
@@ -64,12 +64,12 @@ def write_live(store: Store, n: int, seed: int = 1, live: dict = LIVE, fa: float
 
 
 def test_label_prior_is_a_beta_posterior_mean():
-    assert label_prior(0, 0, 0, 0, Verifier()) == pytest.approx(0.5)  # Beta(1, 1)
-    assert label_prior(3, 10, 0, 0, Verifier()) == pytest.approx(4 / 12)
+    assert label_prior(0, 0, 0, 0, VerifierErrors()) == pytest.approx(0.5)  # Beta(1, 1)
+    assert label_prior(3, 10, 0, 0, VerifierErrors()) == pytest.approx(4 / 12)
     # 20 live accepts of 20 through a verifier with fa 0.1, fr 0.1: de-noised rate clipped to 1
-    assert label_prior(0, 10, 20, 20, Verifier(0.1, 0.1)) == pytest.approx(21 / 32)
+    assert label_prior(0, 10, 20, 20, VerifierErrors(0.1, 0.1)) == pytest.approx(21 / 32)
     # an uninformative verifier (fa + fr >= 1) adds nothing
-    assert label_prior(0, 10, 20, 20, Verifier(0.5, 0.5)) == pytest.approx(1 / 12)
+    assert label_prior(0, 10, 20, 20, VerifierErrors(0.5, 0.5)) == pytest.approx(1 / 12)
 
 
 def test_a_rung_the_probe_never_saw_pass_learns_from_live_accepts(tmp_path):
@@ -77,7 +77,7 @@ def test_a_rung_the_probe_never_saw_pass_learns_from_live_accepts(tmp_path):
     probe = {"a": {"small": 0.0, "large": 0.9}, "b": {"small": 0.0, "large": 0.9}}
     data = probe_data(probe=probe)
     assert np.nanmean(data.usable[:, 0]) == 0.0
-    verifier = Verifier(false_accept=0.05, false_reject=0.02)
+    verifier = VerifierErrors(false_accept=0.05, false_reject=0.02)
     old_label = posterior(True, 0.0, verifier)  # what a probe-rate prior gave
     assert old_label < 1e-3
     with Store.open(tmp_path / "s.duckdb") as store:

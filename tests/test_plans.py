@@ -11,26 +11,26 @@ import pytest
 
 from advisor.floors import FloorSettings, analyse, find_floors
 from advisor.plans import VerifierUse, candidates, chain_point, plan_cells, recommend
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.store import Store
 from synthetic import make_run
 
 
 def test_chain_point_hand_computed():
     # one rung, p 0.5, $1, two attempts, perfect verifier: usable 1 - 0.5^2, cost 1 + 0.5 x 1
-    assert chain_point([0.5], [1.0], [2], Verifier()) == pytest.approx((1.5, 0.75))
+    assert chain_point([0.5], [1.0], [2], VerifierErrors()) == pytest.approx((1.5, 0.75))
     # escalation: 0.5 on $1 once, then 0.8 on $4 once: usable 0.5 + 0.5 x 0.8, cost 1 + 0.5 x 4
-    assert chain_point([0.5, 0.8], [1.0, 4.0], [1, 1], Verifier()) == pytest.approx((3.0, 0.9))
+    assert chain_point([0.5, 0.8], [1.0, 4.0], [1, 1], VerifierErrors()) == pytest.approx((3.0, 0.9))
     # false accept 0.2: accept rate 0.5 + 0.5 x 0.2 = 0.6; two attempts accept with 1 - 0.4^2 = 0.84, and an
     # accepted answer is usable with 0.5 / 0.6: usable 0.7; cost 1 + 0.4
-    assert chain_point([0.5], [1.0], [2], Verifier(false_accept=0.2)) == pytest.approx((1.4, 0.7))
+    assert chain_point([0.5], [1.0], [2], VerifierErrors(false_accept=0.2)) == pytest.approx((1.4, 0.7))
     # no verifier: the first attempt only
     assert chain_point([0.3, 0.9], [1.0, 5.0], [3, 3], None) == pytest.approx((1.0, 0.3))
 
 
 def test_candidates_without_a_verifier_are_single_attempts():
     assert candidates(3, None) == [((0,), (1,)), ((1,), (1,)), ((2,), (1,))]
-    shapes = candidates(3, Verifier())
+    shapes = candidates(3, VerifierErrors())
     assert ((0, 2), (2, 1)) in shapes and all(len(r) <= 2 for r, _ in shapes)
 
 
@@ -61,7 +61,7 @@ def test_cheapest_plan_retries_the_small_rung():
     import numpy as np
 
     r = _Rungs(["small"], np.array([50.0]), np.array([100.0]), np.array([1.0]))
-    assert not evaluate(r, [((0,), (k - 1,))], Verifier(), 0.8, 0.9)[0].clears
+    assert not evaluate(r, [((0,), (k - 1,))], VerifierErrors(), 0.8, 0.9)[0].clears
     assert cp.floor == "large" and cp.next_step is None
 
 
@@ -85,7 +85,7 @@ def test_no_plan_names_the_verifier_or_the_larger_rung_it_needs():
     """No plan clears: the next step names the verifier's accept / reject rates that would make a plan clear, or
     the single-attempt usable rate a larger rung needs (and over how many runs); both hold when checked."""
     from advisor.plans import _Rungs, candidates, evaluate
-    from advisor.scores import Verifier
+    from advisor.scores import VerifierErrors
 
     rep = _report(_rows("c", "large", 0, 60, 40, 10.0))
     cp = plan_cells(rep.classes[0], VerifierUse(False, source="none"), 0.8, 0.9)
@@ -93,7 +93,7 @@ def test_no_plan_names_the_verifier_or_the_larger_rung_it_needs():
     m = re.search(r"accepts >= (\d+)% of usable answers and rejects >= (\d+)% of unusable", cp.next_step)
     assert m, cp.next_step
     error = 1 - int(m.group(1)) / 100
-    v = Verifier(error, error)
+    v = VerifierErrors(error, error)
     r = _Rungs(["large"], np.array([60.0]), np.array([100.0]), np.array([10.0]))
     assert any(p.clears for p in evaluate(r, candidates(1, v), v, 0.8, 0.9))  # such a verifier would do it
     poor = plan_cells(_report(_rows("c", "large", 0, 10, 90, 10.0)).classes[0], VerifierUse(True), 0.8, 0.9)
@@ -102,7 +102,7 @@ def test_no_plan_names_the_verifier_or_the_larger_rung_it_needs():
     assert m, poor.next_step
     rate, runs = int(m.group(1)) / 100 + 0.005, int(m.group(2))
     r = _Rungs(["new"], np.array([rate * runs]), np.array([float(runs)]), np.array([1.0]))
-    assert evaluate(r, [((0,), (5,))], Verifier(0, 0), 0.8, 0.9)[0].clears
+    assert evaluate(r, [((0,), (5,))], VerifierErrors(0, 0), 0.8, 0.9)[0].clears
 
 
 def test_baseline_without_a_plan_points_at_the_skill():

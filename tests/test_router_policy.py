@@ -8,7 +8,7 @@ from advisor.errors import RouterError
 from advisor.router.routing.policies import decide_one as decide
 from advisor.router.routing.rule import (PolicyConfig, Preferences, RungFacts, candidate_table, chain_outcome_batch,
                                          chosen_chains, select)
-from advisor.scores import Step, Verifier, chain_outcome
+from advisor.scores import Step, VerifierErrors, chain_outcome
 
 RUNGS = [RungFacts("small", self_hosted=True, latency_s=0.5), RungFacts("large", self_hosted=False, latency_s=3.0)]
 P, C = [0.5, 0.9], [1.0, 4.0]
@@ -60,7 +60,7 @@ def test_k_retries():
 
 
 def test_verifier_errors():
-    v = Verifier(false_accept=0.1, false_reject=0.2)
+    v = VerifierErrors(false_accept=0.1, false_reject=0.2)
     d = decide(P, C, RUNGS, PolicyConfig(mode="escalate", k=1, verifier=v, stop_early=True))
     # accept rate of small: 0.5 * 0.8 + 0.5 * 0.1 = 0.45 -> reach large 0.55
     full = cand(d, ["small", "large"])
@@ -106,7 +106,7 @@ def test_explanation_is_complete():
     assert e["attempt_costs_usd"] == {"small": 1.0, "large": 4.0}
 
 
-@pytest.mark.parametrize("v", [None, Verifier(), Verifier(0.15, 0.3)])
+@pytest.mark.parametrize("v", [None, VerifierErrors(), VerifierErrors(0.15, 0.3)])
 def test_batch_chain_outcome_matches_scores(v):
     rng = np.random.default_rng(1)
     p, c = rng.random((30, 3)), rng.random((30, 3))
@@ -121,7 +121,7 @@ def test_batch_chain_outcome_matches_scores(v):
                                     PolicyConfig(mode="escalate", stop_early=True, target=0.8),
                                     PolicyConfig(mode="single", value_usd=2.0, target=0.3),
                                     PolicyConfig(mode="escalate", value_usd=1.0, stop_early=True),
-                                    PolicyConfig(mode="escalate", verifier=Verifier(0.1, 0.1), order="probability",
+                                    PolicyConfig(mode="escalate", verifier=VerifierErrors(0.1, 0.1), order="probability",
                                                  target=0.9)])
 def test_batch_selection_matches_decide(config):
     rng = np.random.default_rng(2)
@@ -197,7 +197,7 @@ def _chain_outcome_by_step(p, cost, k, verifier, valid=None, dependence=0.0):
     return exp_cost, np.minimum(p_use, 1.0)
 
 
-@pytest.mark.parametrize("v", [None, Verifier(), Verifier(0.15, 0.3), Verifier(0.0, 0.2), Verifier(0.3, 0.0)])
+@pytest.mark.parametrize("v", [None, VerifierErrors(), VerifierErrors(0.15, 0.3), VerifierErrors(0.0, 0.2), VerifierErrors(0.3, 0.0)])
 @pytest.mark.parametrize("rho", [0.0, 0.3, 1.0])
 def test_batch_chain_outcome_equals_the_step_by_step_recursion(v, rho):
     rng = np.random.default_rng(7)

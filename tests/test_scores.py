@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from advisor.scores import (PERFECT, Step, Thresholds, Verifier, chain_outcome, cost_per_usable, overall_score,
+from advisor.scores import (PERFECT, Step, Thresholds, VerifierErrors, chain_outcome, cost_per_usable, overall_score,
                             points_per_dollar)
 
 
@@ -46,7 +46,7 @@ def test_no_verifier_means_one_shot():
 
 def test_imperfect_verifier_false_accepts_lower_quality_and_cost():
     perfect = chain_outcome([Step(0.5, 1.0, 3)], PERFECT)
-    leaky = chain_outcome([Step(0.5, 1.0, 3)], Verifier(false_accept=0.2, false_reject=0.0))
+    leaky = chain_outcome([Step(0.5, 1.0, 3)], VerifierErrors(false_accept=0.2, false_reject=0.0))
     a = 0.5 + 0.5 * 0.2
     assert leaky.expected_cost == pytest.approx((1 - (1 - a) ** 3) / a)
     # accepted answers are usable with probability .5 / .6
@@ -55,7 +55,7 @@ def test_imperfect_verifier_false_accepts_lower_quality_and_cost():
 
 
 def test_false_rejects_deliver_last_answer_anyway():
-    out = chain_outcome([Step(1.0, 1.0, 2)], Verifier(false_reject=0.5))
+    out = chain_outcome([Step(1.0, 1.0, 2)], VerifierErrors(false_reject=0.5))
     # accept rate .5: accepted-usable (1-.25), plus both rejected but the last was usable anyway (.25)
     assert out.p_usable == pytest.approx(1.0)
     assert out.expected_cost == pytest.approx(1.5)

@@ -11,7 +11,7 @@ the truth. Two levels are reported:
 - **runs** (only runs whose criteria are all deterministic): the run's overall recomputed from the judge's
   grades against the stored overall, usable at the bar: false accept = P(judge says usable | not usable),
   false reject = P(judge says not usable | usable). These are the verifier error rates of
-  `advisor.scores.Verifier`, which the floor finder (``--false-accept/--false-reject``), the router's policy
+  `advisor.scores.VerifierErrors`, which the floor finder (``--false-accept/--false-reject``), the router's policy
   and the routing service use; `latest_verifier` reads the last measurement back from the store.
 
 What a rebuilt episode lacks (it is stated in each measurement): files written by ``run_python``, the fixture
@@ -29,7 +29,7 @@ from typing import Any
 from advisor.checks.base import needs_judge
 from advisor.checks.judge import JudgeCheck, JudgeError
 from advisor.records import Episode, ToolCall, text_hash
-from advisor.scores import DEFAULT_BAR, Verifier, overall_score
+from advisor.scores import DEFAULT_BAR, VerifierErrors, overall_score
 from advisor.tools.files import resolve_in_workspace
 
 REBUILD_LIMITS = ("files written by run_python are missing; the fixture API log is empty; the final answer is "
@@ -79,10 +79,10 @@ class Agreement:
     judge_cost_usd: float = 0.0
     limits: str = REBUILD_LIMITS
 
-    def verifier(self) -> Verifier:
-        """The run-level rates as a `Verifier` (criterion-level when no run is fully deterministic)."""
+    def verifier(self) -> VerifierErrors:
+        """The run-level rates as a `VerifierErrors` (criterion-level when no run is fully deterministic)."""
         rates = self.run_level if self.run_level.positives + self.run_level.negatives else self.criteria
-        return Verifier(rates.false_accept or 0.0, rates.false_reject or 0.0)
+        return VerifierErrors(rates.false_accept or 0.0, rates.false_reject or 0.0)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data, rates included."""
@@ -172,7 +172,7 @@ def save_agreement(store, agreement: Agreement) -> None:
                               agreement.simulated, agreement.as_dict())
 
 
-def latest_verifier(store, judge: str | None = None) -> tuple[Verifier, dict] | None:
+def latest_verifier(store, judge: str | None = None) -> tuple[VerifierErrors, dict] | None:
     """The last measured judge's verifier error rates (and the measurement), or None when never measured."""
     rows = store.judge_agreements(judge)
     if not rows:
@@ -180,4 +180,4 @@ def latest_verifier(store, judge: str | None = None) -> tuple[Verifier, dict] | 
     data = json.loads(rows[0]["detail_json"])
     run_level = data["run_level"]
     rates = run_level if run_level["positives"] + run_level["negatives"] else data["criteria"]
-    return Verifier(rates["false_accept"] or 0.0, rates["false_reject"] or 0.0), data
+    return VerifierErrors(rates["false_accept"] or 0.0, rates["false_reject"] or 0.0), data

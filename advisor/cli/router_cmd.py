@@ -49,9 +49,9 @@ def register(app: typer.Typer) -> None:
 def _configs(k: int, false_accept: float, false_reject: float, max_chain: int, target: float = 0.0,
              order: str = "ladder", value: float | None = None):
     from advisor.router.routing.rule import PolicyConfig
-    from advisor.scores import Verifier
+    from advisor.scores import VerifierErrors
 
-    verifier = Verifier(false_accept=false_accept, false_reject=false_reject)
+    verifier = VerifierErrors(false_accept=false_accept, false_reject=false_reject)
     return (PolicyConfig(mode="single", target=target, value_usd=value),
             PolicyConfig(mode="escalate", k=k, verifier=verifier, max_chain=max_chain, target=target, order=order,
                          value_usd=value))

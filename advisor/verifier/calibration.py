@@ -30,7 +30,7 @@ from typing import Any, Callable
 from advisor.checks.agreement import Rates
 from advisor.errors import ConfigError, DataError, StoreError, did_you_mean
 from advisor.records import now, text_hash
-from advisor.scores import DEFAULT_BAR, Verifier
+from advisor.scores import DEFAULT_BAR, VerifierErrors
 from advisor.store import RunStore, open_store
 from advisor.verifier.base import VerifiedText
 from advisor.verifier.build import build_verifier
@@ -154,7 +154,7 @@ def save_measurement(store, measurements: list[ClassMeasurement], *, bar: float,
 class PolicyRates:
     """The error rates the service's policy uses for one class, and where each came from."""
 
-    verifier: Verifier
+    verifier: VerifierErrors
     source: str  #: "measured", "partly measured" or "config"
     detail: str
 
@@ -173,7 +173,7 @@ def policy_rates(config, store=None) -> dict[str, PolicyRates]:
         pooled = next((r for r in latest.get(name, []) if r["rung"] == POOLED), None)
         stated = f"false accept {v.false_accept:g} / false reject {v.false_reject:g}"
         if pooled is None:
-            out[name] = PolicyRates(Verifier(v.false_accept, v.false_reject), "config",
+            out[name] = PolicyRates(VerifierErrors(v.false_accept, v.false_reject), "config",
                                     f"{stated} (not measured for this verifier)")
             continue
         fa, fr = pooled["false_accept"], pooled["false_reject"]
@@ -182,7 +182,7 @@ def policy_rates(config, store=None) -> dict[str, PolicyRates]:
         source = "measured" if fa is not None and fr is not None else (
             "partly measured" if fa is not None or fr is not None else "config")
         sim = " on SIMULATED runs" if pooled["simulated"] else ""
-        out[name] = PolicyRates(Verifier(v.false_accept if fa is None else fa, v.false_reject if fr is None else fr),
+        out[name] = PolicyRates(VerifierErrors(v.false_accept if fa is None else fa, v.false_reject if fr is None else fr),
                                 source, f"{', '.join(parts)} ({pooled['measurement_id']}, "
                                 f"{pooled['measured_at']:%Y-%m-%d %H:%M}{sim})")
     return out

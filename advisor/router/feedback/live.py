@@ -42,7 +42,7 @@ import numpy as np
 
 from advisor.checks.agreement import latest_verifier
 from advisor.records import text_hash
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.verifier.calibration import policy_rates
 
 if TYPE_CHECKING:
@@ -68,11 +68,11 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
     return [r for r in rows if r["decision_id"] not in held], [r for r in rows if r["decision_id"] in held]
 
 
-def verifier_rates(config, store=None) -> dict[str, Verifier]:
+def verifier_rates(config, store=None) -> dict[str, VerifierErrors]:
     """Per class the verifier's error rates under the loaded service `config` (`advisor.service.config.load_config`):
     measured by `advisor verifier measure` for this verifier when stored, else a judge verifier's last
     `advisor judge agreement`, else the config's."""
-    out: dict[str, Verifier] = {}
+    out: dict[str, VerifierErrors] = {}
     if config is None:
         return out
     measured = None
@@ -91,7 +91,7 @@ def verifier_rates(config, store=None) -> dict[str, Verifier]:
     return out
 
 
-def posterior(accepted: bool, prior: float, verifier: Verifier) -> float:
+def posterior(accepted: bool, prior: float, verifier: VerifierErrors) -> float:
     """P(usable | verdict) under the verifier's flip rates (see the module docstring)."""
     fa, fr, pi = verifier.false_accept, verifier.false_reject, min(max(prior, 1e-6), 1 - 1e-6)
     num = (1 - fr) * pi if accepted else fr * pi
@@ -100,7 +100,7 @@ def posterior(accepted: bool, prior: float, verifier: Verifier) -> float:
 
 
 def label_prior(probe_usable: float, probe_runs: float, live_accepted: float, live_attempts: float,
-                verifier: Verifier) -> float:
+                verifier: VerifierErrors) -> float:
     """The Beta-posterior mean prior of a (class, rung) for the soft labels (see the module docstring)."""
     fa, fr = verifier.false_accept, verifier.false_reject
     alpha, n = 1.0 + probe_usable, 2.0 + probe_runs
@@ -110,7 +110,7 @@ def label_prior(probe_usable: float, probe_runs: float, live_accepted: float, li
     return alpha / n
 
 
-def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier]) -> dict[tuple[str, str], float]:
+def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, VerifierErrors]) -> dict[tuple[str, str], float]:
     """Per (class, rung) the soft labels' prior from the probe data and the live rows (`label_prior`)."""
     cls = np.array([c or "" for c in data.classes])
     live: dict[tuple[str, str], list[int]] = {}
@@ -125,11 +125,11 @@ def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier
             n = np.nan_to_num(data.runs[m, j])
             u = float((np.nan_to_num(data.usable[m, j]) * n).sum())
             acc, tot = live.get((c, rung.name), (0, 0))
-            out[(c, rung.name)] = label_prior(u, float(n.sum()), acc, tot, rates.get(c, Verifier()))
+            out[(c, rung.name)] = label_prior(u, float(n.sum()), acc, tot, rates.get(c, VerifierErrors()))
     return out
 
 
-def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier], weight: float = 1.0,
+def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, VerifierErrors], weight: float = 1.0,
                skipped_no_prompt: int = 0, held_out: int = 0):
     """Probe/imported training data plus live attempts (soft labels, each attempt counted as `weight` runs)."""
     col = {r.name: j for j, r in enumerate(data.rungs)}
@@ -148,7 +148,7 @@ def merge_live(data, rows: Sequence[dict[str, Any]], rates: dict[str, Verifier],
             off_ladder += 1
             continue
         cls = r["task_class"] or ""
-        label = posterior(bool(r["accepted"]), priors[(cls, r["rung"])], rates.get(cls, Verifier()))
+        label = posterior(bool(r["accepted"]), priors[(cls, r["rung"])], rates.get(cls, VerifierErrors()))
         key = text_hash(r["prompt_text"])
         if key not in index:
             index[key] = len(groups)

@@ -35,7 +35,7 @@ from advisor.router.feedback.live import live_attempts
 from advisor.router.feedback.pointers import DatabasePointer, pointer_for, sha256_of
 from advisor.router.feedback.shadow_report import shadow_gate
 from advisor.router.model.artifact import load_router
-from advisor.scores import Verifier
+from advisor.scores import VerifierErrors
 from advisor.store import now
 
 if TYPE_CHECKING:
@@ -75,8 +75,8 @@ def _accept_prob(model, rows, rates) -> np.ndarray:
     P = model.predict([r["prompt_text"] for r in rows], [r["task_class"] for r in rows])
     names = model.rung_names
     p = np.array([P[i, names.index(r["rung"])] for i, r in enumerate(rows)])
-    fa = np.array([rates.get(r["task_class"] or "", Verifier()).false_accept for r in rows])
-    fr = np.array([rates.get(r["task_class"] or "", Verifier()).false_reject for r in rows])
+    fa = np.array([rates.get(r["task_class"] or "", VerifierErrors()).false_accept for r in rows])
+    fr = np.array([rates.get(r["task_class"] or "", VerifierErrors()).false_reject for r in rows])
     return p * (1 - fr) + (1 - p) * fa
 
 

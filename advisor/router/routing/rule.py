@@ -32,7 +32,7 @@ from typing import Any, Literal, NamedTuple, Sequence
 import numpy as np
 
 from advisor.errors import RouterError, did_you_mean
-from advisor.scores import PERFECT, Verifier
+from advisor.scores import PERFECT, VerifierErrors
 
 P_TIE = 0.01  #: highest-P(usable) fallback: candidates within this of the best P count as tied (module doc)
 
@@ -62,7 +62,7 @@ class PolicyConfig:
 
     mode: Literal["single", "escalate"] = "escalate"
     k: int | dict[str, int] = 1  #: attempts per rung before escalating (escalation mode)
-    verifier: Verifier = PERFECT  #: measured accept/reject error rates of the verifier
+    verifier: VerifierErrors = PERFECT  #: measured accept/reject error rates of the verifier
     target: float = 0.0  #: minimum P(usable) of the delivered answer a candidate must reach
     order: Literal["ladder", "probability"] = "ladder"  #: escalation order above the start rung
     max_chain: int = 3  #: at most this many rungs in one chain
@@ -155,7 +155,7 @@ def eligible(rungs: Sequence[RungFacts], prefs: Preferences) -> tuple[list[int],
     return keep, out
 
 
-def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: Verifier | None,
+def chain_outcome_batch(p: np.ndarray, cost: np.ndarray, k, verifier: VerifierErrors | None,
                         valid: np.ndarray | None = None, dependence: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Expected cost and P(usable) of chains for many requests: p, cost (n, S) along each chain.
 
