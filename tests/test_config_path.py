@@ -9,9 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Stops that take the whole config for one or two fields, and why they still do.
-KNOWN_NARROW = {
-    "advisor.probe.session.embeds": "advisor/service/supervision.py (watched_triton) calls it with a ProbeConfig",
-}
+KNOWN_NARROW: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")

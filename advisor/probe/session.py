@@ -118,7 +118,7 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
     require_sandbox(suite, config.allow_unsandboxed, config.tasks)  # refused before any server starts
     planned = planner.start(suite, ladder, config)
     with (open_store(config.store_path, role=RunStore) as store,
-          serving(config, ladder, suite_path) as (urls, served_by)):
+          serving(config.url, ladder, suite_path) as (urls, served_by)):
         def load_rows():
             return store.floor_rows(suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(),
                                     kinds=[RunKind.PROBE])
@@ -185,22 +185,22 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
     return total, result
 
 
-def embeds(config: ProbeConfig, ladder) -> bool:
+def embeds(url: str | None, ladder) -> bool:
     """True when advisor starts the embedded Triton for `ladder`: no ``--url``, and every model is one it can
     serve (stand-ins, or GGUF models on llama.cpp)."""
-    return not config.url and (ladder.simulated or ladder.embeddable)
+    return not url and (ladder.simulated or ladder.embeddable)
 
 
 @contextlib.contextmanager
-def serving(config: ProbeConfig, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
+def serving(url: str | None, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
     """Where each model (rungs and roles) is served, as ``(url by model name, served_by)``.
 
     With ``--url`` every rung is at that address; a ladder the embedded Triton can serve (`embeds`) gets one,
     whose stand-ins know the suite (started here, stopped on exit); any other uses each rung's own address.
     """
-    if config.url:
-        yield {m.name: config.url for m in ladder.models()}, config.url
-    elif embeds(config, ladder):
+    if url:
+        yield {m.name: url for m in ladder.models()}, url
+    elif embeds(url, ladder):
         with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
             yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:

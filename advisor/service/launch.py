@@ -21,7 +21,7 @@ from typing import Callable
 
 from advisor.errors import DamagedStoreError, RouterError, StoreError
 from advisor.ladder import load_ladder
-from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, ProbeConfig, default_file
+from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, default_file
 from advisor.router.feedback.pointers import DatabasePointer, default_pointer
 from advisor.router.training.fit import fit_router, training_data_from_store
 from advisor.service.auth import ApiKey, KeyRing, key_hash, load_keys, new_key
@@ -129,9 +129,8 @@ def serve(options: ServeOptions) -> None:
     clean_stale_workdirs()  # what a SIGKILL of an earlier service left behind
     with workdir() as tmp:
         router_path = resolve_router(options, ladder, Path(tmp), echo)
-        probe_config = ProbeConfig(ladder_path=ladder_path, suite_path=suite_path, url=options.url)
         status_path = Path(tmp) / "triton-status.json"
-        with watched_triton(probe_config, ladder, suite_path, status_path, options.protocol, echo) as (urls, served_by):
+        with watched_triton(options.url, ladder, suite_path, status_path, options.protocol, echo) as (urls, served_by):
             if served_by == "embedded":
                 echo(f"embedded Triton serving {served_what(ladder)} of ladder {ladder.name!r} at "
                      f"grpc={urls[ladder.rungs[0].name]}")

@@ -179,7 +179,7 @@ class UrlProbe(threading.Thread):
 
 
 @contextlib.contextmanager
-def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, protocol: str,
+def watched_triton(url: str | None, ladder, suite_path: Path, status_path: Path, protocol: str,
                    echo: Callable[[str], None]) -> Iterator[tuple[dict[str, str], str]]:
     """``(url by model name, served_by)`` as `advisor.probe.session.serving` gives them, with the Triton behind
     them watched until exit (see the module docstring)."""
@@ -188,8 +188,8 @@ def watched_triton(probe_config, ladder, suite_path: Path, status_path: Path, pr
     from advisor.triton.server import EmbeddedTriton
 
     status, stop = _Status(status_path), threading.Event()
-    if not embeds(probe_config, ladder):
-        with serving(probe_config, ladder, suite_path) as (urls, served_by):
+    if not embeds(url, ladder):
+        with serving(url, ladder, suite_path) as (urls, served_by):
             tritons = {m.name for m in ladder.models() if backend_name(m) == "triton"}  # hosted APIs: not watched
             watch = UrlProbe(ladder, {n: u for n, u in urls.items() if n in tritons}, protocol, status, stop, echo)
             watch.start()
