@@ -58,6 +58,7 @@ def test_live_records_are_idempotent_and_queried_like_duckdb(pg_url, tmp_path):
         assert pg.live_attempt_rows() == duck.live_attempt_rows()
         assert pg.live_accept_counts() == duck.live_accept_counts()
         assert pg.live_class_summary() == duck.live_class_summary()
+        assert pg.live_counts() == duck.live_counts() == (5, 5)
 
 
 @pytest.mark.parametrize("bad", [{"p_usable": "not a number"}, {"no_such_column": 1}])
@@ -92,7 +93,7 @@ def test_router_registry_on_postgres(pg_url):
 def test_open_store_picks_the_backend_by_scheme(pg_url, tmp_path):
     with open_store(pg_url) as pg:
         assert isinstance(pg, PostgresStore)
-        assert isinstance(pg, LiveRecords) and isinstance(pg, RouterRegistry)
+        assert isinstance(pg, LiveRecords) and isinstance(pg, RouterRegistry) and not isinstance(pg, RunStore)
     with open_store(f"duckdb://{tmp_path / 'x.duckdb'}") as duck:
         assert isinstance(duck, Store) and isinstance(duck, RunStore) and isinstance(duck, LiveRecords)
     assert (tmp_path / "x.duckdb").is_file()

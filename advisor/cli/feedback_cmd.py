@@ -118,7 +118,7 @@ def promote(candidate: Annotated[Path, typer.Argument(exists=True, dir_okay=Fals
         verb = {"refused": "REFUSED", "unchanged": "unchanged"}.get(out["action"], "promoted")
         typer.echo(f"{verb}: {out['router_version']}: {out['reason']}")
         if out["promoted"]:
-            from advisor.store.postgres import redact
+            from advisor.store.protocols import redact
 
             typer.echo(f"pointer {redact(str(pointer))} -> {out['artifact']} (a serving `advisor serve` reloads it "
                        "within 1 s)")

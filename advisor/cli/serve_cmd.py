@@ -68,7 +68,7 @@ def ingest(store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_U
            ) -> None:
     """Merge the routing service's record segments into the store (idempotent)."""
     from advisor.service.launch import default_spool, ingest_now
-    from advisor.store.postgres import redact
+    from advisor.store.protocols import redact
 
     counts = ingest_now(spool or default_spool(store), store)
     typer.echo(f"{counts['segments']} segments: {counts['decisions']} decisions, {counts['attempts']} attempts "

@@ -31,9 +31,8 @@ from advisor.service.reload import load_serving
 from advisor.service.runtime import SETTINGS_ENV, ServeSettings
 from advisor.service.session_costs import ANY_CLASS, cells_from_store
 from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
-from advisor.store import RunStore, is_database_url, open_store
-from advisor.store.postgres import redact
-from advisor.store.protocols import duckdb_path
+from advisor.store import LiveRecords, RunStore, is_database_url, open_store
+from advisor.store.protocols import duckdb_path, redact
 from advisor.triton.server import free_port, served_what
 from advisor.verifier.calibration import service_rates
 
@@ -194,7 +193,7 @@ def live_counts(store_path: Path) -> tuple[int, int]:
     """(decisions, attempts) the store holds; (0, 0) where there is no store yet."""
     if not Path(store_path).exists():
         return 0, 0
-    with open_store(store_path, read_only=True, role=RunStore) as store:
+    with open_store(store_path, read_only=True, role=LiveRecords) as store:
         return store.live_counts()
 
 

@@ -19,6 +19,12 @@ class LiveQueries:
 
     _con: Any
 
+    def live_counts(self) -> tuple[int, int]:
+        """(routing decisions, live attempts) the store holds."""
+        row = self._rows("SELECT (SELECT count(*) FROM routing_decisions) AS decisions, "
+                         "(SELECT count(*) FROM live_outcomes) AS attempts")[0]
+        return int(row["decisions"]), int(row["attempts"])
+
     def live_attempt_rows(self) -> list[dict[str, Any]]:
         """Labelled live attempts joined with their decision, in decision time order (then attempt)."""
         return self._rows(f"""

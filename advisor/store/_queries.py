@@ -59,13 +59,6 @@ class Queries:
         return self._rows("SELECT * FROM criterion_results WHERE run_key = ? ORDER BY checklist, criterion",
                           [run_key])
 
-    def orphan_detail_rows(self) -> int:
-        """Turns and criterion results whose run is not stored (0 in a consistent store)."""
-        return self._con.execute(
-            "SELECT (SELECT count(*) FROM turns WHERE run_key NOT IN (SELECT run_key FROM runs)) + "
-            "(SELECT count(*) FROM criterion_results WHERE run_key NOT IN (SELECT run_key FROM runs))"
-        ).fetchall()[0][0]
-
     def prompt_texts(self, hashes: Iterable[str]) -> dict[str, str]:
         """Prompt text by hash, for the hashes that have one stored."""
         keys = list(set(hashes))

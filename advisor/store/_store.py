@@ -302,27 +302,6 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         return self.query(f"SELECT * FROM judge_agreement{where} ORDER BY measured_at DESC", params)
 
     # ----------------------------------------------------------------- routing
-    def add_decision(self, decision_id: str, request_hash: str, policy: str, mode: str, chosen_rung: str,
-                     expected_cost: float | None, p_usable: float | None, router_version: str | None,
-                     explanation: dict, task_class: str | None = None, prompt_text: str | None = None) -> None:
-        """Record one routing decision."""
-        self._con.execute(
-            "INSERT INTO routing_decisions (decision_id, created_at, request_hash, prompt_text, task_class, policy, "
-            "mode, chosen_rung, expected_cost, p_usable, router_version, explanation_json) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [decision_id, now(), request_hash, prompt_text, task_class, policy, mode, chosen_rung,
-             expected_cost, p_usable, router_version, json.dumps(explanation, default=str)])
-
-    def add_outcome(self, decision_id: str, attempt: int, rung: str, input_tokens: int, output_tokens: int,
-                    cost_usd: float, latency_s: float, verified: bool | None, accepted: bool | None,
-                    error: str | None = None) -> None:
-        """Record one attempt of a live routed request."""
-        self._con.execute(
-            "INSERT INTO live_outcomes (decision_id, attempt, rung, input_tokens, output_tokens, cost_usd, latency_s, "
-            "verified, accepted, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [decision_id, attempt, rung, input_tokens, output_tokens, cost_usd, latency_s, verified, accepted,
-             error, now()])
-
     def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]]) -> tuple[int, int]:
         """Record the routing service's decisions and attempts (dicts keyed by column) in one transaction.
 
@@ -348,11 +327,6 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
             raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first}") from None
         after = self.live_counts()
         return after[0] - before[0], after[1] - before[1]
-
-    def live_counts(self) -> tuple[int, int]:
-        """(routing decisions, live attempts) the store holds."""
-        return tuple(self._con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[return-value]
-                     for t in ("routing_decisions", "live_outcomes"))
 
     # ----------------------------------------------------------------- export
     def export_parquet(self, folder: str | Path) -> list[Path]:

@@ -207,4 +207,5 @@ def _open(url: str, read_only: bool) -> PostgresStore:
 
 
 for _scheme in ("postgresql", "postgres"):
-    STORES.add(_scheme, StoreKind(_open, "PostgreSQL: the live records and router registry of several replicas"))
+    STORES.add(_scheme, StoreKind(_open, "PostgreSQL: the live records and router registry of several replicas",
+                                  shared=True))

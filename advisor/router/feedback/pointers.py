@@ -29,7 +29,7 @@ from advisor.errors import RouterError
 from advisor.nesting import load_json
 from advisor.records import now
 from advisor.store import Reconnecting, is_database_url
-from advisor.store.postgres import redact
+from advisor.store.protocols import redact
 
 POINTER_FORMAT = "advisor-router-pointer"
 
