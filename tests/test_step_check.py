@@ -155,3 +155,15 @@ def test_a_rung_predicted_never_usable_does_not_lead_while_another_is_usable():
     usable = plan(["smol"])
     never_usable(rt, usable, PolicyConfig(mode="single"), {"smol": 0.2, "qwen": 0.5, "big": 0.9})
     assert usable.chain == ["smol"] and not usable.explanation
+
+
+def test_the_step_check_can_be_switched_off_in_the_service_config():
+    """``api: {step_check: false}``: replies go to the client as the rung wrote them (and stream as they come)."""
+    from advisor.service.config import ApiConfig
+    from advisor.service.step_check import needs_check
+
+    tools = [{"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}]
+    asks = [_req(tools=tools), _req(response_format={"type": "json_object"})]
+    assert all(needs_check(r, ApiConfig()) for r in asks)
+    assert not any(needs_check(r, ApiConfig(step_check=False)) for r in asks)
+    assert not needs_check(_req(), ApiConfig())

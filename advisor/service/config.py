@@ -232,6 +232,10 @@ class ApiConfig(StrictModel):
     step_retries: int = Field(default=1, ge=0, description="Retries on the same rung of a reply that is no "
                               "well-formed step (a broken tool call, invalid arguments, empty, JSON not as asked) "
                               "before the request moves up a rung.")
+    step_check: bool = Field(default=True, description="Check the reply to a request that offers tools or asks for "
+                             "JSON before the client sees it (such a request is answered whole, also when streamed); "
+                             "false: replies are passed on as the rung wrote them, streamed as they come, broken "
+                             "steps included.")
 
 
 class ShadowConfig(StrictModel):

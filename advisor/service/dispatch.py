@@ -85,7 +85,7 @@ def decide(rt, req, key) -> RequestPlan:
                 shadow_decide(rt, plan, *policy_inputs(rt, req, plan, ccfg, key))
             except RequestError:
                 pass
-    if needs_check(req):  # an agent step or JSON asked for: checked before the client sees it (step_check)
+    if needs_check(req, rt.config.api):  # an agent step or JSON asked for: checked before the client sees it
         plan.check, plan.check_tries = step_checker(req), 1 + rt.config.api.step_retries
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
