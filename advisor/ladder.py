@@ -236,7 +236,8 @@ class Ladder(StrictModel):
         """sha256 of the resolved ladder (stable JSON), recorded as provenance with every result."""
         data = self.model_dump(mode="json")
         for model in [*data["rungs"], *(m for m in data["roles"].values() if m)]:
-            for key, default in _UNHASHED_DEFAULTS.items():  # fields newer than the hash: absent when at default
+            for key in UNHASHED_FIELDS:  # fields newer than the hash: absent when at their default
+                default = Model.model_fields[key].default
                 if model.get(key, default) == default:
                     model.pop(key, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -244,7 +245,7 @@ class Ladder(StrictModel):
 
 #: Model fields added after ladders were first hashed: left out of `config_hash` while at their default, so a
 #: ladder that does not use them keeps its hash (and its stored runs keep matching it).
-_UNHASHED_DEFAULTS = {"backend": "triton", "api_key_env": None, "llama_cpp": None}
+UNHASHED_FIELDS = ("backend", "api_key_env", "llama_cpp")
 
 
 def load_ladder(path: str | Path) -> Ladder:
