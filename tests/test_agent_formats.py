@@ -45,6 +45,8 @@ def test_final_answer_convention(name):
     assert plain.kind == "final" and plain.final == "The answer is blue."
     assert fmt.parse("   ", SPECS).kind == "invalid"
     assert fmt.parse("FINAL ANSWER:   ", SPECS).kind == "invalid"
+    qwen = fmt.parse("Final ANSWER: 42 widgets", SPECS)  # the marker as Qwen2.5-Coder writes it
+    assert qwen.kind == "final" and qwen.final == "42 widgets"
 
 
 def test_string_parameter_stays_a_string_in_xml():

@@ -132,6 +132,30 @@ def test_a_streamed_reply_never_shows_the_label_or_the_marker(rungs):
     assert shown[-1] == "Hello there. "
 
 
+@pytest.mark.parametrize("text, content", [
+    ("Final ANSWER: The entries in the Larkspur audit log are kept for 35 days.",
+     "The entries in the Larkspur audit log are kept for 35 days."),  # Qwen2.5-Coder on the CPU ladder, verbatim
+    ("Final answer: kept for 35 days [kb-backups]", "kept for 35 days [kb-backups]"),
+    ("final answer:[kb-audit]", "[kb-audit]"),
+])
+def test_the_marker_in_any_case_is_not_the_clients(rungs, text, content):
+    req = _req(tools=TOOLS)
+    reply = parse_reply(_qwen(rungs), text, req)
+    assert reply.content == content and reply.final == content and check_step(req, reply, "stop") is None
+    plain = parse_reply(rungs["nano-30b"], text, _req())
+    assert plain.content == content
+    call = parse_reply(_qwen(rungs), 'Final Answer: {"name": "get_order", "arguments": {"order_id": "ORD-1"}}', req)
+    assert call.content is None and [c["function"]["name"] for c in call.tool_calls] == ["get_order"]
+
+
+def test_a_streamed_reply_never_shows_the_marker_in_any_case(rungs):
+    model = rungs["nano-30b"]
+    full = "Kept for 35 days. Final Answer: 35 days"
+    shown = [stream_shown(model, full[:n]) for n in range(len(full) + 1)]
+    assert all("Final" not in s for s in shown) and shown[-1] == "Kept for 35 days. "
+    assert all(a == b[:len(a)] for a, b in zip(shown, shown[1:])), "what was shown is never taken back"
+
+
 def test_a_rung_predicted_never_usable_does_not_lead_while_another_is_usable():
     from types import SimpleNamespace
 

@@ -17,7 +17,7 @@ The reply convention the loop applies to every format:
 - a tool *definition* the model echoed back (``{"name": ..., "description": ..., "parameters": {JSON
   Schema}}``, as in the prompt's tool list) is never a call;
 - a reply with no tool-call marker at all is the **final answer**: the text after the last ``FINAL ANSWER:``
-  marker when there is one, else the whole reply (stripped);
+  marker (in any case: ``Final Answer:`` too) when there is one, else the whole reply (stripped);
 - a reply that opens a tool call but cannot be parsed (bad JSON, unclosed tag, no name) or is empty is
   **invalid**; the loop shows the model the parse error as an observation.
 """
@@ -33,6 +33,8 @@ from advisor.toolcalls import FORMATS, ToolFormat, format_for, register_format
 from advisor.toolcalls import spec_dict as _spec_dict
 
 FINAL_MARKER = "FINAL ANSWER:"
+#: The marker as models write it: in any case (Qwen2.5-Coder writes ``Final ANSWER:``, others ``Final answer:``).
+FINAL_RE = re.compile(re.escape(FINAL_MARKER), re.I)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,11 @@ def _call(calls: list[tuple[str, dict[str, Any]]], blocks: int, start: int, late
 
 
 def final_text(text: str) -> str:
-    idx = text.rfind(FINAL_MARKER)
-    return (text[idx + len(FINAL_MARKER):] if idx >= 0 else text).strip()
+    """The answer in a reply: the text after the last ``FINAL ANSWER:`` marker (in any case), else all of it."""
+    last = None
+    for last in FINAL_RE.finditer(text):
+        pass
+    return (text[last.end():] if last is not None else text).strip()
 
 
 def _final_or_empty(text: str) -> Parsed:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.agent.chat import template_for
-from advisor.agent.formats import FINAL_MARKER, Parsed, format_for
+from advisor.agent.formats import FINAL_MARKER, FINAL_RE, Parsed, format_for
 from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
 from advisor.service.request import call_required, forced_tool, offered_names
 
@@ -147,10 +147,10 @@ def unlabelled(model, text: str) -> str:
 
 def spoken(text: str) -> str:
     """What a reply says to the client: no ``<think>`` block, the answer after the last ``FINAL ANSWER:``
-    marker (the marker is the tool prompt's convention, not the client's)."""
+    marker, in whatever case the model wrote it (the marker is the tool prompt's convention, not the client's)."""
     if "<think>" in text:
         text = _THINK.sub("", text)
-    return _final(text) if FINAL_MARKER in text else text.strip()
+    return _final(text)
 
 
 def parse_reply(model, text: str, request) -> Reply:
@@ -171,7 +171,7 @@ def parse_reply(model, text: str, request) -> Reply:
     if request.parallel_tool_calls is False:
         calls = calls[:1]
     lead = text[:parsed.start] if parsed.start >= 0 else ""
-    lead = _TOOLS_TAG.sub("", _FENCE.sub("", lead.replace(FINAL_MARKER, "")))
+    lead = _TOOLS_TAG.sub("", _FENCE.sub("", FINAL_RE.sub("", lead)))
     lead = (_THINK.sub("", lead) if "<think>" in lead else lead).strip() or None
     entries = [{"id": "call_" + uuid.uuid4().hex[:24], "type": "function",
                 "function": {"name": name, "arguments": json.dumps(args)}} for name, args in calls]
@@ -182,17 +182,17 @@ def parse_reply(model, text: str, request) -> Reply:
 def stream_shown(model, text: str) -> str:
     """The part of a streamed reply's text so far that may be sent as content: without the stand-in's label
     (nothing while the text could still be the label's start), up to the first '<' (a tool call or a
-    ``<think>`` block may start) and the first ``FINAL ANSWER:`` marker's start."""
+    ``<think>`` block may start) and the first ``FINAL ANSWER:`` marker's start (in any case)."""
     label = f"[SIMULATED {model.name}]"
     if len(text) <= len(label) and label.startswith(text):
         return ""
     text = unlabelled(model, text)
-    cut = len(text)
-    for mark in ("<", FINAL_MARKER):
-        i = text.find(mark)
-        cut = min(cut, i) if i >= 0 else cut
+    cut = text.find("<")
+    marker = FINAL_RE.search(text)
+    cut = len(text) if cut < 0 else cut
+    cut = min(cut, marker.start()) if marker is not None else cut
     tail = text[:cut]
     for n in range(min(len(FINAL_MARKER) - 1, len(tail)), 0, -1):  # a marker may be arriving
-        if FINAL_MARKER.startswith(tail[-n:]):
+        if FINAL_MARKER.startswith(tail[-n:].upper()):
             return tail[:-n]
     return tail
