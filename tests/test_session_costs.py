@@ -72,6 +72,15 @@ def test_start_options_chain_escalations_up_the_allowed_rungs():
     assert start_options(["s", "m", "l"], ["s", "m", "l"], p, cells, 2)[0].usd == two["s"].usd
 
 
+def test_a_session_start_is_never_expected_usable_more_than_always():
+    # the router sure the lower rung is usable, its probe runs escalating half the time (the demo ladder's
+    # nano-30b on the documentation tasks): P(usable) of a start there was 1.024 in x-advisor-p-usable
+    cells = {"m": SessionCell(n=4, q=0.5, keep=1.0, stay=1.0, pre=0.5, full=1.0),
+             "l": SessionCell(n=4, q=0.0, keep=1.0, stay=3.0, pre=0.0, full=3.0)}
+    opts = {o.rung: o for o in start_options(["m", "l"], ["m", "l"], {"m": 0.999, "l": 0.999}, cells, 1)}
+    assert opts["m"].p_usable == pytest.approx(0.5 + 0.5 * 0.999) and opts["m"].p_usable <= 1.0
+
+
 def test_start_rung_least_usd_per_usable_else_cheapest():
     a, b = StartOption("a", usd=1.0, p_usable=0.1), StartOption("b", usd=3.0, p_usable=0.5)
     assert start_rung([a, b]).rung == "b"  # 6.0 per usable against 10.0

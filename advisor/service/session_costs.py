@@ -155,7 +155,9 @@ def start_options(names: list[str], allowed: list[str], p_usable: dict[str, floa
                 memo[rung] = (c.full, p)
             else:
                 e_up, u_up = expect(up)
-                memo[rung] = ((1 - c.q) * c.stay + c.q * (c.pre + e_up), p * c.keep + c.q * u_up)
+                # usable and kept, or moved up and usable there: disjoint, so at most 1 - q of the first (the
+                # router's P(usable) and the probe's escalation share are estimated apart and may disagree)
+                memo[rung] = ((1 - c.q) * c.stay + c.q * (c.pre + e_up), min(p * c.keep, 1 - c.q) + c.q * u_up)
         return memo[rung]
 
     return [StartOption(r, *expect(r)) for r in names if r in allowed]
