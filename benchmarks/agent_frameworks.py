@@ -10,18 +10,22 @@ session header (the sessions are derived):
     and with its Chat Completions model;
   * ``langgraph``: LangGraph's `create_react_agent` over `langchain-openai`'s `ChatOpenAI`.
 
-Per framework: runs completed (a final answer, no error), tool calls round-tripped (tool functions the framework
-ran), broken steps that reached the client (goal 0: a tool call whose arguments the tool's schema refuses, a
-call of a tool that was not offered, call text, a ``FINAL ANSWER:`` marker or a stand-in label in an answer, an
-empty answer, a 4xx answer), in-request retries (``x-advisor-broken-steps``), in-request escalations (the step
-answered on a rung above the session's latch), session escalations (``x-advisor-escalation``), rungs per session
-(mean distinct rungs a run's steps were answered on) and wall time per run.
+Per framework: runs completed (a final answer after both tools ran, no error), tool calls round-tripped (tool
+functions the framework ran), broken steps that reached the client (goal 0: a tool call whose arguments the
+tool's schema refuses, a call of a tool that was not offered, call text, a ``FINAL ANSWER:`` marker in any case
+or a stand-in label in an answer, an empty answer, a 4xx answer), in-request retries (the broken steps named in
+``x-advisor-broken-steps``, an error answer's too), in-request escalations (the step answered on a rung above the
+session's latch), session escalations (``x-advisor-escalation``), rungs per session (mean distinct rungs a run's
+steps were answered on) and wall time per run.
 
     .venv/bin/python benchmarks/agent_frameworks.py [--ladder ladders/demo.yaml] [--runs 3]
         [--frameworks openai-sdk agents-responses agents-chat langgraph] [--config SERVICE.yaml] [--json]
+        [--store FILE] [--probe-per-class 2]
 
-A ladder of real models (``ladders/cpu.yaml``: llama.cpp on CPU) is probed and served the same way; on two
-shared cores a step takes tens of seconds, so give it ``--runs 1`` and patience.
+A ladder of real models (``ladders/cpu.yaml``: llama.cpp on CPU) is probed and served the same way, the service
+given `REAL_LIMITS` (a CPU step takes seconds to a minute on two shared cores, past the default 30 s per attempt)
+and the clients `CLIENT_TIMEOUT_S`; ``--store FILE`` keeps the probe, so a second run with another ``--config``
+skips it. ``--json`` adds each run's answer and the advisor headers of each of its steps.
 """
 
 from __future__ import annotations
@@ -43,7 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load_test import DEMO, KEY, SUITE, start_service, start_triton, stop  # noqa: E402
 
 FRAMEWORKS = ("openai-sdk", "agents-responses", "agents-chat", "langgraph")
-LEAKS = re.compile(r"<tool_call>|<TOOLCALL>|<function=|FINAL ANSWER:|\[SIMULATED ")
+#: A real ladder's service limits: a step of a CPU model takes tens of seconds (a minute with a long prompt on busy
+#: cores), past the service's default 30 s per attempt and 60 s per request.
+REAL_LIMITS = {"deadline_s": 900.0, "attempt_timeout_s": 420.0}
+CLIENT_TIMEOUT_S = 960.0
+LEAKS = re.compile(r"<tool_call>|<TOOLCALL>|<function=|(?i:FINAL ANSWER:)|\[SIMULATED ")
 
 
 class Observer:
@@ -54,7 +62,9 @@ class Observer:
         self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
         self.tool_calls = 0
+        self.tools_run: set[str] = set()
         self.broken: list[str] = []
+        self.final: str | None = None
 
     def sync(self, response):
         self.statuses.append(response.status_code)
@@ -70,12 +80,14 @@ class Observer:
         from advisor.service.step_check import schema_violation
 
         self.tool_calls += 1
+        self.tools_run.add(name)
         if name not in self.schemas:
             self.broken.append(f"call of {name!r}, not offered")
         elif schema_violation(self.schemas[name], args) is not None:
             self.broken.append(f"{name} arguments {args}")
 
     def answer(self, text) -> None:
+        self.final = text if isinstance(text, str) else repr(text)
         if not isinstance(text, str) or not text.strip():
             self.broken.append("empty answer")
         elif LEAKS.search(text):
@@ -108,8 +120,8 @@ def run_openai_sdk(base: str, task, obs: Observer) -> None:
     import httpx
     import openai
 
-    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
-                           http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=300))
+    client = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=CLIENT_TIMEOUT_S,
+                           http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=CLIENT_TIMEOUT_S))
     fns = {f.__name__: f for f in docs_tools(obs)}
     tools = [{"type": "function", "function": {"name": n, "description": f.__doc__, "parameters": SCHEMAS[n]}}
              for n, f in fns.items()]
@@ -138,8 +150,9 @@ def run_agents(base: str, task, obs: Observer, api: str) -> None:
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
-    client = AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
-                         http_client=httpx.AsyncClient(event_hooks={"response": [obs.async_]}, timeout=300))
+    client = AsyncOpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=CLIENT_TIMEOUT_S,
+                         http_client=httpx.AsyncClient(event_hooks={"response": [obs.async_]},
+                                                       timeout=CLIENT_TIMEOUT_S))
     model = (OpenAIResponsesModel if api == "responses" else OpenAIChatCompletionsModel)(model="auto",
                                                                                           openai_client=client)
     agent = Agent(name="docs", instructions="You answer questions from the Larkspur documentation.", model=model,
@@ -153,8 +166,8 @@ def run_langgraph(base: str, task, obs: Observer) -> None:
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
 
-    model = ChatOpenAI(model="auto", base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=300,
-                       http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=300))
+    model = ChatOpenAI(model="auto", base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=CLIENT_TIMEOUT_S,
+                       http_client=httpx.Client(event_hooks={"response": [obs.sync]}, timeout=CLIENT_TIMEOUT_S))
     agent = create_react_agent(model, [tool(f) for f in docs_tools(obs)],
                                prompt="You answer questions from the Larkspur documentation.")
     state = agent.invoke({"messages": [("user", task.instructions)]}, {"recursion_limit": 22})
@@ -176,28 +189,50 @@ def run_one(framework: str, base: str, task) -> dict:
     except Exception as exc:  # noqa: BLE001 - a run that fails is counted, with why
         error = f"{type(exc).__name__}: {str(exc)[:160]}"
     steps = [h for h in obs.headers if "x-advisor-rung" in h]
+    skipped = sorted(set(SCHEMAS) - obs.tools_run)
+    if error is None and skipped:  # an answer without searching and reading is no completed task
+        error = f"answered without calling {' and '.join(skipped)}"
     return {"framework": framework, "task": task.id, "completed": error is None and not obs.broken,
             "error": error, "tool_calls": obs.tool_calls, "broken_to_client": obs.broken,
             "statuses": sorted(set(obs.statuses)), "steps": len(steps),
-            "retries": sum(len(h.get("x-advisor-broken-steps", "").split(",")) for h in steps
+            "retries": sum(len(h["x-advisor-broken-steps"].split(",")) for h in obs.headers  # a 502 too
                            if h.get("x-advisor-broken-steps")),
             "in_request_escalations": sum(h["x-advisor-rung"] != h["x-advisor-chain"].split(",")[0] for h in steps),
             "session_escalations": sum("x-advisor-escalation" in h for h in steps),
-            "rungs": sorted({h["x-advisor-rung"] for h in steps}), "wall_s": time.perf_counter() - started}
+            "rungs": sorted({h["x-advisor-rung"] for h in steps}), "wall_s": time.perf_counter() - started,
+            "answer": (obs.final or "")[:300], "headers": obs.headers}
 
 
 def probe(url: str, ladder: Path, store: Path, per_class: int) -> None:
-    """A small probe (the router's training data): `per_class` example tasks of each class, baseline only."""
+    """A small probe (the router's training data): `per_class` example tasks of each class, baseline only (where
+    no sandbox works, without the tasks that run code)."""
     from advisor.probe import ProbeConfig, run_probe
     from advisor.suite import load_suite
+    from advisor.tools.sandbox import runs_code, sandbox_status
 
     chosen, count = [], defaultdict(int)
+    sandbox = sandbox_status()[0] is not None
     for t in load_suite(SUITE).tasks:
-        if count[t.task_class] < per_class:
+        if count[t.task_class] < per_class and (sandbox or not runs_code(t)):
             count[t.task_class] += 1
             chosen.append(t.id)
     run_probe(ProbeConfig(ladder_path=ladder, suite_path=SUITE, url=url, store_path=store, replicas=1,
                           conditions=("baseline",), tasks=chosen))
+
+
+def service_config(given: Path | None, ladder: Path, tmp: Path) -> Path | None:
+    """The service config: `given` as it is on a simulated ladder; on a real one, with `REAL_LIMITS` for the limits
+    it does not set itself (a file in `tmp`)."""
+    from advisor.ladder import load_ladder
+    from advisor.yamlio import read_yaml
+
+    if load_ladder(ladder).simulated:
+        return given
+    body = dict(read_yaml(given)) if given else {"version": 1}
+    body["limits"] = {**REAL_LIMITS, **(body.get("limits") or {})}
+    out = tmp / "service.yaml"
+    out.write_text(json.dumps(body))  # JSON is YAML
+    return out
 
 
 def table(rows: list[dict], ladder: str) -> str:
@@ -228,6 +263,9 @@ def main() -> None:
                         help="The service config (default none: sessions start on the least expected USD per "
                              "usable trajectory); e.g. one with sessions: {start: router}.")
     parser.add_argument("--json", action="store_true", help="Every run as JSON lines after the table.")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="Keep the probe and the service's records in this DuckDB file (default: a temporary "
+                             "one); a file that exists is served as it is, not probed again.")
     args = parser.parse_args()
     from advisor.suite import load_suite
 
@@ -237,9 +275,11 @@ def main() -> None:
     started = time.time()
     try:
         with tempfile.TemporaryDirectory(prefix="advisor-frameworks-") as tmp:
-            store = Path(tmp) / "frameworks.duckdb"
-            probe(url, args.ladder, store, args.probe_per_class)
-            extra = ["--ingest-every", "0", *(["--config", str(args.config)] if args.config else [])]
+            store = args.store or Path(tmp) / "frameworks.duckdb"
+            if not store.exists():
+                probe(url, args.ladder, store, args.probe_per_class)
+            config = service_config(args.config, args.ladder, Path(tmp))
+            extra = ["--ingest-every", "0", *(["--config", str(config)] if config else [])]
             service, base = start_service(url, store, 1, extra, ladder=args.ladder)
             try:
                 for framework in args.frameworks:
