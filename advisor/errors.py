@@ -35,6 +35,12 @@ class ContractError(BackendError):
     """A model's inputs/outputs do not match the vLLM-backend tensor contract."""
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message ('' when it has none): what one-line errors and logs show."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
 class StoreError(AdvisorError):
     """The DuckDB store cannot be opened, migrated or queried as asked."""
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from advisor.errors import RecordsRejected
+from advisor.errors import RecordsRejected, first_line
 from advisor.service.recording import SegmentWriter, split_records
 from advisor.store import Reconnecting
 
@@ -152,7 +152,7 @@ class DatabaseRecorder:
         return 0.0
 
     def _down(self, exc: BaseException) -> None:
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = first_line(exc) or type(exc).__name__
         self.degraded = f"PostgreSQL unreachable ({why}); records spooled to {self.segments.spool} until it is back"
 
     def _run(self) -> None:

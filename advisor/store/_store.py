@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from advisor.errors import RecordsRejected, StoreError
+from advisor.errors import RecordsRejected, StoreError, first_line
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
 from advisor.store._damaged import CheckedConnection, damaged, is_damage
 from advisor.store._agreement_queries import AgreementQueries
@@ -311,9 +311,10 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         # heavy dependency, imported on use: duckdb
         import duckdb
 
+        # what the rows hold (pyarrow's ArrowInvalid and ArrowTypeError are a ValueError and a TypeError)
         refused = (duckdb.ConversionException, duckdb.BinderException, duckdb.ConstraintException,
                    duckdb.InvalidInputException, duckdb.TypeMismatchException, duckdb.CatalogException, TypeError,
-                   ValueError)  # what the rows hold (pyarrow's ArrowInvalid and ArrowTypeError are ValueError, TypeError)
+                   ValueError)
         before = self.live_counts()
         try:
             with self._transaction():
@@ -323,8 +324,7 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
                     columns = list(dict.fromkeys(k for r in rows for k in r))
                     self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
         except refused as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first}") from None
+            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first_line(exc)}") from None
         after = self.live_counts()
         return after[0] - before[0], after[1] - before[1]
 

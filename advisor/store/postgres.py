@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any, Sequence
 
-from advisor.errors import RecordsRejected, StoreError
+from advisor.errors import RecordsRejected, StoreError, first_line
 from advisor.records import now, plain
 from advisor.store._live_queries import LiveQueries
 from advisor.store._registry_queries import RegistryQueries
@@ -196,9 +196,9 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
                         cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _in_{table} "
                                     "ON CONFLICT DO NOTHING")
                         added.append(cur.rowcount)
-        except (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.UndefinedColumn) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""  # what the rows hold
-            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first}") from None
+        except (psycopg.errors.DataError, psycopg.errors.IntegrityError,
+                psycopg.errors.UndefinedColumn) as exc:  # what the rows hold
+            raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first_line(exc)}") from None
         return added[0], added[1]
 
 

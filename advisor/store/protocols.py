@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
-from advisor.errors import StoreError, did_you_mean
+from advisor.errors import StoreError, did_you_mean, first_line
 from advisor.records import FLOOR_KINDS, CriterionResult, RunRecord, TurnRecord
 from advisor.registry import Registry
 from advisor.store._store import Store
@@ -261,8 +261,7 @@ class Reconnecting:
             raise
         except Exception as exc:  # noqa: BLE001 - the driver's errors: the database went away mid-call
             self.close()
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise StoreError(f"{self.label}: {type(exc).__name__}: {first}") from None
+            raise StoreError(f"{self.label}: {type(exc).__name__}: {first_line(exc)}") from None
 
 
 class LiveOverlay:
