@@ -281,9 +281,9 @@ def test_a_corrupt_spool_line_is_quarantined_and_the_rest_ingested(tmp_path, cap
 
 
 def test_a_record_the_store_refuses_is_quarantined_and_the_rest_ingested(tmp_path, caplog):
-    """A record that parses but that DuckDB refuses (text in a number column, a column the table lacks) once held
-    its segment, and every segment after it, out of the store for good: now the segment's records are tried one by
-    one, the refused ones go to the quarantine with the store's reason, and a second ingest finds nothing left."""
+    """A record that parses but that DuckDB refuses (text in a number column, a column the table lacks) does not
+    hold its segment, or the ones after it, out of the store: the segment's records are tried one by one, the
+    refused ones go to the quarantine with the store's reason, and a second ingest finds nothing left."""
     from advisor.service.recording import ingest
     from advisor.store import Store, now
 

@@ -217,7 +217,8 @@ def add_segment(store: LiveRecords, path: Path, spool: Path, segment: Segment) -
             refused.append((i, str(exc)))
             continue
         added = [added[0] + one[0], added[1] + one[1]]
-    set_aside(path, spool, segment, refused)
+    if refused:
+        set_aside(path, spool, segment, refused)
     return added[0], added[1]
 
 
@@ -236,10 +237,8 @@ def ingest(spool: str | Path, store: LiveRecords, min_age_s: float = 0.0) -> dic
         except FileNotFoundError:
             continue
         counts["torn_lines"] += segment.torn
-        counts["quarantined_lines"] += len(segment.bad)
-        before_bad = len(segment.bad)
         added = add_segment(store, path, spool, segment)
-        counts["quarantined_lines"] += len(segment.bad) - before_bad
+        counts["quarantined_lines"] += len(segment.bad)  # bad lines, and records the store refused
         counts["segments"] += 1
         counts["decisions"] += added[0]
         counts["attempts"] += added[1]

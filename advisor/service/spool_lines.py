@@ -7,7 +7,7 @@ A segment line is one record: a JSON object tagged ``"record": "decision"`` or `
 and the segment's other lines are ingested. A record that parses but that the store refuses for what it holds (a
 wrong type, an unknown column: `advisor.errors.RecordsRejected`) goes the same way, with the store's reason, once
 the segment's records were tried one by one. A torn last line (no newline: a worker killed mid-write) is only
-counted, as before: it never held a whole record.
+counted: it never held a whole record.
 """
 
 from __future__ import annotations
