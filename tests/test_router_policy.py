@@ -121,8 +121,8 @@ def test_batch_chain_outcome_matches_scores(v):
                                     PolicyConfig(mode="escalate", stop_early=True, target=0.8),
                                     PolicyConfig(mode="single", value_usd=2.0, target=0.3),
                                     PolicyConfig(mode="escalate", value_usd=1.0, stop_early=True),
-                                    PolicyConfig(mode="escalate", verifier=VerifierErrors(0.1, 0.1), order="probability",
-                                                 target=0.9)])
+                                    PolicyConfig(mode="escalate", verifier=VerifierErrors(0.1, 0.1),
+                                                 order="probability", target=0.9)])
 def test_batch_selection_matches_decide(config):
     rng = np.random.default_rng(2)
     rungs = [RungFacts(f"r{i}") for i in range(5)]
@@ -197,7 +197,8 @@ def _chain_outcome_by_step(p, cost, k, verifier, valid=None, dependence=0.0):
     return exp_cost, np.minimum(p_use, 1.0)
 
 
-@pytest.mark.parametrize("v", [None, VerifierErrors(), VerifierErrors(0.15, 0.3), VerifierErrors(0.0, 0.2), VerifierErrors(0.3, 0.0)])
+@pytest.mark.parametrize("v", [None, VerifierErrors(), VerifierErrors(0.15, 0.3), VerifierErrors(0.0, 0.2),
+                               VerifierErrors(0.3, 0.0)])
 @pytest.mark.parametrize("rho", [0.0, 0.3, 1.0])
 def test_batch_chain_outcome_equals_the_step_by_step_recursion(v, rho):
     rng = np.random.default_rng(7)

@@ -585,10 +585,10 @@ def test_two_workers_lose_no_record_under_a_burst(workdir, triton_server, tmp_pa
 
 @pytest.mark.slow
 def test_a_rung_predicted_never_usable_is_not_picked_while_another_is(workdir, triton_server, tmp_path):
-    """On the CPU ladder a plain chat went to SmolLM2 with P(usable) 0.0000 and came back as nonsense: the
-    rule's cheapest rung "met" a target of 0. Here the probe's nano-12b runs are all unusable, so the router the
-    service trains predicts it never usable; asked with a value so small that the cheapest rung has the best net
-    value, another rung leads and the record says why."""
+    """A rung predicted never usable does not lead while another is usable (a value rule with a tiny value, or a
+    target of 0, would take the cheapest rung whatever its P(usable)). The probe's nano-12b runs are all unusable,
+    so the router the service trains predicts it never usable; asked with a value so small that the cheapest rung
+    has the best net value, another rung leads and the record says why."""
     import duckdb
 
     store = tmp_path / "never.duckdb"

@@ -92,9 +92,9 @@ def _open_at_once(folder, barrier, rounds, errors):
 
 
 def test_workers_opening_a_new_latch_file_at_once_all_get_it(tmp_path):
-    """The service's workers open the latch file on their first request, often the same instant; switching a new
-    file to WAL is not waited for by SQLite, so without retrying some saw "database is locked" (about one round
-    in seven with four processes)."""
+    """The service's workers open the latch file on their first request, often the same instant, and SQLite does
+    not wait while a new file is switched to WAL: opening it must retry "database is locked" (without the retry,
+    this test fails)."""
     ctx = multiprocessing.get_context("spawn")
     barrier, errors = ctx.Barrier(4), ctx.Queue()
     procs = [ctx.Process(target=_open_at_once, args=(tmp_path, barrier, 30, errors)) for _ in range(4)]

@@ -61,10 +61,7 @@ def _call(calls: list[tuple[str, dict[str, Any]]], blocks: int, start: int, late
 
 def final_text(text: str) -> str:
     """The answer in a reply: the text after the last ``FINAL ANSWER:`` marker (in any case), else all of it."""
-    last = None
-    for last in FINAL_RE.finditer(text):
-        pass
-    return (text[last.end():] if last is not None else text).strip()
+    return FINAL_RE.split(text)[-1].strip()
 
 
 def _final_or_empty(text: str) -> Parsed:

@@ -5,11 +5,11 @@ decides as the request runs; ``model: "auto"`` asks the routing policy (a policy
 `advisor.router.routing.policies.POLICIES` over the learned router, through `route_one`: the config's
 ``routing.policy`` or the artifact's default; for a class with a fixed ``chain`` in the service config, the
 ``chain`` policy); a rung name pins that rung (no routing, still recorded). The chain is then walked
-(`advisor.service.attempts.walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the class's ``retries``) while its
-verifier rejects the answer, then the next rung is tried (an escalation). A rung that is down or times out is
-skipped (a **failover**, counted apart from quality failures): the next rung of the chain, else the other allowed
-rungs above it, then below it. The request never runs past its end-to-end deadline. The answer delivered is
-the first accepted one, or the last one with verdict ``rejected``.
+(`advisor.service.attempts.walk_plan`, the seam's one attempt walker): each rung is tried up to k times (the
+class's ``retries``) while its verifier rejects the answer, then the next rung is tried (an escalation). A rung
+that is down or times out is skipped (a **failover**, counted apart from quality failures): the next rung of the
+chain, else the other allowed rungs above it, then below it. The request never runs past its end-to-end
+deadline. The answer delivered is the first accepted one, or the last one with verdict ``rejected``.
 """
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ class BrokenStep:
         return f"{self.kind}: {self.detail}"
 
 
-def needs_check(req, api=None) -> bool:
+def needs_check(req, api) -> bool:
     """Whether replies to `req` are checked (it offers tools, or asks for JSON, and the service config's
     ``api.step_check`` is on): such a request is answered whole, also when streamed, since a broken step must not
     reach the client."""
-    if api is not None and not api.step_check:
+    if not api.step_check:
         return False
     fmt = req.response_format
     return bool(req.tools) or (fmt is not None and fmt.type != "text")

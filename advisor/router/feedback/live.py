@@ -110,7 +110,8 @@ def label_prior(probe_usable: float, probe_runs: float, live_accepted: float, li
     return alpha / n
 
 
-def class_priors(data, rows: Sequence[dict[str, Any]], rates: dict[str, VerifierErrors]) -> dict[tuple[str, str], float]:
+def class_priors(data, rows: Sequence[dict[str, Any]],
+                 rates: dict[str, VerifierErrors]) -> dict[tuple[str, str], float]:
     """Per (class, rung) the soft labels' prior from the probe data and the live rows (`label_prior`)."""
     cls = np.array([c or "" for c in data.classes])
     live: dict[tuple[str, str], list[int]] = {}
