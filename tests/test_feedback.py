@@ -163,8 +163,12 @@ def retrained(loop):
     headers = _traffic(loop, 300)
     ingest_now(loop.svc.spool, loop.store)
     r2 = loop.tmp / "r2.json"
+    # The class-rates model: the loop under test is "live verdicts change the rung's rate in the class". Left to
+    # choose, training picks its model by AIQ on the probe's 15 prompts (a live prompt has an outcome on one or
+    # two rungs, not on every one), where the three are near-tied and the pick flips with the traffic; a text
+    # model then generalises to class B's prompts as it may, and the gate rightly refuses it.
     out = _cli("router", "train", "--store", str(loop.store), "--out", str(r2), "--folds", "3", "--live",
-               "--live-holdout", "100", "--service-config", str(loop.config)).stdout
+               "--live-holdout", "100", "--service-config", str(loop.config), "--predictor", "class_rates").stdout
     ns = type("Retrained", (), {})()
     ns.v1, ns.headers, ns.r2, ns.train_output = v1, headers, r2, out
     return ns
@@ -180,6 +184,7 @@ def test_live_loop_retrain_promote_reload_rollback(loop, retrained):
     assert a_first.count(loop.rejected) > 0, f"the first router never tried {loop.rejected} on class A: {set(a_first)}"
     out = retrained.train_output
     assert "live:" in out and "100 most recent decisions held out" in out
+    assert "probability model: class_rates of class_rates" in out, out
     cand = load_router(r2)
     p_rej = cand.predict_one(loop.task_a.instructions, loop.class_a)[cand.rung_names.index(loop.rejected)]
     assert p_rej < 0.2, f"the candidate still expects {loop.rejected} to pass class A: {p_rej:.2f}"

@@ -76,7 +76,11 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
           service_config: Annotated[Optional[Path], typer.Option("--service-config", exists=True, dir_okay=False,
                                                                  help="The service config whose verifier error "
                                                                  "rates label live attempts.")] = None,
-          live_store: LiveStoreOpt = None, as_json: JsonOpt = False) -> None:
+          live_store: LiveStoreOpt = None,
+          predictor: Annotated[Optional[list[str]], typer.Option(
+              "--predictor", help="Choose the probability model among only these (repeatable: router, tfidf, "
+              "class_rates); default: every one, picked by cross-validated AIQ.")] = None,
+          as_json: JsonOpt = False) -> None:
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
     import warnings
 
@@ -96,7 +100,7 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
             data = add_live(s, data, live_weight, live_holdout, service_config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = fit_router(data, C=c, folds=folds, seed=seed, use_embeddings=embeddings)
+        model = fit_router(data, C=c, folds=folds, seed=seed, use_embeddings=embeddings, predictors=predictor)
     model.save(out)
     if as_json:
         from advisor.router.evaluation.metrics import strict
@@ -112,6 +116,9 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
                f"{prov['prompts']} prompts, {len(prov['classes'])} classes ({prov['cost_estimated_runs']} costs "
                "estimated)")
     typer.echo(f"  {model.metrics['how']}")
+    chosen = model.metrics["predictor"]
+    typer.echo(f"  probability model: {chosen['chosen']} of {', '.join(chosen['candidates'])} "
+               "(highest cross-validated AIQ)")
     for name, m in model.metrics["per_rung"].items():
         auc = "n/a" if m["auc"] is None else f"{m['auc']:.3f}"
         err = "n/a" if m.get("cost_mdape") is None else f"{m['cost_mdape']:.1%}"
