@@ -78,7 +78,7 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
                                                                  "rates label live attempts.")] = None,
           live_store: LiveStoreOpt = None,
           predictor: Annotated[Optional[list[str]], typer.Option(
-              "--predictor", help="Choose the probability model among only these (repeatable: router, tfidf, "
+              "--predictor", metavar="NAME", help="Choose the probability model among only these (repeatable: router, tfidf, "
               "class_rates); default: every one, picked by cross-validated AIQ.")] = None,
           as_json: JsonOpt = False) -> None:
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
