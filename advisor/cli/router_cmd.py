@@ -78,8 +78,8 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
                                                                  "rates label live attempts.")] = None,
           live_store: LiveStoreOpt = None,
           predictor: Annotated[Optional[list[str]], typer.Option(
-              "--predictor", metavar="NAME", help="Choose the probability model among only these (repeatable: router, tfidf, "
-              "class_rates); default: every one, picked by cross-validated AIQ.")] = None,
+              "--predictor", metavar="NAME", help="Choose the probability model among only these (repeatable: "
+              "router, tfidf, class_rates); default: every one, picked by cross-validated AIQ.")] = None,
           as_json: JsonOpt = False) -> None:
     """Train per-rung calibrated P(usable) models and the cost model from the store's runs; write an artifact."""
     import warnings
@@ -116,9 +116,9 @@ def train(store: StoreOpt = Path(DEFAULT_STORE), suite_name: SuiteOpt = None,
                f"{prov['prompts']} prompts, {len(prov['classes'])} classes ({prov['cost_estimated_runs']} costs "
                "estimated)")
     typer.echo(f"  {model.metrics['how']}")
-    chosen = model.metrics["predictor"]
-    typer.echo(f"  probability model: {chosen['chosen']} of {', '.join(chosen['candidates'])} "
-               "(highest cross-validated AIQ)")
+    choice = model.metrics["predictor"]
+    why = "the only candidate" if len(choice["candidates"]) == 1 else "highest cross-validated AIQ"
+    typer.echo(f"  probability model: {choice['chosen']} of {', '.join(choice['candidates'])} ({why})")
     for name, m in model.metrics["per_rung"].items():
         auc = "n/a" if m["auc"] is None else f"{m['auc']:.3f}"
         err = "n/a" if m.get("cost_mdape") is None else f"{m['cost_mdape']:.1%}"
