@@ -26,6 +26,8 @@ from advisor.service.request import call_required, forced_tool, offered_names
 _THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
 _FENCE = re.compile(r"\s*```[A-Za-z]*\s*$")
 _TOOLS_TAG = re.compile(r"\s*<tools>\s*$")  #: an echoed tool list's opening tag before the echo
+#: where a streamed reply's shown text ends: a '<' (a tool call or ``<think>`` may start) or the marker, any case
+_NOT_SHOWN = re.compile("<|" + FINAL_RE.pattern, re.I)
 
 
 def tool_specs(request) -> list[dict[str, Any]]:
@@ -187,11 +189,8 @@ def stream_shown(model, text: str) -> str:
     if len(text) <= len(label) and label.startswith(text):
         return ""
     text = unlabelled(model, text)
-    cut = text.find("<")
-    marker = FINAL_RE.search(text)
-    cut = len(text) if cut < 0 else cut
-    cut = min(cut, marker.start()) if marker is not None else cut
-    tail = text[:cut]
+    stop = _NOT_SHOWN.search(text)
+    tail = text if stop is None else text[:stop.start()]
     for n in range(min(len(FINAL_MARKER) - 1, len(tail)), 0, -1):  # a marker may be arriving
         if FINAL_MARKER.startswith(tail[-n:].upper()):
             return tail[:-n]
