@@ -114,13 +114,15 @@ def test_a_killed_embedded_triton_is_restarted_and_a_sigkill_leaves_nothing_behi
         triton = _wait(lambda: [p for p in _descendants(svc.proc.pid) if "tritonserver" in _program(p).split(" ")[0]],
                        10, "no tritonserver under the service")
         os.kill(triton[0], signal.SIGKILL)
-        def why() -> str:
+        def why() -> bool:
             ready = httpx.get(svc.base + "/readyz", headers=AUTH, timeout=5)
             return ready.status_code == 503 and "embedded Triton exited" in ready.json()["detail"]
 
         _wait(why, 20, "/readyz did not say that Triton died")
         assert httpx.get(svc.base + "/readyz", timeout=5).json() == {"status": "not ready"}  # no key: no detail
-        printed = lambda: "".join(svc.lines)  # noqa: E731
+        def printed() -> str:
+            return "".join(svc.lines)
+
         _wait(lambda: _ready(svc), 180, lambda: f"Triton was not restarted: {printed()}")
         status = _wait(lambda: httpx.post(svc.base + "/v1/chat/completions", json=CHAT, headers=AUTH,
                                           timeout=30).status_code == 200, 60, "requests did not resume")
@@ -129,7 +131,7 @@ def test_a_killed_embedded_triton_is_restarted_and_a_sigkill_leaves_nothing_behi
         # on a busy machine is seconds later: it gets the bound of a start
         _wait(lambda: "embedded Triton restarted" in printed(), START_TIMEOUT_S,
               lambda: f"no line said Triton was back: {printed()}")
-        assert "".join(svc.lines).count("the embedded Triton exited") == 1, "".join(svc.lines)
+        assert printed().count("the embedded Triton exited") == 1, printed()
         # 1. SIGKILL of the whole service: workers, tritonserver and its stubs die with it
         tree = _descendants(svc.proc.pid)
         assert len([p for p in tree if "multiprocessing" in _program(p) or "spawn" in _program(p)]) >= 2, \

@@ -183,9 +183,8 @@ def policy_rates(config, store=None) -> dict[str, PolicyRates]:
             "partly measured" if fa is not None or fr is not None else "config")
         sim = " on SIMULATED runs" if pooled["simulated"] else ""
         rates = VerifierErrors(v.false_accept if fa is None else fa, v.false_reject if fr is None else fr)
-        out[name] = PolicyRates(rates,
-                                source, f"{', '.join(parts)} ({pooled['measurement_id']}, "
-                                f"{pooled['measured_at']:%Y-%m-%d %H:%M}{sim})")
+        out[name] = PolicyRates(rates, source, f"{', '.join(parts)} ({pooled['measurement_id']}, "
+                                               f"{pooled['measured_at']:%Y-%m-%d %H:%M}{sim})")
     return out
 
 
