@@ -116,6 +116,9 @@ class Episode:
     workspace: Path | None = None  #: the scratch directory the tools worked in (files checks read)
     api_log: list[dict[str, Any]] = field(default_factory=list)  #: requests the fixture API received
     error: str | None = None  #: backend or loop error text, when there was one
+    #: how the model call failed, when the stop is ``backend_error``: a `advisor.backends.FailureKind` value
+    #: (timeout, down, key refused, bad output, overloaded)
+    failure: str | None = None
 
 
 @dataclass
@@ -187,5 +190,6 @@ class RunRecord:
     advisor_version: str = ""
     settings_json: str = "{}"
     error: str | None = None
+    failure: str | None = None  #: a backend_error run's failure kind (timeout, down, key refused, ...)
     started_at: datetime | None = None
     finished_at: datetime | None = None

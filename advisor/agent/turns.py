@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.agent.formats import Parsed
+from advisor.backends.failures import failure_kind
 from advisor.errors import BackendError
 from advisor.records import Episode, StopReason, ToolCall, TurnRecord
 
@@ -58,9 +59,9 @@ class EpisodeResult:
 class Stop(Exception):
     """The episode ends here: its stop reason and, except for a final answer, why."""
 
-    def __init__(self, reason: StopReason, error: str | None = None):
+    def __init__(self, reason: StopReason, error: str | None = None, failure: str | None = None):
         super().__init__(reason, error)
-        self.reason, self.error = reason, error
+        self.reason, self.error, self.failure = reason, error, failure
 
 
 def call_signature(name: str, args: dict[str, Any]) -> str:
@@ -100,7 +101,7 @@ class Turns:
 
     def finish(self, stop: Stop) -> EpisodeResult:
         """The result, with the stop reason, the environment's API log and the episode's wall time."""
-        self.ep.stop_reason, self.ep.error = stop.reason, stop.error
+        self.ep.stop_reason, self.ep.error, self.ep.failure = stop.reason, stop.error, stop.failure
         self.ep.api_log = list(getattr(self.env, "api_log", []) or [])
         self.res.latency_s = time.monotonic() - self.start
         return self.res
@@ -136,7 +137,7 @@ class Turns:
         except BackendError as exc:
             if time.monotonic() >= self.deadline - 0.05:  # the client's own timeout fired at the episode deadline
                 raise self._pending(where) from None
-            raise Stop(StopReason.BACKEND_ERROR, f"{where}: {exc}") from None
+            raise Stop(StopReason.BACKEND_ERROR, f"{where}: {exc}", failure=failure_kind(exc).value) from None
         latency = time.monotonic() - t0
         res = self.res
         res.model_calls += 1

@@ -195,8 +195,11 @@ def chain_runner(policy: str, ladder: Any, client_for: Callable[[Any], Any], *, 
 
 
 def _backend_failure(r: EpisodeResult) -> FailureKind | None:
-    """An episode that ended in a backend error failed on its rung (the walk stops there: no failover)."""
-    return FailureKind.DOWN if r.episode.stop_reason == "backend_error" else None
+    """An episode that ended in a backend error failed on its rung, with the kind its backend gave (the walk stops
+    there: no failover)."""
+    if r.episode.stop_reason != "backend_error":
+        return None
+    return FailureKind(r.episode.failure) if r.episode.failure else FailureKind.DOWN
 
 
 def _absorb(res: ChainResult, r: EpisodeResult, call: PolicyCall) -> None:

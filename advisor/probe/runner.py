@@ -260,7 +260,7 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
                                 request_id=run_key[:12])
         ep = res.episode
         if ep.stop_reason in UNSCORABLE_STOPS:
-            card, criteria, unscored_reason = None, [], f"backend_error: {ep.error}"
+            card, criteria, unscored_reason = None, [], f"backend_error ({ep.failure or 'down'}): {ep.error}"
         else:
             try:
                 card = await score_episode(task, ep, judge)
@@ -288,5 +288,6 @@ async def run_one(spec: RunSpec, task: Any, model: Any, *, suite: Any, ladder: A
         bar=thresholds.bar, near_zero=thresholds.near_zero, simulated=model.simulated, advisor_version=version,
         settings_json=json.dumps({**settings, **getattr(episode, "settings", {}), "limits": limits.model_dump()},
                                  sort_keys=True, default=str),
-        error="; ".join(errors) or None, started_at=started_at, finished_at=now())
+        error="; ".join(errors) or None, failure=ep.failure if ep.stop_reason in UNSCORABLE_STOPS else None,
+        started_at=started_at, finished_at=now())
     return record, res.turns, criteria, list(getattr(res, "calls", ()))

@@ -209,6 +209,12 @@ def _m011_router_registry(con) -> None:
     )
 
 
+def _m012_run_failure_kind(con) -> None:
+    """Per run, how its model call failed when it stopped on a backend error (timeout, down, key refused, bad
+    output, overloaded: `advisor.backends.FailureKind`); NULL for every other run."""
+    con.execute("ALTER TABLE runs ADD COLUMN failure VARCHAR")
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -222,4 +228,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m009_sessions", _m009_sessions),
     ("m010_shadow_decisions", _m010_shadow_decisions),
     ("m011_router_registry", _m011_router_registry),
+    ("m012_run_failure_kind", _m012_run_failure_kind),
 ]
