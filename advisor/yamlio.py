@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -101,21 +102,34 @@ def check_utf8(path: str | Path, error: type[Exception] = ConfigError) -> None:
 
 def read_text(path: str | Path, what: str = "file") -> str:
     """A UTF-8 input file as text, within the size limit; every problem is one `ConfigError` naming the file."""
+    return decode_utf8(path, read_bounded(path, max_input_bytes(), what))
+
+
+def read_bounded(path: str | Path, limit: int, what: str = "file", error: type[Exception] = ConfigError,
+                 hint: str = f"; set {MAX_INPUT_ENV} to raise it") -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. A folder, a FIFO, a device or a socket is refused
+    before it is opened (a FIFO would block, ``/dev/zero`` never ends), the size is checked before reading, and
+    the read itself stops at `limit` + 1 bytes (a file that grows meanwhile). Every problem is one `error`
+    naming the file and the rule."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise ConfigError(f"{path}: is a folder, not a {what}")
-        limit = max_input_bytes()
-        if size > limit:
-            raise ConfigError(f"{path}: {size / 1048576:.1f} MB is over the {limit / 1048576:g} MB limit on input "
-                              f"files; set {MAX_INPUT_ENV} to raise it")
-        data = path.read_bytes()
+        st = path.stat()
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{path}: is a folder, not a {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: not a regular file (a FIFO, device or socket); give the {what} as a file")
+        if st.st_size > limit:
+            raise error(f"{path}: {st.st_size / 1048576:.1f} MB is over the {limit / 1048576:g} MB limit on input "
+                        f"files{hint}")
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
+        raise error(f"{path}: file not found") from None
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    return decode_utf8(path, data)
+        raise error(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > limit:
+        raise error(f"{path}: grew past the {limit / 1048576:g} MB limit on input files while being read")
+    return data
 
 
 class _LineLoader(yaml.SafeLoader):

@@ -16,6 +16,12 @@ What becomes of each part:
   (``references/``, ``scripts/``, ...) become documents of the with-skill condition only (``skill_docs``);
 - criteria, weights, the IF/TC assignment and derived deterministic checks: `advisor.importers.tessl_criteria`.
 
+Every file is read **inside the tree given**: a path that leads out of it (a symlink, an absolute or ``..``
+path in ``tile.json``) is refused, as is anything but a regular file (a FIFO, a device); each file's size is
+checked before it is read (`_MAX_INPUT_BYTES` for task, criteria, tile and skill files; fixtures over
+`_MAX_FILE_BYTES` are left out), and text must be UTF-8. A refused input is one `DataError` naming the file and
+the rule.
+
 Besides the suite, the import writes ``<suite>.assign.yaml`` (the IF/TC assignment used, in the mapping-file
 format, to edit and pass back with ``--assign``) and returns an `ImportSummary` that states every choice.
 """
@@ -24,24 +30,26 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from advisor.errors import DataError
+from advisor.errors import ConfigError, DataError
 from advisor.importers import register_importer
 from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, derived_check, judge_check, read_checklist,
                                               read_mapping, rescale, slug, split_inline_files)
 from advisor.nesting import load_json
 from advisor.suite import load_suite
+from advisor.yamlio import decode_utf8, read_bounded
 
 DEFAULT_TOOLS = ["list_files", "read_file", "write_file", "run_python"]
 CLASS_BY = ("skill", "tile", "capability")
 _KNOWN = {"task.md", "criteria.json", "capability.txt", "skill.md", "SKILL.md"}
-_MAX_FILE_BYTES = 200_000
+_MAX_FILE_BYTES = 200_000  #: fixture and skill-document files above this are left out
+_MAX_INPUT_BYTES = 2 * 1024 * 1024  #: task.md, criteria.json, tile.json, capability.txt and SKILL.md above this are refused
 _SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv"}
 
 
@@ -82,13 +90,36 @@ class ImportSummary:
         return out
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return load_json(path.read_text(encoding="utf-8"), str(path), DataError)
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except ValueError as exc:
-        raise DataError(f"{path}: invalid JSON: {exc}") from None
+class _Tree:
+    """The folder an import was given: every path it reads must resolve inside it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.real = root.resolve()
+
+    def inside(self, path: Path) -> Path:
+        """`path` resolved, when it stays inside the tree; `DataError` naming it and the rule otherwise."""
+        real = path.resolve()
+        if real != self.real and self.real not in real.parents:
+            how = "a symlink that leads" if path.is_symlink() else "a path that leads"
+            raise DataError(f"{path}: refused: {how} outside the folder being imported ({self.root}); copy the "
+                            "file into the folder instead")
+        return real
+
+    def text(self, path: Path, limit: int = _MAX_INPUT_BYTES) -> str:
+        """A UTF-8 file of the tree (inside it, regular, within `limit`)."""
+        data = read_bounded(self.inside(path), limit, "file", DataError, hint="")
+        try:
+            return decode_utf8(path, data)
+        except ConfigError as exc:
+            raise DataError(str(exc)) from None
+
+    def json(self, path: Path) -> Any:
+        """A JSON file of the tree."""
+        try:
+            return load_json(self.text(path), str(path), DataError)
+        except ValueError as exc:
+            raise DataError(f"{path}: invalid JSON: {exc}") from None
 
 
 @dataclass
@@ -100,10 +131,12 @@ class Tile:
     skills: dict[str, Path]
 
 
-def read_tile(tile_dir: Path) -> Tile:
-    """The tile at `tile_dir`; `DataError` naming tile.json when a skill path is wrong."""
+def read_tile(tile_dir: Path, tree: _Tree | None = None) -> Tile:
+    """The tile at `tile_dir`; `DataError` naming tile.json when a skill path is wrong or leads out of the tree
+    (default: the tile's own folder)."""
+    tree = tree or _Tree(tile_dir)
     where = tile_dir / "tile.json"
-    data = _read_json(where)
+    data = tree.json(where)
     if not isinstance(data, dict):
         raise DataError(f"{where}: expected a JSON object")
     skills = data.get("skills", {})
@@ -118,7 +151,11 @@ def read_tile(tile_dir: Path) -> Tile:
         rel = entry.get("path") if isinstance(entry, dict) else entry
         if not isinstance(rel, str):
             raise DataError(f"{where}: skills.{name or '?'}: no path to its SKILL.md")
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise DataError(f"{where}: skills.{name or rel}: refused: {rel!r} is an absolute or '..' path; give "
+                            "a path inside the tile")
         path = tile_dir / rel
+        tree.inside(path)
         if path.is_dir():
             path = path / "SKILL.md"
         if not path.is_file():
@@ -134,15 +171,17 @@ def _natural(path: Path) -> list:
     return [int(p) if p.isdigit() else p for p in re.split(r"([0-9]+)", path.as_posix())]
 
 
-def walk(root: Path) -> list[tuple[Path, Tile | None]]:
-    """Every scenario folder under `root` (any depth, natural order) with the nearest tile above it."""
+def walk(root: Path, tree: _Tree | None = None) -> list[tuple[Path, Tile | None]]:
+    """Every scenario folder under `root` (any depth, natural order) with the nearest tile above it (symlinked
+    folders are not followed)."""
+    tree = tree or _Tree(root)
     tiles: dict[Path, Tile] = {}
     scenarios: list[Path] = []
     for here, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         path = Path(here)
         if "tile.json" in files:
-            tiles[path] = read_tile(path)
+            tiles[path] = read_tile(path, tree)
         if "task.md" in files and "criteria.json" in files:
             scenarios.append(path)
     out = []
@@ -152,24 +191,35 @@ def walk(root: Path) -> list[tuple[Path, Tile | None]]:
     return out
 
 
-def _text_files(folder: Path, skip: set[str], skip_dirs: set[str] = frozenset()) -> dict[str, str]:
+def _text_files(tree: _Tree, folder: Path, skip: set[str], skip_dirs: set[str] = frozenset()) -> dict[str, str]:
+    """The small UTF-8 text files under `folder` (symlinked folders not followed): a symlink that leads out of the
+    tree, a file that is not regular, over `_MAX_FILE_BYTES` or not UTF-8 is left out."""
     files = {}
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder).as_posix()
-        parts = Path(rel).parts
-        if (not path.is_file() or rel in skip or any(p.startswith(".") or p in _SKIP_DIRS for p in parts)
-                or parts[0] in skip_dirs or path.stat().st_size > _MAX_FILE_BYTES):
-            continue
-        try:
-            files[rel] = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue
-    return files
+    for here, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for fname in sorted(names):
+            path = Path(here) / fname
+            rel = path.relative_to(folder).as_posix()
+            parts = Path(rel).parts
+            if rel in skip or fname.startswith(".") or parts[0] in skip_dirs:
+                continue
+            try:
+                real = tree.inside(path)
+                st = real.stat()
+            except (DataError, OSError):
+                continue
+            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
+                continue
+            try:
+                files[rel] = tree.text(path, _MAX_FILE_BYTES)
+            except DataError:
+                continue
+    return dict(sorted(files.items()))
 
 
 def _pick_skill(scenario: Path, tile: Tile | None, capability: str, text: str) -> tuple[str, Path] | None:
     for name in ("SKILL.md", "skill.md"):
-        if (scenario / name).is_file():
+        if (scenario / name).is_file() or (scenario / name).is_symlink():
             return slug(scenario.name), scenario / name
     skills = tile.skills if tile else {}
     if len(skills) == 1:
@@ -253,7 +303,8 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
         raise DataError(f"--class-by {class_by!r}: use one of {', '.join(CLASS_BY)}")
     if not src.is_dir():
         raise DataError(f"{src}: not a folder (expected a Tessl scenario, tile, or a folder of them)")
-    units = walk(src)
+    tree = _Tree(src)
+    units = walk(src, tree)
     if not units:
         raise DataError(f"{src}: no Tessl scenarios found (folders with task.md and criteria.json, at any depth)")
     mapping = read_mapping(Path(assign_file) if assign_file else None)
@@ -262,11 +313,11 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
     tasks, copied, ids, assignment = [], {}, set(), {}
     for scenario, tile in units:
         task_md = scenario / "task.md"
-        instructions, inline = split_inline_files(task_md.read_text(encoding="utf-8"), task_md)
+        instructions, inline = split_inline_files(tree.text(task_md), task_md)
         if not instructions.strip():
             raise DataError(f"{task_md}: empty task")
         cap_path = scenario / "capability.txt"
-        capability = cap_path.read_text(encoding="utf-8").strip() if cap_path.is_file() else ""
+        capability = tree.text(cap_path).strip() if cap_path.exists() or cap_path.is_symlink() else ""
         base = slug(f"{tile.name}-{_scenario_name(scenario, tile, src)}" if tile else
                     _scenario_name(scenario, None, src))
         task_id, n = base, 2
@@ -277,11 +328,11 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
         cls, description = _class_of(class_by, tile, picked, capability, scenario)
         classes.setdefault(cls, description)
         summary.classes[cls] = summary.classes.get(cls, 0) + 1
-        items, context = read_checklist(scenario / "criteria.json", _read_json(scenario / "criteria.json"))
+        items, context = read_checklist(scenario / "criteria.json", tree.json(scenario / "criteria.json"))
         IF, TC, assignment[task_id] = _criteria(items, context, task_id, mapping, summary)
         task: dict[str, Any] = {"id": task_id, "class": cls, "instructions": instructions}
         fixtures: dict[str, Any] = {}
-        files = {**_text_files(scenario, _KNOWN), **inline}
+        files = {**_text_files(tree, scenario, _KNOWN), **inline}
         summary.inline_files += len(inline)
         if files:
             fixtures["files"] = files
@@ -294,11 +345,11 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
                     target = target.with_name(target.stem + "-2.md")
                 copied[key] = str(target)
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(skill_path, target)
+                target.write_text(tree.text(skill_path), encoding="utf-8")
             task["skill"] = Path(copied[key]).relative_to(out.parent).as_posix()
             summary.with_skill += 1
             if skill_path.parent != scenario:  # the skill folder may be the tile root: never its evals
-                docs = _text_files(skill_path.parent, {skill_path.name, "tile.json"}, {"evals", "skills"}
+                docs = _text_files(tree, skill_path.parent, {skill_path.name, "tile.json"}, {"evals", "skills"}
                                    if tile is not None and skill_path.parent == tile.root else {"evals"})
                 if docs:
                     fixtures["skill_docs"] = docs
