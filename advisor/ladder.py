@@ -172,6 +172,12 @@ class Model(StrictModel):
         """True when this model is a CPU stand-in simulation, not a real model."""
         return self.standin is not None
 
+    @property
+    def window(self) -> int:
+        """The context window a request must fit in: ``context_length``, or the llama.cpp context the embedded
+        engine is started with (``llama_cpp.n_ctx``) when that is smaller (the engine refuses a longer prompt)."""
+        return min(self.context_length, self.llama_cpp.n_ctx) if self.llama_cpp is not None else self.context_length
+
     def attempt_cost(self, input_tokens: int, output_tokens: int) -> float:
         """USD for one model call with the given token counts."""
         pin, pout = self.price.per_token()

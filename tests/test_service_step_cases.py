@@ -54,6 +54,10 @@ def scripted(model: str, case: str, seed: int | None, last: str) -> tuple[str, s
         return CUT, "length"
     if case == "empty":
         return "", "stop"
+    if case == "lookup":  # a call, then the JSON answer once the tool result is in
+        return ('FINAL ANSWER: {"order_id": "ORD-1042"}', "stop") if last == "tool" else (CALL, "stop")
+    if case == "giveup":  # the stand-ins' and small models' give-up, delivered as a well-formed answer
+        return "I was not able to complete this task with the tools available.", "stop"
     return (REFUND if last == "tool" else CALL), "stop"  # look the order up, then refund it
 
 
@@ -78,7 +82,8 @@ class Scripted(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         users = [m.get("content") or "" for m in body["messages"] if m["role"] == "user"]
-        case = users[-1].split("CASE ", 1)[1].split()[0] if users and "CASE " in users[-1] else ""
+        asked = next((u for u in reversed(users) if "CASE " in u), "")  # (a tool result may be the last user turn)
+        case = asked.split("CASE ", 1)[1].split()[0] if asked else ""
         last = body["messages"][-1]  # (the openai backend sends a tool result as a <tool_response> user turn)
         role = "tool" if last["role"] == "tool" or "<tool_response>" in (last.get("content") or "") else last["role"]
         text, finish = scripted(body["model"], case, body.get("seed"), role)
@@ -121,7 +126,13 @@ def service(tmp_path_factory, triton_server, endpoint):
 default_class: orders
 classes:
   orders: {chain: [nano-12b], verifier: none}
+  extraction:
+    match: ['(?i)\\bextract\\b']
+    chain: [nano-12b]
+    verifier: {checks: [{type: json_schema, schema: {type: object, required: [order_id]}}]}
+  routed: {match: ['ROUTED'], verifier: none}
 sessions: {tool_errors: 2, start: router}
+limits: {max_body_bytes: 4000000}
 """)
     store = tmp / "live.duckdb"
     shutil.copy(tmp / "probe.duckdb", store)
@@ -239,3 +250,63 @@ def test_three_concurrent_identical_runs_keep_three_latches(service):
         _, (_, h) = step(run, "order ORD-1042: 19.99 EUR")
         assert (h["x-advisor-session"], h["x-advisor-session-step"], h["x-advisor-rung"]) == (sid, "2", "nano-12b")
         assert "x-advisor-escalation" not in h, "another run's errors did not move this latch"
+
+
+def test_a_tool_call_in_a_class_with_an_answer_verifier_is_not_judged_by_it(service):
+    """The extraction class's json_schema check judges answers: the agent's tool-call step passes through on the
+    first attempt, unverified; the answer after the tool result is judged."""
+    convo = [{"role": "user", "content": "Extract the order ORD-1042 as JSON. CASE lookup"}]
+    reply, h = _chat(service.client(), model="auto", tools=TOOLS, messages=convo)
+    message = reply.choices[0].message
+    assert [c.function.name for c in message.tool_calls] == ["get_order"]
+    assert h["x-advisor-verdict"] == "unverified" and h["x-advisor-attempts"] == "1", dict(h)
+    decision, attempts = service.records(h["x-advisor-decision-id"])
+    assert decision["task_class"] == "extraction" and attempts[0]["verified"] in (None, False)
+    convo += [message.model_dump(exclude_none=True),
+              {"role": "tool", "tool_call_id": message.tool_calls[0].id, "content": '{"order_id": "ORD-1042"}'}]
+    answer, later = _chat(service.client(), model="auto", tools=TOOLS, messages=convo)
+    assert json.loads(answer.choices[0].message.content) == {"order_id": "ORD-1042"}
+    assert later["x-advisor-verdict"] == "accepted", "the answer is judged, and passes"
+
+
+def test_a_give_up_on_the_cheapest_rung_escalates_and_moves_the_session(service):
+    reply, h = _ask(service, "giveup", session="gives-up")
+    assert h["x-advisor-broken-steps"].startswith("gave_up@nano-12b") and h["x-advisor-rung"] == "nano-30b"
+    assert h["x-advisor-escalation"] == "gave_up nano-12b->nano-30b"
+    assert reply.choices[0].message.tool_calls, "the rung above did the work"
+    _, later = _ask(service, "anything", session="gives-up")
+    assert later["x-advisor-rung"] == "nano-30b" and later["x-advisor-session-step"] == "2"
+
+
+def test_a_prompt_too_long_for_a_rung_passes_it_over_and_too_long_for_all_is_400(service):
+    """nano-12b holds 131,072 tokens, the two above 262,144 (demo ladder); the prompt is estimated at 4 characters
+    a token."""
+    client = service.client()
+    mid = "ROUTED " + "word " * 120_000  # about 150k tokens: too long for nano-12b only
+    _, h = _chat(client, model="auto", messages=[{"role": "user", "content": mid}])
+    assert h["x-advisor-rung"] != "nano-12b"
+    chained = client._client.post(service.base + "/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"},
+                                  json={"model": "auto", "messages": [{"role": "user", "content": mid[7:]}]},
+                                  timeout=60)  # class orders: its chain is nano-12b alone
+    assert chained.status_code == 400 and chained.json()["error"]["code"] == "context_length_exceeded"
+    huge = "word " * 600_000  # about 750k tokens: too long for every rung
+    raw = client._client.post(service.base + "/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"},
+                              json={"model": "auto", "messages": [{"role": "user", "content": huge}]}, timeout=60)
+    assert raw.status_code == 400, raw.text
+    error = raw.json()["error"]
+    assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
+    assert "127.0.0.1" not in raw.text and "http" not in error["message"]
+    pinned = client._client.post(service.base + "/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"},
+                                 json={"model": "nano-12b", "messages": [{"role": "user", "content": mid}]}, timeout=60)
+    assert pinned.status_code == 400 and pinned.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_failure_that_would_repeat_says_so(service):
+    """Every rung's step truncated at the client's own max_tokens: 502, and x-should-retry false so that the SDK
+    does not send it three times."""
+    raw = service.client()._client.post(
+        service.base + "/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"},
+        json={"model": "nano-12b", "tools": TOOLS, "max_tokens": 5,
+              "messages": [{"role": "user", "content": "Refund order ORD-1042. CASE truncated"}]}, timeout=60)
+    assert raw.status_code == 502, raw.text
+    assert raw.headers["x-should-retry"] == "false"

@@ -16,6 +16,8 @@ from advisor.backends import FailureKind, Try, walk_attempts
 from advisor.backends.walk import Call, Check, one_attempt
 from advisor.redaction import without_urls
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
+from advisor.service.context_window import is_overflow, too_long
+from advisor.verifier.base import judges
 
 
 class AttemptError(str, Enum):
@@ -98,6 +100,7 @@ class Outcome:
     verdict: str = "unverified"  #: accepted | rejected | unverified
     status: int = 200
     error: str | None = None
+    code: str | None = None  #: the error's OpenAI code when it is not the status's own (context_length_exceeded)
 
     @property
     def cost_usd(self) -> float:
@@ -208,6 +211,10 @@ def fill_attempt(attempt: Attempt, model, result) -> None:
 def unanswered(rt, out: Outcome) -> Outcome:
     """`out` when no rung answered: 504 when the deadline stopped the walk, else 503, and why."""
     timed_out = any(a.out_of_time for a in out.attempts)
+    if out.attempts and not timed_out and all(is_overflow(a.error) for a in out.attempts):
+        refused = too_long(None, max(rt.rungs[a.rung].window for a in out.attempts))
+        out.status, out.error, out.code = 400, str(refused), refused.code
+        return out
     out.status = 504 if timed_out else 503
     errors = attempt_errors(out.attempts)
     out.error = (f"the request ran out of its {rt.config.limits.deadline_s:g}s deadline ({errors})" if timed_out else
@@ -228,9 +235,10 @@ def triton_hint(rt, attempts) -> str:
 
 
 async def settle(rt, plan: RequestPlan, attempt: Attempt, reply: Reply) -> str:
-    """The result of an answered attempt, counted (`Metrics.count_result`): ``unverified`` without a verifier,
-    else the plan's verifier's ``accepted`` or ``rejected`` (its verdict and cost noted on the attempt)."""
-    if plan.verifier is None:
+    """The result of an answered attempt, counted (`Metrics.count_result`): ``unverified`` without a verifier or
+    for a tool-call step the verifier does not judge (`advisor.verifier.judges`: a class's answer checks judge
+    answers), else the plan's verifier's ``accepted`` or ``rejected`` (its verdict and cost noted on the attempt)."""
+    if plan.verifier is None or not judges(plan.verifier, reply):
         word = "unverified"
     else:
         verdict = await plan.verifier.verify(reply, plan.text)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.errors import ConfigError, did_you_mean
+from advisor.yamlio import read_text
 
 ENV_VAR = "ADVISOR_API_KEYS"
 
@@ -76,10 +77,7 @@ class KeyRing:
 def parse_key_file(path: str | Path, rung_names: list[str] | None = None) -> list[ApiKey]:
     """The keys of a key file (ConfigError naming file and line on a bad line or unknown rung)."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the key file ({exc.strerror})") from None
+    lines = read_text(path, "key file").splitlines()
     keys = []
     for n, raw in enumerate(lines, start=1):
         line = raw.split("#", 1)[0].strip()

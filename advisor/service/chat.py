@@ -141,10 +141,13 @@ class Reply:
 
 
 def unlabelled(model, text: str) -> str:
-    """`text` without the stand-in's ``[SIMULATED <rung>]`` label at its start (a simulated answer is labelled
-    in the response's headers, model and system_fingerprint, and in the store, not inside what it says)."""
+    """`text` without the stand-in's ``[SIMULATED <rung>]`` label, wherever it stands (at the start, or after the
+    ``FINAL ANSWER:`` marker of an answer after tools): a simulated answer is labelled in the response's headers,
+    model and system_fingerprint, and in the store, not inside what it says."""
     label = f"[SIMULATED {model.name}]"
-    return text[len(label):].lstrip(" ") if text.startswith(label) else text
+    if label not in text:
+        return text
+    return re.sub(re.escape(label) + " ?", "", text)
 
 
 def spoken(text: str) -> str:

@@ -60,6 +60,16 @@ def _reply_check(value: Any) -> CheckSpec:
 ReplyCheck = Annotated[SerializeAsAny[CheckSpec], PlainValidator(_reply_check)]
 
 
+
+def regexes(what: str, patterns: list[str]) -> list[str]:
+    """`patterns` when each compiles as a regex; ValueError naming `what` and the pattern otherwise."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{what} {pattern!r} is not a regex ({exc})") from None
+    return patterns
+
 class JudgeVerifier(StrictModel):
     """Ask the ladder's judge role to grade the reply against a rubric."""
 
@@ -114,12 +124,7 @@ class ClassConfig(StrictModel):
     @field_validator("match")
     @classmethod
     def _regexes(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"match pattern {pattern!r} is not a regex ({exc})") from None
-        return value
+        return regexes("match pattern", value)
 
     @property
     def verifier_config(self) -> VerifierConfig | None:
@@ -217,11 +222,7 @@ class SessionConfig(StrictModel):
     @field_validator("tool_error_pattern")
     @classmethod
     def _regex(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"tool_error_pattern {value!r} is not a regex ({exc})") from None
-        return value
+        return regexes("tool_error_pattern", [value])[0]
 
 
 class ApiConfig(StrictModel):
@@ -236,6 +237,16 @@ class ApiConfig(StrictModel):
                              "JSON before the client sees it (such a request is answered whole, also when streamed); "
                              "false: replies are passed on as the rung wrote them, streamed as they come, broken "
                              "steps included.")
+    give_ups: bool = Field(default=True, description="A final answer that gives up on the task or refuses it, to a "
+                           "request that offers tools, is retried and escalated like a broken step (the last rung's "
+                           "give-up is delivered): advisor.service.give_ups.")
+    give_up_patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive) a team adds to "
+                                        "the built-in give-up patterns (advisor.service.give_ups.GIVE_UP_PATTERNS).")
+
+    @field_validator("give_up_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        return regexes("give_up_patterns:", value)
 
 
 class ShadowConfig(StrictModel):

@@ -27,14 +27,17 @@ from advisor.errors import RouterError, did_you_mean
 from advisor.router.routing.route import route_one
 from advisor.router.routing.rule import PolicyConfig, Preferences
 from advisor.scores import VerifierErrors
-from advisor.service.attempts import Outcome, RequestPlan, deliver, recorded, rung_call, settle, unanswered, walk_plan
+from advisor.service.attempts import (Outcome, RequestPlan, deliver, max_tokens_for, recorded, rung_call, settle,
+                                      unanswered, walk_plan)
 from advisor.service.chat import Reply, request_text
 from advisor.service.load import apply as apply_load
 from advisor.service.request import RequestError
 from advisor.service.served import served_policies, served_policy
 from advisor.service.session_routing import route_session, session_columns
 from advisor.service.shadow import shadow_columns, shadow_decide
-from advisor.service.step_check import broken_kinds, count_broken, needs_check, retry_request, step_checker
+from advisor.service.context_window import fitting
+from advisor.service.step_check import (broken_kinds, count_broken, is_soft, needs_check, retry_request,
+                                        step_checker)
 from advisor.store import now, text_hash
 
 
@@ -57,6 +60,12 @@ def decide(rt, req, key) -> RequestPlan:
             if n not in names:
                 raise RequestError(f"unknown rung {n!r} in advisor.rungs.{did_you_mean(n, names)}", param="advisor.rungs")
         allowed = [n for n in allowed if n in prefs.rungs]
+    if req.model == "auto":  # a rung that cannot hold the prompt and its output is passed over (400 when none can)
+        allowed = fitting(rt, req, allowed, max_tokens_for)
+        if ccfg.chain and not set(ccfg.chain) & set(allowed):  # the class's chain: its own rungs or none
+            fitting(rt, req, [n for n in ccfg.chain if key is None or key.may_use(n)], max_tokens_for)
+    elif req.model in rt.rungs:
+        fitting(rt, req, [req.model], max_tokens_for)
     plan = RequestPlan("dec_" + uuid.uuid4().hex, text, task_class, source, "", "", [], ccfg.retries if verifier else 1,
                 verifier, allowed, end_user=req.user)
     served = served_policy(rt, req.model)
@@ -86,7 +95,7 @@ def decide(rt, req, key) -> RequestPlan:
             except RequestError:
                 pass
     if needs_check(req, rt.config.api):  # an agent step or JSON asked for: checked before the client sees it
-        plan.check, plan.check_tries = step_checker(req), 1 + rt.config.api.step_retries
+        plan.check, plan.check_tries = step_checker(req, rt.config.api), 1 + rt.config.api.step_retries
     plan.decision_s = time.perf_counter() - started
     rt.metrics.decision_seconds.observe(plan.decision_s)
     return plan
@@ -182,6 +191,7 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
+    gave_up: tuple[str, Reply] | None = None  #: the last well-formed step a better rung may improve on (a give-up)
     if plan.check is None:  # nothing to check (no tools, no JSON asked): the plan's walk as it is
         walk, call = plan, rung_call(rt, req, plan)
     else:
@@ -193,6 +203,8 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
             out.attempts.append(recorded(rt, t, rt.rungs[t.rung], answer and answer.result))
             if t.rejected is not None:
                 count_broken(rt, t.rung, t.rejected)
+                if is_soft(t.rejected):
+                    gave_up = (t.rung, answer.reply)
             if not t.answered:
                 continue  # failed, out of time or refused by the check: the walk says what comes next
             last = (t.rung, answer.reply)
@@ -201,6 +213,9 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
                 return deliver(out, t.rung, answer.reply, word)
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
+    if gave_up is not None:  # every rung tried gave up: that is the answer
+        attempt = next(a for a in reversed(out.attempts) if a.rung == gave_up[0])
+        return deliver(out, gave_up[0], gave_up[1], await settle(rt, plan, attempt, gave_up[1]))
     if broken_kinds(out.attempts) and not any(a.out_of_time for a in out.attempts):
         out.status = 502
         out.error = "no rung gave a well-formed step (" + "; ".join(

@@ -28,6 +28,10 @@ def sse(obj: Any) -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
+#: Failed outcomes that the same request would meet again (no rung can hold the prompt; every rung allowed, each
+#: retried and escalated inside the request, gave no well-formed step): answered with ``x-should-retry: false``,
+#: which the OpenAI SDKs read before retrying a 5xx.
+REPEATS = (400, 502)
 
 
 def chunk(cid: str, created: int, model: str, delta: dict, finish: str | None = None) -> dict:
@@ -173,7 +177,12 @@ def answering(rt, out, key, started: float, started_at):
         return later, headers, None
     kind, code = ("timeout_error", "no_rung_answered") if out.status == 504 else (
         ("server_error", "no_well_formed_step") if out.status == 502 else ("service_unavailable", "no_rung_answered"))
-    response = error_response(out.status, out.error or "failed", kind=kind, code=code, headers=headers)
+    param = None
+    if out.status == 400:
+        kind, code, param = "invalid_request_error", out.code, "messages"
+    if out.status in REPEATS:  # the same request would fail the same way: the SDKs' retry loop is told not to
+        headers = {**headers, "x-should-retry": "false"}
+    response = error_response(out.status, out.error or "failed", kind=kind, param=param, code=code, headers=headers)
     response.background = later
     return later, headers, response
 

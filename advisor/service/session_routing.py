@@ -154,7 +154,8 @@ def after_step(rt, req, out) -> None:
     if reason is None and not rejected_below:
         return
     moved: list[Any] = []
-    why = "broken_step" if broke_below else "verifier_rejected"
+    kinds = {k.split("@", 1)[0] for k in broken_kinds(out.attempts)}
+    why = ("gave_up" if kinds == {"gave_up"} else "broken_step") if broke_below else "verifier_rejected"
 
     def note(old: SessionState | None) -> SessionState | None:
         if old is None:

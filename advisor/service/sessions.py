@@ -24,7 +24,8 @@ the session's last escalation (evidence is used once):
 - ``verifier_rejected``: the class's verifier rejected the delivered answer, or accepted it only on a rung above
   the latch (noted after the step);
 - ``broken_step``: the step was answered only on a rung above the latch, after broken steps below it
-  (`advisor.service.step_check`; the latch moves to that rung after the step).
+  (`advisor.service.step_check`; the latch moves to that rung after the step);
+- ``gave_up``: the same, where every broken step below was a give-up or refusal (`advisor.service.give_ups`).
 
 A session belongs to the **tenant** that sent it (the API key's name): the same id, given or derived, sent with
 two keys names two sessions (`latch_key`).
@@ -58,7 +59,8 @@ from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
 
 DERIVED_PREFIX = "drv_"
-REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected", "broken_step")
+REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected", "broken_step",
+           "gave_up")
 _UNPARSEABLE = re.compile(r"(?i)could not parse your reply|unparseable|invalid tool call")
 
 

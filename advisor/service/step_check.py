@@ -15,7 +15,10 @@ store), the ``x-advisor-broken-steps`` header and the ``advisor_broken_steps`` m
 - ``no_call``: tool_choice demands a call (``required``, a named function) and the reply has none;
 - ``not_json`` / ``schema``: a ``json_object`` / ``json_schema`` response_format was asked and the content is no
   JSON object / does not validate against the schema. JSON wrapped in a code fence or prose is unwrapped (the
-  content becomes the JSON alone): that is honouring the format, not a broken step.
+  content becomes the JSON alone): that is honouring the format, not a broken step;
+- ``gave_up``: the request offers tools and the reply is a final answer saying the task was not done (a give-up
+  or a refusal: `advisor.service.give_ups`). Unlike the kinds above it is a well-formed step: when every rung the
+  request may use gives up, the last give-up is delivered (`soft`).
 """
 
 from __future__ import annotations
@@ -25,9 +28,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from advisor.service.give_ups import gave_up
 from advisor.service.request import call_required, offered_names
 
-KINDS = ("empty", "truncated", "unparseable", "not_offered", "invalid_arguments", "no_call", "not_json", "schema")
+KINDS = ("empty", "truncated", "unparseable", "not_offered", "invalid_arguments", "no_call", "not_json", "schema",
+         "gave_up")
+#: Kinds of a well-formed reply that a better rung may improve on: delivered when no rung does better.
+SOFT_KINDS = ("gave_up",)
 
 
 @dataclass(frozen=True)
@@ -51,9 +58,10 @@ def needs_check(req, api) -> bool:
     return bool(req.tools) or (fmt is not None and fmt.type != "text")
 
 
-def check_step(req, reply, finish_reason: str | None) -> BrokenStep | None:
+def check_step(req, reply, finish_reason: str | None, api=None) -> BrokenStep | None:
     """The reason `reply` (an `advisor.service.chat.Reply`) is a broken step for `req`, else None. A JSON
-    reply asked for by response_format is normalised in place (its content becomes the JSON alone)."""
+    reply asked for by response_format is normalised in place (its content becomes the JSON alone). `api` (the
+    service config's ``api``) says whether give-ups are checked, with which extra patterns (default: on)."""
     if reply.problem is not None:
         kind = "truncated" if finish_reason == "length" else "unparseable"
         return BrokenStep(kind, reply.problem)
@@ -63,7 +71,13 @@ def check_step(req, reply, finish_reason: str | None) -> BrokenStep | None:
         return _calls_problem(req, reply)
     if call_required(req) and offered_names(req):
         return BrokenStep("no_call", "tool_choice demands a tool call and the reply has none")
-    return _format_problem(req, reply, finish_reason)
+    problem = _format_problem(req, reply, finish_reason)
+    if problem is None and req.tools and getattr(api, "give_ups", True):
+        words = gave_up(reply.final if reply.final is not None else reply.content,
+                        getattr(api, "give_up_patterns", ()) or ())
+        if words is not None:
+            return BrokenStep("gave_up", f"the answer gives up on the task ({words!r})")
+    return problem
 
 
 def _calls_problem(req, reply) -> BrokenStep | None:
@@ -137,12 +151,12 @@ def _validator(schema_json: str):
     return validator_for(schema)(schema)
 
 
-def step_checker(req):
+def step_checker(req, api=None):
     """The per-step check of `req` for the attempt walk (`RequestPlan.check`): ``check(answer)`` is None for a
     well-formed step, else ``"<kind>: <why>"`` (the walk retries the rung, then escalates; the attempt's verdict
     is ``invalid: <kind>: <why>``)."""
     def check(answer) -> str | None:
-        broken = check_step(req, answer.reply, answer.result.finish_reason)
+        broken = check_step(req, answer.reply, answer.result.finish_reason, api)
         return None if broken is None else str(broken)
     return check
 
@@ -160,6 +174,11 @@ def count_broken(rt, rung: str, reason: str) -> None:
     kind = broken_kind(reason)
     if kind is not None:
         step_metrics(rt).count(rung, kind)
+
+
+def is_soft(reason: str | None) -> bool:
+    """Whether a check's reason names a well-formed step that may still be delivered (`SOFT_KINDS`)."""
+    return broken_kind(reason) in SOFT_KINDS
 
 
 def broken_kinds(attempts) -> list[str]:

@@ -38,9 +38,19 @@ class Verdict:
     usable: bool | None = None  #: ``task_completion``: the attempt's full score reached the bar (None: unscored)
 
 
+def judges(verifier: Any, reply: Any) -> bool:
+    """Whether `verifier` judges `reply`: every final answer, and a tool-call step (a reply with calls and no
+    answer) only when the verifier says it judges tool steps (``judges_tool_steps``, e.g. a ``tool_call`` check).
+    A class's answer checks never turn a correct tool call into a rejection; the step check covers those."""
+    if getattr(reply, "final", None) is not None or not getattr(reply, "calls", None):
+        return True
+    return bool(getattr(verifier, "judges_tool_steps", False))
+
+
 @runtime_checkable
 class ReplyVerifier(Protocol):
-    """One verifier, built for one class (or one task)."""
+    """One verifier, built for one class (or one task). A verifier that judges tool-call steps too sets
+    ``judges_tool_steps = True`` (see `judges`)."""
 
     async def verify(self, reply: VerifiedText, request_text: str) -> Verdict:
         """Accept or reject `reply` to the request `request_text`; never raises for a reply it cannot grade."""

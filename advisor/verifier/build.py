@@ -27,11 +27,17 @@ __all__ = ["ChecksVerifier", "JudgeReplyVerifier", "TaskCompletionVerifier", "Ve
            "build_verifier"]
 
 
+#: Check types that judge a reply's tool calls; every other check type reads its final answer.
+TOOL_STEP_CHECKS = frozenset({"tool_call"})
+
+
 class ChecksVerifier:
-    """Every configured check must pass."""
+    """Every configured check must pass. It judges tool-call steps only when one of its checks reads tool calls
+    (`judges_tool_steps`); otherwise a reply that calls a tool is left to the step check."""
 
     def __init__(self, checks):
         self.checks = [(c, get_check(c.type)) for c in checks]
+        self.judges_tool_steps = any(c.type in TOOL_STEP_CHECKS for c, _ in self.checks)
 
     async def verify(self, reply, request_text: str) -> Verdict:
         """Run each check on the reply as a one-turn episode."""
@@ -46,7 +52,10 @@ class ChecksVerifier:
 
 
 class JudgeReplyVerifier:
-    """The ladder's judge role grades the reply against a rubric."""
+    """The ladder's judge role grades the reply against a rubric (final answers only: a tool-call step is left
+    to the step check)."""
+
+    judges_tool_steps = False
 
     def __init__(self, config, judge):
         self.config = config
@@ -112,10 +121,13 @@ class _Both:
 
     def __init__(self, checks: ChecksVerifier, judge: JudgeReplyVerifier):
         self.checks, self.judge = checks, judge
+        self.judges_tool_steps = checks.judges_tool_steps
 
     async def verify(self, reply, request_text: str) -> Verdict:
         first = await self.checks.verify(reply, request_text)
-        return first if not first.accepted else await self.judge.verify(reply, request_text)
+        if not first.accepted or (reply.final is None and reply.calls):
+            return first  # a tool-call step: the judge grades answers only
+        return await self.judge.verify(reply, request_text)
 
 
 VERIFIERS.add("checks", VerifierKind(lambda config, ctx: ChecksVerifier(config.checks),
