@@ -82,11 +82,26 @@ def build_app() -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, turning advisor errors into one-line messages and exit codes."""
+    from pydantic import ValidationError
+
+    from advisor.cli.guards import guard
     from advisor.errors import AdvisorError
 
     _plain_warnings()
+    command = guard(typer.main.get_command(build_app()))
     try:
-        build_app()(args=argv, prog_name="advisor")
+        code = command.main(args=argv, prog_name="advisor", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 1
+    except typer.TyperException as exc:  # a usage mistake: one line (the help, when no command was given)
+        if type(exc).__name__ == "NoArgsIsHelpError" and getattr(exc, "ctx", None) is not None:
+            print(exc.ctx.get_help(), file=sys.stderr)
+        else:
+            where = getattr(getattr(exc, "ctx", None), "command_path", "advisor")
+            print(f"error: {where}: {' '.join(exc.format_message().split())} (see {where} --help)", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
@@ -95,6 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     except AdvisorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ValidationError as exc:  # an option's value that a settings model refused: one line per problem
+        for e in exc.errors():
+            where = ".".join(str(p) for p in e.get("loc", ())) or exc.title
+            print(f"error: {where}: {e.get('msg')}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -69,7 +69,8 @@ def plan(
                                                    help="Ladder file (default: ladders/demo.yaml).")] = None,
     suite: Annotated[Optional[Path], typer.Option("--suite", exists=True, dir_okay=False,
                                                   help="Suite file (default: suites/example/suite.yaml).")] = None,
-    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Runs per task, rung and condition.")] = 3,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=10_000, help="Runs per task, rung and "
+                                          "condition.")] = 3,
     target: Annotated[float, typer.Option("--target", help="Usable rate a class needs.")] = 0.8,
     confidence: Annotated[float, typer.Option("--confidence", help="Two-sided Wilson interval level.")] = 0.9,
     margin: Annotated[float, typer.Option("--margin", help="Assumed true usable rate = target + margin, for the "
@@ -83,6 +84,9 @@ def plan(
     from advisor.probe.budget import make_plan
 
     FloorSettings(target=target, confidence=confidence)  # one line on a bad target or confidence
+    if not 0.0 <= target + margin <= 1.0:
+        raise typer.BadParameter(f"target {target:g} + margin {margin:g} = {target + margin:g} is no usable rate "
+                                 "(between 0 and 1)", param_hint="'--margin'")
     lad, loaded = load(ladder, suite)
     p = make_plan(loaded, lad, replicas, target, confidence, margin, tasks=task, rungs=rung)
     if as_json:

@@ -68,7 +68,7 @@ def probe(
     router: Annotated[Optional[Path], typer.Option("--router", exists=True, dir_okay=False, metavar="FILE",
                                                    rich_help_panel=WHAT, help="Router of --policy router/cascade "
                                                    "(default: trained from the store).")] = None,
-    replicas: Annotated[int, typer.Option("--replicas", min=1, metavar="N", rich_help_panel=HOW,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=10_000, metavar="N", rich_help_panel=HOW,
                                           help="Runs per task, rung and condition.")] = 3,
     adaptive: Annotated[bool, typer.Option("--adaptive/--full-grid", rich_help_panel=HOW,
                                            help="Sample each cell until its interval decides it, or run every "

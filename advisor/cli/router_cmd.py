@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import sys
 from enum import Enum
 from pathlib import Path
@@ -222,7 +224,8 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
           allow: Annotated[Optional[list[str]], typer.Option("--allow", help="Allowed rung (repeatable).")] = None,
           self_hosted_only: Annotated[bool, typer.Option("--self-hosted-only", help="Only self-hosted rungs.")]
           = False,
-          max_latency: Annotated[Optional[float], typer.Option("--max-latency", help="Seconds per attempt.")] = None,
+          max_latency: Annotated[Optional[float], typer.Option("--max-latency", min=0, help="Seconds per "
+                                                                "attempt.")] = None,
           weight: Annotated[Optional[list[str]], typer.Option("--weight", help="RUNG=W preference weight "
                                                               "(default 1; 0 = never).")] = None,
           target: Annotated[float, typer.Option("--target", min=0, max=1, help="Minimum P(usable) of the "
@@ -260,6 +263,8 @@ def route(prompt: Annotated[Optional[str], typer.Option("--prompt", help="One re
             weights[name] = float(w)
         except ValueError:
             raise DataError(f"--weight {item!r}: expected RUNG=NUMBER") from None
+        if not sep or not name or not math.isfinite(weights[name]) or weights[name] < 0:
+            raise DataError(f"--weight {item!r}: expected RUNG=W with W a finite number >= 0 (0 = never)")
     prefs = Preferences(allowed=allow or None, self_hosted_only=self_hosted_only, max_latency_s=max_latency,
                         weights=weights)
     model = load_router(router)

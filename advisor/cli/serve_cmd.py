@@ -53,12 +53,32 @@ def serve(
 
     if protocol not in ("grpc", "http"):
         raise ConfigError(f"--protocol {protocol!r}: use grpc or http")
+    _bindable(host, port)
     database = is_database_url(store)
     run(ServeOptions(ladder_path=ladder, suite_path=suite, url=url, router_path=router, config_path=config,
                      keys_path=keys, store_path=Path(DEFAULT_STORE if database else duckdb_path(store)),
                      store_url=store if database else None, spool=spool, host=host, port=port, workers=workers,
                      no_auth=no_auth, ingest_every_s=ingest_every, protocol=protocol,
                      echo=lambda line: typer.echo(line)))
+
+
+def _bindable(host: str, port: int) -> None:
+    """A --host the service can bind (checked before Triton starts); ConfigError otherwise."""
+    import socket
+
+    from advisor.errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"--host {host!r}: not an address this machine can bind ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address[0], 0))
+        except OSError as exc:
+            raise ConfigError(f"--host {host!r}: cannot bind it ({exc.strerror or exc})") from None
 
 
 def ingest(store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_URL",

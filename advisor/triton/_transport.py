@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from advisor.backends.base import Part
+from advisor.errors import ConfigError
 
 #: Boolean inputs sent with every generation (values: stream false, the rest true).
 FLAG_INPUTS = ("stream", "exclude_input_in_output", "return_finish_reason", "return_num_input_tokens",
@@ -97,14 +98,23 @@ def clean_message(message: str) -> str:
     return " ".join(text.split())
 
 
+def _split(url: str):
+    """`url` split (a bare host:port too); ConfigError naming it when it is no URL (an unclosed IPv6 bracket)."""
+    try:
+        parts = urlsplit(url if "://" in url else f"//{url}")
+        parts.port  # noqa: B018 - a port that is no number raises here
+    except ValueError as exc:
+        raise ConfigError(f"{url!r} is not a valid address ({exc}); give host:port or http://host:port") from None
+    return parts
+
+
 def _host_port(url: str) -> str:
-    parts = urlsplit(url if "://" in url else f"//{url}")
-    return parts.netloc or url
+    return _split(url).netloc or url
 
 
 def default_metrics_url(url: str) -> str:
     """Triton's default metrics endpoint (port 8002) on the host of `url`."""
-    host = urlsplit(url if "://" in url else f"//{url}").hostname or "localhost"
+    host = _split(url).hostname or "localhost"
     return f"http://{host}:8002/metrics"
 
 
