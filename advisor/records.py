@@ -76,8 +76,28 @@ FLOOR_COLUMNS = ("suite_name", "task_id", "task_class", "rung", "rung_position",
 
 
 def plain(value: Any) -> Any:
-    """`value` with an enum member replaced by its plain value (what a database driver is given)."""
-    return value.value if isinstance(value, Enum) else value
+    """`value` with an enum member replaced by its plain value and a string made valid UTF-8 (`utf8_safe`): what
+    a database driver is given."""
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, str) and not value.isascii():
+        return utf8_safe(value)
+    return value
+
+
+def utf8_safe(text: str) -> str:
+    """`text` as valid UTF-8, nothing dropped: a byte that was not UTF-8 in a file name or a tool's output (held as a
+    lone surrogate by Python's ``surrogateescape``) becomes the escape ``\\xff``, any other lone surrogate
+    ``\\ud800``. Names and text that model code writes are data: they reach the store and the model as text."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def now() -> datetime:

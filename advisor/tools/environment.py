@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError, did_you_mean
-from advisor.records import ToolCall
+from advisor.records import ToolCall, utf8_safe
 from advisor.tools.base import ToolError, ToolSpec, get_tool, registry
 from advisor.tools.files import resolve_in_workspace
 from advisor.tools.fixture_api import FixtureApi
@@ -91,6 +91,7 @@ class Environment:
             observation, ok = f"error: {exc}", False
         except Exception as exc:  # a bug in a tool must not end the episode
             observation, ok = f"error: internal tool error ({type(exc).__name__}: {exc})", False
+        observation = utf8_safe(observation)  # a file name or output that is not UTF-8 is escaped, not fatal
         if len(observation) > MAX_OBSERVATION_CHARS:
             observation = observation[:MAX_OBSERVATION_CHARS] + f"\n[... observation cut at {MAX_OBSERVATION_CHARS} characters]"
         return ToolCall(name, safe_args, observation, ok=ok)
