@@ -1,7 +1,8 @@
-"""deploy/kubernetes/: the base and both overlays, rendered by a small kustomize merge (resources, namespace,
-labels, images, strategic-merge patches with ``$patch: delete``) and validated offline against the Kubernetes
-schemas `kubernetes-validate` ships; what the service needs is checked on the rendered objects, and every flag
-the manifests pass to `advisor` is one the CLI has."""
+"""deploy/kubernetes/: the base and both overlays, rendered by the real kustomize (`kubectl kustomize`, the
+machine's kubectl: Kustomize v5) and by a small offline merge beside it (resources, namespace, labels, images,
+strategic-merge patches with ``$patch: delete``, JSON patches with test and replace), which must agree; validated
+offline against the Kubernetes schemas `kubernetes-validate` ships; what the service needs is checked on the
+rendered objects, and every flag the manifests pass to `advisor` is one the CLI has."""
 
 from __future__ import annotations
 
@@ -44,14 +45,47 @@ def _key(doc: dict) -> tuple[str, str]:
     return doc["kind"], doc["metadata"]["name"]
 
 
+def _kubectl() -> str | None:
+    return shutil.which("kubectl")
+
+
 def render(folder: Path) -> list[dict]:
-    """The objects `kubectl kustomize folder` would print (for the features used here)."""
+    """The objects `kubectl kustomize folder` prints (the offline merge where kubectl is missing, outside CI)."""
+    if _kubectl() is None:
+        assert not os.environ.get("CI"), "kubectl is missing: the manifests must be rendered by the real kustomize"
+        return render_offline(folder)
+    done = subprocess.run([_kubectl(), "kustomize", str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"kubectl kustomize {folder}: {done.stderr[-2000:]}"
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def _json_patch(doc: dict, ops: list[dict], where: Path) -> None:
+    """The JSON patch ops these manifests use (test, replace) on `doc`, in place."""
+    for op in ops:
+        *parents, last = [int(p) if p.isdigit() else p for p in op["path"].strip("/").split("/")]
+        node = doc
+        for part in parents:
+            node = node[part]
+        if op["op"] == "test":
+            assert node[last] == op["value"], f"{where}: test {op['path']} failed: {node[last]!r}"
+        else:
+            assert op["op"] == "replace", f"{where}: op {op['op']!r} is not rendered offline"
+            node[last] = op["value"]
+
+
+def render_offline(folder: Path) -> list[dict]:
+    """The objects `kubectl kustomize folder` would print, merged here (for the features used here)."""
     k = yaml.safe_load((folder / "kustomization.yaml").read_text())
     docs: list[dict] = []
     for res in k.get("resources", []):
         path = folder / res
-        docs += render(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += render_offline(path) if path.is_dir() else [d for d in yaml.safe_load_all(path.read_text()) if d]
     for patch in k.get("patches", []):
+        if "target" in patch:  # a JSON patch of the named object
+            target = (patch["target"]["kind"], patch["target"]["name"])
+            (doc,) = [d for d in docs if _key(d) == target]
+            _json_patch(doc, yaml.safe_load((folder / patch["path"]).read_text()), folder / patch["path"])
+            continue
         for p in yaml.safe_load_all((folder / patch["path"]).read_text()):
             index = [i for i, d in enumerate(docs) if _key(d) == _key(p)]
             assert index, f"{folder / patch['path']}: patches {_key(p)}, which no resource defines"
@@ -103,7 +137,9 @@ def test_manifests_validate_against_the_kubernetes_schemas(folder):
 def test_the_service_deployment_has_what_replicas_need():
     docs = render(KUBE / "overlays" / "example")
     deploy = _one(docs, "Deployment", "advisor")
-    assert deploy["spec"]["replicas"] == 3 and deploy["metadata"]["namespace"] == "advisor"
+    hpa = _one(docs, "HorizontalPodAutoscaler", "advisor")["spec"]
+    assert "replicas" not in deploy["spec"], "the HPA owns the replicas: a fixed count would fight it"
+    assert hpa["minReplicas"] == 3 and deploy["metadata"]["namespace"] == "advisor"
     pod = deploy["spec"]["template"]
     # /metrics needs an API key: no scrape annotation (it cannot carry one); README.md gives the scrape job
     assert "prometheus.io/scrape" not in pod["metadata"].get("annotations", {})
@@ -128,9 +164,46 @@ def test_the_service_deployment_has_what_replicas_need():
 
 def test_the_external_triton_overlay_drops_triton_and_names_the_endpoint():
     docs = render(KUBE / "overlays" / "external-triton")
-    assert not [d for d in docs if d["metadata"]["name"] == "triton"]
+    assert not [d for d in docs if d["metadata"]["name"] in ("triton", "triton-from-advisor-only")]
     (c,) = _containers(_one(docs, "Deployment", "advisor"))
     assert "--url=triton.inference.svc.cluster.local:8001" in c["args"]
+    (base,) = _containers(_one(render(KUBE / "base"), "Deployment", "advisor"))
+    assert [a for a in c["args"] if not a.startswith("--url=")] == [a for a in base["args"] if
+                                                                       not a.startswith("--url=")]
+    assert "--keys=/etc/advisor-keys/api-keys" in c["args"], "the tenants' keys must survive the overlay"
+    egress = _one(docs, "NetworkPolicy", "advisor-egress-to-external-triton")["spec"]["egress"]
+    assert egress[0]["to"][0]["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "inference"}
+
+
+@pytest.mark.skipif(_kubectl() is None and not os.environ.get("CI"), reason="kubectl is not installed")
+@pytest.mark.parametrize("folder", ["base", "overlays/example", "overlays/external-triton"])
+def test_the_offline_merge_agrees_with_the_real_kustomize(folder):
+    real = {_key(d): d for d in render(KUBE / folder)}
+    offline = {_key(d): d for d in render_offline(KUBE / folder)}
+    assert real.keys() == offline.keys()
+    for key, doc in real.items():
+        assert doc == offline[key], f"{folder}: {key} differs"
+
+
+def test_egress_is_bounded_and_the_cluster_facts_hold():
+    """Egress: the advisor pods reach DNS, Triton and PostgreSQL only; the promotion job DNS and PostgreSQL.
+    Triton (one GPU) is replaced, not rolled; the CronJob cannot hang past its deadline; the namespace enforces
+    the restricted Pod Security Standard; nothing lands in the default namespace."""
+    docs = render(KUBE / "overlays" / "example")
+    egress = _one(docs, "NetworkPolicy", "advisor-egress")["spec"]
+    assert egress["policyTypes"] == ["Egress"]
+    ports = {p["port"] for rule in egress["egress"] for p in rule["ports"]}
+    assert ports == {53, 8000, 8001, 8002, 5432}
+    promotion = _one(docs, "NetworkPolicy", "promotion-egress")["spec"]
+    assert {p["port"] for rule in promotion["egress"] for p in rule["ports"]} == {53, 5432}
+    assert _one(docs, "Deployment", "triton")["spec"]["strategy"] == {"type": "Recreate"}
+    job = _one(docs, "CronJob", "advisor-promotion")["spec"]
+    assert job["concurrencyPolicy"] == "Forbid" and job["jobTemplate"]["spec"]["activeDeadlineSeconds"] > 0
+    labels = _one(docs, "Namespace", "advisor")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    for folder in FOLDERS:
+        assert all(d["metadata"].get("namespace") == "advisor" for d in render(KUBE / folder)
+                   if d["kind"] not in CLUSTER_WIDE), folder
 
 
 def test_every_flag_the_manifests_pass_is_an_advisor_option():
@@ -221,7 +294,7 @@ def _checkov() -> str | None:
 
 @pytest.mark.skipif(_checkov() is None and not os.environ.get("CI"),
                     reason="checkov is not installed (make checkov; CI installs it)")
-@pytest.mark.parametrize("folder", ["overlays/example", "overlays/external-triton"])
+@pytest.mark.parametrize("folder", ["base", "overlays/example", "overlays/external-triton"])
 def test_checkov_passes_every_kubernetes_check(folder, tmp_path):
     """checkov (offline, its Kubernetes checks: the restricted Pod Security Standard and more) on the rendered
     objects: no failed check; a skip is only the ``checkov.io/skip`` annotations the manifests justify."""
