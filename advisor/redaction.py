@@ -18,6 +18,9 @@ _SCHEME = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=:-]{4,}")
 _FIELD = re.compile(r"(?i)\b(authorization|proxy-authorization|x-api-key|api[-_]?key|access[-_]?token)"
                     r"(\W{0,3}?\s*[:=]\s*\W{0,2})(?!\[redacted\]|(?:bearer|basic|token)\s)[^\s\"',;}]+")
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s\"'<>),;]+")
+#: a bare network address with a port: 127.0.0.1:8001, [::1]:8001, localhost:8001, triton.svc.local:8001
+_HOST_PORT = re.compile(r"(?i)(?:\b\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-f:.]+\]|\blocalhost|"
+                        r"\b(?=[a-z0-9-]*[a-z])[a-z0-9-]+(?:\.[a-z0-9-]+)+):\d{1,5}\b")
 
 
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
@@ -30,5 +33,31 @@ def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def without_urls(text: str) -> str:
-    """`text` with every URL replaced by ``(upstream)``."""
-    return _URL.sub("(upstream)", text)
+    """`text` with every URL and every bare ``host:port`` address replaced by ``(upstream)``."""
+    return _HOST_PORT.sub("(upstream)", _URL.sub("(upstream)", text))
+
+
+class PieceScrubber:
+    """`secrets` removed from a text that arrives in pieces (a stream): a piece is passed on without the tail
+    that could be the start of a secret, which waits for the next piece (`flush` gives the rest at the end)."""
+
+    def __init__(self, secrets: Iterable[str | None]):
+        self.secrets = [s for s in secrets if s and len(s) >= 4]
+        self.keep = max((len(s) for s in self.secrets), default=1) - 1
+        self.held = ""
+
+    def feed(self, piece: str) -> str:
+        """What of the text so far may be passed on."""
+        if not self.secrets:
+            return piece
+        text = self.held + piece
+        for secret in self.secrets:
+            text = text.replace(secret, REDACTED)
+        cut = max(len(text) - self.keep, 0)
+        self.held = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        """The held tail, at the end of the text."""
+        out, self.held = self.held, ""
+        return out

@@ -34,6 +34,8 @@ class Hostile:
     def __init__(self):
         self.mode = "good"
         self.sent = 0  #: bytes the last hostile answer wrote before the client went away
+        self.active = 0  #: hostile answers being written now (a client that left ends one at the next write)
+        self.lock = threading.Lock()
         self.stop = threading.Event()
         outer = self
 
@@ -52,7 +54,13 @@ class Hostile:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 if self.path.startswith("/hostile/"):
-                    return getattr(outer, outer.mode.replace("-", "_"))(self, body)
+                    with outer.lock:
+                        outer.active += 1
+                    try:
+                        return getattr(outer, outer.mode.replace("-", "_"))(self, body)
+                    finally:
+                        with outer.lock:
+                            outer.active -= 1
                 return outer.good(self, body)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -161,6 +169,16 @@ class Hostile:
         piece = self.sse({"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, **call}]},
                                                   "finish_reason": "tool_calls"}]})
         self.send(h, 200, piece + b"data: [DONE]\n\n", "text/event-stream")
+
+    def echo(self, h, body):  # a 200 whose content echoes the key it received (split across stream chunks)
+        key = h.headers.get("authorization", "").split(" ", 1)[-1]
+        text = f"your key is {key}, keep it safe"
+        if not body.get("stream"):
+            return self.send(h, 200, self.completion(text))
+        cut = text.index(key) + len(key) // 2
+        done = self.sse({"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 5, "completion_tokens": 5}}) + b"data: [DONE]\n\n"
+        self.send(h, 200, self.chunk(text[:cut]) + self.chunk(text[cut:]) + done, "text/event-stream")
 
     def leak(self, h, body=None):  # a 500 that echoes the Authorization header it received
         self.send(h, 500, {"error": {"message": f"upstream failure for {h.headers.get('authorization')}"}})
@@ -354,3 +372,62 @@ def test_the_probe_stores_upstream_errors_without_the_key(hostile, tmp_path, mon
     with Store.open(tmp_path / "s.duckdb", read_only=True) as s:
         errors = [r["error"] for r in s.query("SELECT error FROM runs WHERE rung = 'nano-12b'")]
     assert errors and all(e and UPSTREAM_KEY not in e and "[redacted]" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_key_echoed_inside_a_200_never_passes(hostile, stream, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
+    hostile.mode = "echo"
+    backend = _backend(hostile)
+
+    async def go():
+        try:
+            if stream:
+                return await _stream_text(backend)
+            return (await backend.generate("m", "hi", max_tokens=8, timeout_s=ATTEMPT_S)).text
+        finally:
+            await backend.close()
+
+    text = asyncio.run(go())
+    assert UPSTREAM_KEY not in text and UPSTREAM_KEY[:12] not in text, text
+    assert text == "your key is [redacted], keep it safe"
+
+
+@pytest.fixture
+def own_hostile():
+    """A server of this test's own (the module's may still be writing answers other tests left)."""
+    server = Hostile()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("mode", ["drip", "endless"])
+def test_a_timed_out_call_leaves_no_upstream_connection_open(own_hostile, mode, monkeypatch):
+    """Five calls that time out on a stalled upstream: each connection is closed (the upstream sees the client
+    leave at its next write), so the pool never fills with sockets whose body was never read."""
+    monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
+    hostile = own_hostile
+    hostile.mode = mode
+    from advisor.backends.openai import OpenAIBackend
+
+    backend = OpenAIBackend(f"{hostile.base}/hostile/v1", rung="nano-12b", api_key_env=KEY_ENV, timeout_s=1.0,
+                            retries=0)
+
+    async def go():
+        from advisor.backends import BackendError
+
+        try:
+            for _ in range(5):
+                with pytest.raises(BackendError):
+                    await backend.generate("m", "hi", max_tokens=8, timeout_s=1.0)
+            await asyncio.sleep(0.2)
+            return len(backend._client()._transport._pool.connections)
+        finally:
+            await backend.close()
+
+    pooled = asyncio.run(go())
+    assert pooled == 0, f"{pooled} connections left in the pool"
+    deadline = time.monotonic() + 10
+    while hostile.active and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert hostile.active == 0, f"{hostile.active} upstream answers still being written to a client that left"

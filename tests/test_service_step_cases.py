@@ -310,3 +310,48 @@ def test_a_failure_that_would_repeat_says_so(service):
               "messages": [{"role": "user", "content": "Refund order ORD-1042. CASE truncated"}]}, timeout=60)
     assert raw.status_code == 502, raw.text
     assert raw.headers["x-should-retry"] == "false"
+
+
+def test_the_bearer_scheme_is_matched_in_any_case(service):
+    """RFC 7235: the auth scheme is case-insensitive."""
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        raw = service.client()._client.get(service.base + "/v1/models", headers={"authorization": f"{scheme} {KEY}"})
+        assert raw.status_code == 200, (scheme, raw.text)
+
+
+def test_a_tool_result_for_a_call_nobody_made_is_400(service):
+    raw = service.client()._client.post(
+        service.base + "/v1/chat/completions", headers={"authorization": f"Bearer {KEY}"},
+        json={"model": "auto", "tools": TOOLS, "messages": [
+            {"role": "user", "content": "Refund order ORD-1042."},
+            {"role": "tool", "tool_call_id": "call_nobody_made", "content": "{}"}]}, timeout=30)
+    assert raw.status_code == 400, raw.text
+    error = raw.json()["error"]
+    assert error["param"] == "messages.1.tool_call_id" and "call_nobody_made" in error["message"]
+
+
+def test_readiness_names_rungs_never_addresses(service, endpoint):
+    raw = service.client()._client.get(service.base + "/readyz", headers={"authorization": f"Bearer {KEY}"})
+    host_port = endpoint.split("//", 1)[1].split("/", 1)[0]
+    assert raw.status_code == 200 and "nano-12b" in raw.text
+    assert host_port not in raw.text and "http://" not in raw.text, raw.text
+
+
+def test_a_refused_body_closes_its_connection(service):
+    """A 413 (the declared body is over the limit): the service answers and closes the connection, which is not
+    kept alive for a client that would send the refused body on it."""
+    import socket
+
+    host, port = service.base.split("//", 1)[1].rsplit(":", 1)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer {KEY}\r\n"
+            f"content-type: application/json\r\ncontent-length: 4100000\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head)
+        got = b""
+        while True:
+            piece = sock.recv(65536)  # b"" once the service closed the connection; a timeout if it never does
+            if not piece:
+                break
+            got += piece
+    assert got.startswith(b"HTTP/1.1 413"), got[:200]
+    assert b"connection: close" in got.lower()

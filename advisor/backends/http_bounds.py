@@ -107,3 +107,10 @@ async def sse_payloads(response, bounds: Bounds, where: str) -> AsyncIterator[st
                 yield line[5:].strip().decode("utf-8", errors="replace")
     if pending.startswith(b"data:"):
         yield pending[5:].strip().decode("utf-8", errors="replace")
+
+
+async def closed(response) -> None:
+    """Close an answer, also while the caller is being cancelled (an attempt's time limit): the close runs to the
+    end in a task of its own, so the connection is released to the pool or shut, never left open with its body
+    unread (a stalled upstream would otherwise hold one socket per timed-out attempt until the pool is full)."""
+    await asyncio.shield(asyncio.ensure_future(response.aclose()))

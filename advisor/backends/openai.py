@@ -35,10 +35,10 @@ from typing import Any, AsyncIterator
 import httpx
 
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
-from advisor.backends.http_bounds import Bounds, error_text, read_body, sse_payloads, within
+from advisor.backends.http_bounds import Bounds, closed, error_text, read_body, sse_payloads, within
 from advisor.backends.failures import BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError
 from advisor.errors import BackendError, UnknownModelError
-from advisor.redaction import scrub
+from advisor.redaction import REDACTED, PieceScrubber, scrub
 from advisor.toolcalls import format_for, spec_dict
 
 #: Seconds before the first retry; doubled for each further one (plus jitter).
@@ -97,6 +97,9 @@ class OpenAIBackend:
     def _where(self) -> str:
         return f"rung {self.rung!r} at {self.endpoint}" if self.rung else self.endpoint
 
+    def _secret(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
     def _clean(self, text: str, most: int = 200) -> str:
         """An answer's text for an error message: scrubbed of the key (and credentials), one line, cut short."""
         secret = os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -152,7 +155,7 @@ class OpenAIBackend:
                 if 200 <= response.status_code < 300:
                     return response
                 text = await error_text(response, bounds, self._where())
-                await response.aclose()
+                await closed(response)
                 if response.status_code < 400:
                     where = response.headers.get("location")
                     raise BackendError(f"{self._where()} answered HTTP {response.status_code}"
@@ -210,7 +213,11 @@ class OpenAIBackend:
         body = self._body(model, prompt, max_tokens, sampling, messages, tools)
         limit = self.timeout_s if timeout_s is None else timeout_s
         try:
-            data = await asyncio.wait_for(self._complete(body, model, self._bounds(limit)), timeout=limit)
+            # every wait inside is bounded by `limit` already; the outer bound is a backstop a little later, so
+            # that the inner one ends the call and closes its connection (cancelling both at one instant left the
+            # connection ACTIVE in the pool: a stalled upstream then filled the pool, one socket a timeout)
+            data = await asyncio.wait_for(self._complete(body, model, self._bounds(limit)),
+                                          timeout=limit + CLOSE_GRACE_S)
         except asyncio.TimeoutError:
             raise GenerationTimeout(f"generation on {self._where()} timed out after {limit:g}s") from None
         try:
@@ -225,6 +232,9 @@ class OpenAIBackend:
             raise _bad_output(f"{self._where()} answered a message outside the API: {self._clean(json.dumps(message))}")
         if message.get("tool_calls"):
             text = "\n".join(filter(None, [text, self._calls_as_text(message["tool_calls"])]))
+        secret = self._secret()
+        if secret and len(secret) >= 4 and secret in text:  # an upstream that echoes the key never passes it on
+            text = text.replace(secret, REDACTED)
         usage = data.get("usage") or {}
         part = Part(text, _finish(choice.get("finish_reason")), usage.get("prompt_tokens"),
                     usage.get("completion_tokens"))
@@ -244,7 +254,7 @@ class OpenAIBackend:
         try:
             raw = await read_body(response, bounds, self._where())
         finally:
-            await response.aclose()
+            await closed(response)
         try:
             data = json.loads(raw)
         except ValueError:
@@ -270,7 +280,7 @@ class OpenAIBackend:
                 async for part in self._parts(response, bounds):
                     yield part
             finally:
-                await response.aclose()
+                await closed(response)
         except asyncio.TimeoutError:
             raise GenerationTimeout(f"generation on {self._where()} timed out after {limit:g}s "
                                     f"(streamed; no chunk for {min(limit, self.timeout_s):g}s, or not done)") from None
@@ -284,6 +294,7 @@ class OpenAIBackend:
                                f"server-sent events: {self._clean(sample)!r}")
         calls: dict[int, dict] = {}
         finish, done, chunks = None, False, 0
+        content = PieceScrubber([self._secret()])  # an upstream that echoes the key never passes it on
         async for payload in sse_payloads(response, bounds, self._where()):
             if payload == "[DONE]":
                 done = True
@@ -313,14 +324,18 @@ class OpenAIBackend:
                         self._calls_as_text([slot])  # refuses it, naming the bound
                 finish = _finish(choice.get("finish_reason")) or finish
                 if isinstance(delta.get("content"), str) and delta["content"]:
-                    yield Part(delta["content"], None, None, None)
+                    shown = content.feed(delta["content"])
+                    if shown:
+                        yield Part(shown, None, None, None)
             if usage:
                 yield Part("", None, usage.get("prompt_tokens"), usage.get("completion_tokens"))
         if not chunks or not (done or finish):
             raise _bad_output(f"{self._where()} ended its stream " + (
                 "without a chunk" if not chunks else "before [DONE] and without a finish_reason") + " (cut short?)")
-        text = self._calls_as_text([calls[i] for i in sorted(calls)]) if calls else ""
-        yield Part(text, finish or "unknown", None, None)
+        text = content.flush() + (self._calls_as_text([calls[i] for i in sorted(calls)]) if calls else "")
+        secret = self._secret()
+        yield Part(text.replace(secret, REDACTED) if secret and len(secret) >= 4 else text, finish or "unknown",
+                   None, None)
 
     def result(self, model: str, prompt: str, parts: list[Part], latency_s: float) -> GenerationResult:
         """Streamed parts folded into one result (counts from the final ``usage`` chunk)."""
@@ -338,7 +353,7 @@ class OpenAIBackend:
                     raise self._refused(response.status_code, await error_text(response, bounds, self._where()), "")
                 raw = await read_body(response, bounds, self._where())
             finally:
-                await response.aclose()
+                await closed(response)
         except httpx.TransportError as exc:
             raise BackendError(f"cannot reach {self._where()}: {type(exc).__name__} "
                                f"{self._clean(str(exc))}".rstrip()) from None
@@ -388,6 +403,10 @@ def _bad_output(message: str) -> BackendFailure:
 
 def _finish(reason: str | None) -> str | None:
     return {"tool_calls": "stop", "function_call": "stop", "content_filter": "stop"}.get(reason, reason) if reason else None
+
+
+#: Seconds the backstop bound of a buffered call waits past its limit for the inner bound to close the connection.
+CLOSE_GRACE_S = 1.0
 
 
 def _retry_after(value: str | None) -> float | None:

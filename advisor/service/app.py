@@ -18,6 +18,7 @@ from typing import Any
 from starlette.responses import Response
 
 from advisor.errors import StoreError, did_you_mean
+from advisor.redaction import without_urls
 from advisor.service.dispatch import decide, run_with_deadline
 from advisor.service.orchestrated import MODEL_ID, serves_orchestrator
 from advisor.service.recording import ROTATE_S
@@ -125,8 +126,9 @@ def create_app(settings=None):
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
         if _unauthorized(rt, request, count=False) is not None:  # keys configured, none given: the status only
             return json_response({"status": status}, status=200 if ok else 503)
-        return json_response({"status": status, "detail": why, **rt.serving.describe(), **records},
-                             status=200 if ok else 503)
+        body = {"status": status, "detail": why, **rt.serving.describe(), **records}
+        return json_response({k: without_urls(v) if isinstance(v, str) else v for k, v in body.items()},
+                             status=200 if ok else 503)  # rungs named, never the addresses behind them
 
     async def metrics(request):
         refused = _unauthorized(state["rt"], request)
@@ -223,9 +225,9 @@ async def chat_completions(rt, request, responses_api: bool = False):
     started, started_at = time.perf_counter(), _now()
     try:  # the body is read before a concurrency slot is taken: a slow client holds no slot
         raw = await _read_body(rt, request)
-    except RequestError as exc:
+    except RequestError as exc:  # a refused body: the connection is closed after the answer, not kept alive
         m.child(m.rejected, str(exc.status)).inc()
-        return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code)
+        return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code, headers={"connection": "close"})
     if rt.in_flight >= rt.semaphore_limit:
         m.child(m.rejected, "429").inc()
         return error_response(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry "

@@ -53,10 +53,12 @@ class KeyRing:
         return len(self._by_digest)
 
     def lookup(self, authorization: str | None) -> ApiKey | None:
-        """The key of an ``Authorization: Bearer ...`` header, or None when missing or unknown."""
-        if not authorization or not authorization.startswith("Bearer "):
+        """The key of an ``Authorization: Bearer ...`` header (the scheme in any case: RFC 7235), or None when
+        missing or unknown."""
+        scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
             return None
-        digest = key_hash(authorization[len("Bearer "):].strip())
+        digest = key_hash(token.strip())
         for known, key in self._by_digest.items():
             if hmac.compare_digest(known, digest):
                 return key

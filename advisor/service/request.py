@@ -333,8 +333,15 @@ def _checked(req: ChatRequest) -> ChatRequest:
     (``function``, ``allowed_tools``) names the request's own."""
     if req.stop is not None and "" in ([req.stop] if isinstance(req.stop, str) else req.stop):
         raise RequestError("a stop string must not be empty (vLLM refuses it)", param="stop", code="invalid_value")
+    called: set[str] = set()  # the ids of the tool calls the conversation's assistant messages made so far
     for i, message in enumerate(req.messages):
         _check_role_fields(i, message)
+        if message.role == "assistant":
+            called.update(c.id for c in message.tool_calls or ())
+        elif message.role == "tool" and message.tool_call_id not in called:
+            raise RequestError(f"messages.{i}: a tool message must answer a tool call of an earlier assistant "
+                               f"message, and no assistant message called {message.tool_call_id!r}",
+                               param=f"messages.{i}.tool_call_id", code="invalid_value")
     for i, tool in enumerate(req.tools or []):
         if tool.type == "function" and tool.function is None:
             raise RequestError(f"tools.{i}: a function tool needs its 'function' (name, parameters)",

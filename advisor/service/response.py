@@ -14,6 +14,7 @@ from urllib.parse import quote
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from advisor.redaction import without_urls
 from advisor.service.chat import Reply
 from advisor.service.dispatch import records
 from advisor.service.load import load_headers
@@ -53,8 +54,9 @@ def reply_chunks(cid: str, created: int, model: str, reply: Reply, finish: str) 
 
 def error_response(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None,
                    code: str | None = None, headers: dict | None = None):
-    """An error in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``."""
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": code}},
+    """An error in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}`` (no address in it: an
+    upstream's URL or host:port is ``(upstream)``)."""
+    return JSONResponse({"error": {"message": without_urls(message), "type": kind, "param": param, "code": code}},
                         status_code=status, headers=headers)
 
 

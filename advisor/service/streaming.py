@@ -20,6 +20,7 @@ from typing import AsyncIterator
 from starlette.responses import StreamingResponse
 
 from advisor.backends import BackendError
+from advisor.redaction import without_urls
 from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
                                       recorded, unanswered, walk_plan)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, stream_shown
@@ -77,7 +78,7 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
     except BackendError as exc:
         attempt.fail(AttemptError.STREAM_BROKE, str(exc))
         attempt.latency_s = time.perf_counter() - started
-        out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {exc}"
+        out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {without_urls(str(exc))}"
         yield sse({"error": {"message": out.error, "type": "server_error", "param": None, "code": "rung_failed"}})
         return
     attempt.latency_s = time.perf_counter() - started
