@@ -178,9 +178,16 @@ def test_advisor_probe_cli_end_to_end(tmp_path, monkeypatch, capsys):
     by_rung = {r["rung"]: r for r in first["summary"]["rungs"]}
     # the stand-ins knew the tasks: the largest rung completes more of them than the smallest
     assert by_rung["super-120b"]["all_baseline"]["tc"] > by_rung["nano-12b"]["all_baseline"]["tc"]
+    import advisor.probe.session as session
+
+    def no_server(*args, **kwargs):
+        raise AssertionError("a probe with nothing to run started a server")
+
+    monkeypatch.setattr(session, "EmbeddedTriton", no_server)
     assert main(args) == 0
     second = json.loads(capsys.readouterr().out)
-    assert second["outcome"]["done"] == 0 and second["outcome"]["skipped"] == 18
+    assert second["outcome"]["done"] == 0 and second["outcome"]["not_run"] == 0
+    assert second["outcome"]["served_by"] == session.NOT_STARTED
     with Store.open(db, read_only=True) as store:
         assert store.count_runs() == 18
         assert len({r["run_key"] for r in store.runs()}) == 18

@@ -119,7 +119,7 @@ def test_probe_killed_mid_probe_resumes_without_losing_or_duplicating(tmp_path, 
     finally:
         server.stop()
     out = result.outcome
-    assert out.count("skipped") == len(before) and out.count("done") == planned - len(before)
+    assert result.already_stored == len(before) and out.count("done") == planned - len(before)
     after = _snapshot(db)
     assert len(after) == planned  # every run once (run_key is the primary key: no duplicates possible)
     assert all(after[k] == v for k, v in before.items())  # finished runs kept as they were

@@ -138,10 +138,10 @@ def probe(
     out = result.outcome
     done = out.count("done")
     if not done and not out.count("not_run"):
-        line = (f"probe: nothing to run: all {result.already_stored} runs already stored; "
-                f"served by {result.served_by}; store {store}")
+        line = (f"probe: nothing to run: all {result.already_stored} runs already stored, so no server was "
+                f"started; store {store}")
     else:
-        line = (f"probe: {done} run{'' if done == 1 else 's'}, {out.count('skipped')} already stored, "
+        line = (f"probe: {done} run{'' if done == 1 else 's'}, {result.already_stored} already stored, "
                 f"{out.count('not_run')} not run{' (' + out.stopped + ')' if out.stopped else ''}; "
                 f"{out.backend_errors} backend errors (stored unscored, retried next time); "
                 f"cost ${out.cost_usd:.4f}; {out.elapsed_s:.1f} s; served by {result.served_by}; store {store}")
@@ -228,6 +228,10 @@ def _report_hook(store: Path, result, err):
     from advisor.errors import AdvisorError
     from advisor.report import open_store, write_report
 
+    kept = _unchanged_report(result)
+    if kept is not None:
+        err.print(f"report: {kept.html} (unchanged: nothing new ran)")
+        return kept
     try:
         with open_store(store) as s:
             files = write_report(s, "reports", suite=result.suite.name)
@@ -236,6 +240,19 @@ def _report_hook(store: Path, result, err):
     except AdvisorError as exc:
         err.print(f"report not written: {exc}")
         return None
+
+
+def _unchanged_report(result):
+    """The report of the suite and ladder just probed, when nothing ran and it was written already (the probe
+    wrote it when its runs were stored); else None."""
+    from advisor.report.build import ReportFiles, default_name
+
+    if result.outcome.count("done") or result.outcome.count("not_run"):
+        return None
+    folder = Path("reports") / default_name(result.suite.name, result.ladder.name)
+    files = ReportFiles(folder, folder / "index.html", folder / "report.md", folder / "floors.json",
+                        bool(result.summary.get("simulated")))
+    return files if all(f.is_file() for f in (files.html, files.markdown, files.json)) else None
 
 
 def _probe_args(config) -> str:

@@ -71,11 +71,13 @@ class FullGridPlanner:
         return sum((s.task_id, s.rung, s.condition, s.replica) in stored for s in self.specs)
 
     def next_wave(self, rows: Rows) -> list[RunSpec]:
-        """The whole grid the first time, then nothing."""
+        """The grid's runs not stored yet (a stored backend error is run again) the first time, then nothing."""
         if self._given:
             return []
         self._given = True
-        return list(self.specs)
+        stored = {_unit_of(r) for r in _ok(rows)}
+        return [s for s in self.specs if s.policy != "fixed"  # a policy run: `execute` skips it when stored
+                or (s.task_id, s.rung, s.condition, s.replica) not in stored]
 
     def finish(self, rows: Rows, spent: int) -> None:
         """A full grid has no result of its own (the summary is the store's)."""
@@ -144,8 +146,10 @@ class AdaptivePlanner:
 
 async def run_waves(planner: Any, execute_wave: Callable[[list[RunSpec]], Awaitable[Any]],
                     load_rows: Callable[[], Rows],
-                    on_wave: Callable[[int, list[RunSpec]], None] | None = None, max_waves: int = 10_000) -> Any:
+                    on_wave: Callable[[int, list[RunSpec]], None] | None = None, max_waves: int = 10_000,
+                    first: list[RunSpec] | None = None) -> Any:
     """Drive a (started) planner: per wave, ask it for runs, run them, reload the stored rows; `planner.finish`.
+    `first`: the first wave, when the caller asked the planner for it already.
 
     `execute_wave(specs)` runs and stores the specs; it returns None, or a `ProbeOutcome` whose ``stopped``
     (a guard or a dead server) ends the waves and whose done runs are what the wave spent.
@@ -153,7 +157,7 @@ async def run_waves(planner: Any, execute_wave: Callable[[list[RunSpec]], Awaita
     rows = list(load_rows())
     spent = 0
     for n in range(1, max_waves + 1):
-        wave = planner.next_wave(rows)
+        wave = first if n == 1 and first is not None else planner.next_wave(rows)
         if not wave:
             break
         if on_wave:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
@@ -90,6 +91,18 @@ class ProbeRun:
     adaptive: Any = None  #: the `AdaptiveResult` of an adaptive probe (None for a full grid)
 
 
+def _suite_of(path: Path):
+    """The suite file, loaded once per process while it is unchanged (a probe's CLI reads it for the plan, the
+    sandbox check, the probe and the answer; the example suite takes a second to parse)."""
+    st = path.stat()
+    return _loaded_suite(str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded_suite(path: str, mtime_ns: int, size: int):
+    return load_suite(Path(path), known_tools=set(available_tools()))
+
+
 def load_inputs(config: ProbeConfig):
     """(ladder, suite, ladder file, suite file) with defaults resolved and suite tools checked."""
     if config.url and config.ladder_path is None:
@@ -97,8 +110,12 @@ def load_inputs(config: ProbeConfig):
     ladder_path = Path(config.ladder_path) if config.ladder_path else default_file(DEFAULT_LADDER)
     suite_path = Path(config.suite_path) if config.suite_path else default_file(DEFAULT_SUITE)
     ladder = load_ladder(ladder_path)
-    suite = load_suite(suite_path, known_tools=set(available_tools()))
+    suite = _suite_of(suite_path)
     return ladder, suite, ladder_path, suite_path
+
+
+#: `ProbeRun.served_by` when every planned run was stored already: no server was started
+NOT_STARTED = "nothing (every planned run was stored already)"
 
 
 def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int, str], None] | None = None,
@@ -117,17 +134,25 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
     config, skipped = without_code_tasks(config, suite)
     require_sandbox(suite, config.allow_unsandboxed, config.tasks)  # refused before any server starts
     planned = planner.start(suite, ladder, config)
-    with (open_store(config.store_path, role=RunStore) as store,
-          serving(config.url, ladder, suite_path) as (urls, served_by)):
+    with open_store(config.store_path, role=RunStore) as store:
         def load_rows():
             return store.floor_rows(suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(),
                                     kinds=[RunKind.PROBE])
 
-        stored = planner.already_stored(load_rows())
-        if on_start:
-            on_start(planned, served_by)
-        outcome, result = asyncio.run(_drive(planner, ladder, suite, store, urls, config, load_rows, on_result,
-                                             on_wave))
+        rows = load_rows()
+        stored = planner.already_stored(rows)
+        first = planner.next_wave(rows)  # decided before any server starts: nothing to run, nothing started
+        if first:
+            with serving(config.url, ladder, suite_path) as (urls, served_by):
+                if on_start:
+                    on_start(planned, served_by)
+                outcome, result = asyncio.run(_drive(planner, ladder, suite, store, urls, config, load_rows,
+                                                     on_result, on_wave, first))
+        else:
+            served_by = NOT_STARTED
+            if on_start:
+                on_start(planned, served_by)
+            outcome, result = ProbeOutcome(), planner.finish(list(rows), 0)
         summary = summarize(store, suite_hash=suite.config_hash(), ladder_hash=ladder.config_hash(), ladder=ladder)
     notes = [*planner.notes(result), *(n for n in (skipped, judge_note(ladder, suite), outcome.stop_note) if n)]
     return ProbeRun(outcome, summary, ladder, suite, planned, served_by, notes=notes, already_stored=stored,
@@ -163,7 +188,7 @@ def without_code_tasks(config: ProbeConfig, suite) -> tuple[ProbeConfig, str | N
 
 
 async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: ProbeConfig, load_rows, on_result,
-                 on_wave) -> tuple[ProbeOutcome, Any]:
+                 on_wave, first: list | None = None) -> tuple[ProbeOutcome, Any]:
     """Run the planner's waves through `execute` with one set of clients; the guards span every wave."""
     total = ProbeOutcome()
 
@@ -181,7 +206,7 @@ async def _drive(planner, ladder, suite, store, urls: dict[str, str], config: Pr
     options = BackendOptions(timeout_s=config.client_timeout_s, retries=config.client_retries)
     async with clients_for(urls, options) as client_for_rung:
         episode_for = _episode_functions(config, ladder, suite, store, client_for_rung)
-        result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave)
+        result = await run_waves(planner, execute_wave, load_rows, on_wave=on_wave, first=first)
     return total, result
 
 
