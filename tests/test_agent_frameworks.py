@@ -25,6 +25,7 @@ from tests.test_service import DEMO, KEY, SUITE, Service
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
+OTHER_KEY = "sk-test-other-tenant"  #: a second tenant's key
 TASK_ID = "docs-backup-retention"  #: search the docs, read the page, answer (2 tool calls on the upper rungs)
 EXTRACT = "Extract the order id from: ORD-1042 arrived damaged, refund it."
 PAGES = {"kb-backups": "Nightly backups are kept for 35 days, then deleted.",
@@ -52,7 +53,7 @@ def service(tmp_path_factory, triton_server):
             tasks.append(t.id)
     run_probe(ProbeConfig(ladder_path=DEMO, suite_path=SUITE, url=triton_server.grpc_url,
                           store_path=tmp / "probe.duckdb", replicas=1, conditions=("baseline",), tasks=tasks))
-    (tmp / "keys.txt").write_text(f"full {KEY}\n")
+    (tmp / "keys.txt").write_text(f"full {KEY}\nother {OTHER_KEY}\n")
     (tmp / "service.yaml").write_text("version: 1\ndefault_class: chat\nclasses:\n  chat: {verifier: none}\n")
     store = tmp / "live.duckdb"
     shutil.copy(tmp / "probe.duckdb", store)
@@ -164,6 +165,44 @@ def test_agents_sdk_runs_the_docs_task(service, task, api):
     tools.assert_round_tripped()
     statuses.assert_no_4xx()
     assert any(path.endswith("/responses" if api == "responses" else "/chat/completions") for path, _ in statuses.seen)
+
+
+def test_agents_sdk_chains_stored_responses_with_previous_response_id(service, task):
+    """The Agents SDK's response chaining (`auto_previous_response_id`): every step after the first sends only its
+    new items and the id of the response before, which the service continues from its stored responses."""
+    from agents import Runner
+
+    statuses, tools = Statuses(), DocsTools()
+    agent = _agent(_agents_model(service, statuses, "responses"), tools)
+    result = asyncio.run(Runner.run(agent, task.instructions, max_turns=10, auto_previous_response_id=True))
+    assert isinstance(result.final_output, str) and result.final_output.strip()
+    tools.assert_round_tripped()
+    statuses.assert_no_4xx()
+
+
+def test_a_stored_response_is_its_tenants_alone(service):
+    """`store` (default true): a response is kept for its tenant; GET returns it, previous_response_id continues
+    it, another key gets 404 for both, DELETE forgets it; `store: false` keeps nothing."""
+    import openai
+
+    mine = service.client()
+    other = service.client(key=OTHER_KEY)
+    first = mine.responses.create(model="auto", input="What is the capital of France? Remember it.")
+    assert first.store is True and first.status == "completed"
+    assert mine.responses.retrieve(first.id).id == first.id
+    later = mine.responses.create(model="auto", previous_response_id=first.id, input="And what did I ask?")
+    assert later.previous_response_id == first.id and later.status == "completed"
+    with pytest.raises(openai.NotFoundError):
+        other.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        other.responses.create(model="auto", previous_response_id=first.id, input="Continue.")
+    mine.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        mine.responses.retrieve(first.id)
+    kept_not = mine.responses.create(model="auto", input="Nothing to keep.", store=False)
+    assert kept_not.store is False
+    with pytest.raises(openai.NotFoundError):
+        mine.responses.retrieve(kept_not.id)
 
 
 @pytest.mark.parametrize("api", ["responses", "chat_completions"])

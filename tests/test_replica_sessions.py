@@ -26,9 +26,9 @@ classes:
   chat: {verifier: none}
   agent: {chain: [nano-12b], verifier: none}
 sessions: {tool_errors: 2, unparseable: 0, stuck: false}
-api: {step_retries: 4}
-"""  # only the tool errors the client sends escalate: the stand-ins' own slips would move a session at random (a
-# broken step is retried on its rung, redrawn, before it could escalate)
+api: {step_retries: 4, give_ups: false}
+"""  # only the tool errors the client sends escalate: the stand-ins' own slips and give-ups would move a session at
+# random (a broken step is retried on its rung, redrawn, before it could escalate)
 TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
 

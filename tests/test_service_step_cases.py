@@ -54,6 +54,10 @@ def scripted(model: str, case: str, seed: int | None, last: str) -> tuple[str, s
         return CUT, "length"
     if case == "empty":
         return "", "stop"
+    if case == "longcut":  # a long answer cut at the rung's own output cap
+        return "Here is a long explanation of the refund policy, which goes on and on", "length"
+    if case == "greet":  # a chat reply: no tool call
+        return "Hello! What can I do for you?", "stop"
     if case == "lookup":  # a call, then the JSON answer once the tool result is in
         return ('FINAL ANSWER: {"order_id": "ORD-1042"}', "stop") if last == "tool" else (CALL, "stop")
     if case == "giveup":  # the stand-ins' and small models' give-up, delivered as a well-formed answer
@@ -355,3 +359,57 @@ def test_a_refused_body_closes_its_connection(service):
             got += piece
     assert got.startswith(b"HTTP/1.1 413"), got[:200]
     assert b"connection: close" in got.lower()
+
+
+def test_two_people_with_the_same_opening_never_share_a_session(service):
+    """Two users send the same system prompt, tools and "Hello", and get the same greeting back; their next
+    messages differ. One user's tool errors escalate only that user's session; the other's next turn starts on
+    the cheapest rung, as its own session (no client header: derived ids). The request's `user` field alone
+    separates two otherwise identical openings too."""
+    client = service.client()
+    opening = [{"role": "system", "content": "You are the shop's assistant."},
+               {"role": "user", "content": "Hello CASE greet"}]
+
+    def chat(messages, **kw):
+        return _chat(client, model="auto", tools=TOOLS, messages=messages, **kw)
+
+    greet_a, ha1 = chat(opening)
+    greet_b, hb1 = chat(opening)
+    assert greet_a.choices[0].message.content == greet_b.choices[0].message.content
+    a = opening + [greet_a.choices[0].message.model_dump(exclude_none=True),
+                   {"role": "user", "content": "Refund order ORD-1042 please. CASE call"}]
+    rungs_a = []
+    for result in ("Error: order service down", "Error: still down", None):
+        reply, h = chat(a)
+        rungs_a.append((h["x-advisor-rung"], h.get("x-advisor-escalation")))
+        if result is not None:
+            call = reply.choices[0].message
+            a = a + [call.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": call.tool_calls[0].id, "content": result}]
+    assert rungs_a[-1] == ("nano-30b", "tool_errors nano-12b->nano-30b"), rungs_a
+    b = opening + [greet_b.choices[0].message.model_dump(exclude_none=True),
+                   {"role": "user", "content": "Where is my parcel ORD-7? CASE call"}]
+    _, hb2 = chat(b)
+    assert hb2["x-advisor-rung"] == "nano-12b" and hb2["x-advisor-session"] != h["x-advisor-session"]
+    assert hb2["x-advisor-session-step"] == "1" and "x-advisor-escalation" not in hb2
+    _, hu1 = chat(opening + [{"role": "assistant", "content": "Hi"}], user="alice")
+    _, hu2 = chat(opening + [{"role": "assistant", "content": "Hi"}], user="bob")
+    assert hu1["x-advisor-session"] != hu2["x-advisor-session"]
+
+
+def test_a_cut_at_the_rungs_own_cap_is_escalated_and_a_cut_the_client_asked_for_is_incomplete(service):
+    """`/v1/responses` with tools and no max_output_tokens: nano-12b's reply stops at its own length limit, which
+    the client never asked for, so the step goes to the rung above and the response is completed (the Agents SDK
+    raises on an incomplete one). With max_output_tokens set, the same cut is the client's: incomplete."""
+    tools = [{"type": "function", "name": t["function"]["name"], "description": t["function"]["description"],
+              "parameters": t["function"]["parameters"]} for t in TOOLS]
+    client = service.client()
+    raw = client.responses.with_raw_response.create(model="auto", tools=tools,
+                                                    input="Explain the refund policy. CASE longcut")
+    done = raw.parse()
+    assert done.status == "completed" and raw.headers["x-advisor-rung"] != "nano-12b"
+    assert raw.headers["x-advisor-broken-steps"].startswith("cut_at_cap@nano-12b")
+    asked = client.responses.with_raw_response.create(model="nano-12b", tools=tools, max_output_tokens=64,
+                                                      input="Explain the refund policy. CASE longcut")
+    cut = asked.parse()
+    assert cut.status == "incomplete" and cut.incomplete_details.reason == "max_output_tokens"

@@ -79,6 +79,21 @@ def create_app(settings=None):
         pin(state["rt"])
         return await chat_completions(state["rt"], request, responses_api=True)
 
+    async def stored_response(request):  # GET / DELETE /v1/responses/{id}: the tenant's own stored responses
+        rt = state["rt"]
+        refused = _unauthorized(rt, request)
+        if refused is not None:
+            return refused
+        key = None if rt.settings.no_auth else rt.keys.lookup(request.headers.get("authorization"))
+        tenant, rid = (key.name if key is not None else ""), request.path_params["response_id"]
+        found = rt.responses.get(tenant, rid) if rt.responses is not None else None
+        if found is None:
+            return error_response(404, f"No response found with id {rid!r}.", param="response_id", code="not_found")
+        if request.method == "DELETE":
+            rt.responses.delete(tenant, rid)
+            return json_response({"id": rid, "object": "response", "deleted": True})
+        return json_response(found["response"])
+
     def model_cards() -> list[dict[str, Any]]:
         rt = state["rt"]
         created = int(time.time())
@@ -138,6 +153,7 @@ def create_app(settings=None):
         return Response(body, media_type=ctype)
 
     routes = [Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/responses", responses, methods=["POST"]),
+              Route("/v1/responses/{response_id}", stored_response, methods=["GET", "DELETE"]),
               Route("/v1/models", models, methods=["GET"]),
               Route("/v1/models/{model}", model, methods=["GET"]),
               Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
@@ -243,7 +259,8 @@ async def chat_completions(rt, request, responses_api: bool = False):
     try:
         try:
             if responses_api:
-                req, translation = await parse_responses(raw, request.headers, rt.config.limits)
+                req, translation = await parse_responses(raw, request.headers, rt.config.limits, rt.responses,
+                                                         key.name if key is not None else "")
             else:
                 req = await parse_bounded(raw, request.headers, rt.config.limits)
             _check_bounds(rt, req)

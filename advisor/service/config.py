@@ -249,6 +249,18 @@ class ApiConfig(StrictModel):
         return regexes("give_up_patterns:", value)
 
 
+class ResponsesConfig(StrictModel):
+    """Stored responses of ``/v1/responses`` (``store: true``, the API's default): `advisor.store.responses`."""
+
+    store: bool = Field(default=True, description="Keep the responses a request asks to store (per tenant), so "
+                        "previous_response_id continues them and GET / DELETE /v1/responses/{id} work; false: keep "
+                        "none (previous_response_id is then a 400).")
+    ttl_s: float = Field(default=30 * 86400.0, gt=0, description="A stored response older than this is forgotten.")
+    max_bytes: int = Field(default=4 * 2**20, ge=1024, description="A response (with the conversation it continues) "
+                           "larger than this is not kept (its store field says false).")
+    max_responses: int = Field(default=100_000, ge=1, description="Most responses kept; past it the oldest go.")
+
+
 class ShadowConfig(StrictModel):
     """A candidate router that decides every routed request beside the serving one (`advisor.service.shadow`)."""
 
@@ -290,6 +302,7 @@ class ServiceConfig(StrictModel):
     sessions: SessionConfig = Field(default_factory=SessionConfig)
     load: LoadConfig = Field(default_factory=LoadConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
     shadow: ShadowConfig | None = Field(default=None, description="Shadow mode: a candidate router's decisions are "
                                         "recorded, not applied.")
 

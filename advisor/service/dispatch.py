@@ -191,7 +191,7 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
         return await served.run(rt, req, plan, deadline)
     out = Outcome(plan, [])
     last: tuple[str, Reply] | None = None
-    gave_up: tuple[str, Reply] | None = None  #: the last well-formed step a better rung may improve on (a give-up)
+    soft: tuple[str, Reply] | None = None  #: the last well-formed step a better rung may improve on (`SOFT_KINDS`)
     if plan.check is None:  # nothing to check (no tools, no JSON asked): the plan's walk as it is
         walk, call = plan, rung_call(rt, req, plan)
     else:
@@ -204,7 +204,7 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
             if t.rejected is not None:
                 count_broken(rt, t.rung, t.rejected)
                 if is_soft(t.rejected):
-                    gave_up = (t.rung, answer.reply)
+                    soft = (t.rung, answer.reply)
             if not t.answered:
                 continue  # failed, out of time or refused by the check: the walk says what comes next
             last = (t.rung, answer.reply)
@@ -213,9 +213,9 @@ async def run(rt, req, plan: RequestPlan) -> Outcome:
                 return deliver(out, t.rung, answer.reply, word)
     if last is not None:
         return deliver(out, last[0], last[1], "rejected")
-    if gave_up is not None:  # every rung tried gave up: that is the answer
-        attempt = next(a for a in reversed(out.attempts) if a.rung == gave_up[0])
-        return deliver(out, gave_up[0], gave_up[1], await settle(rt, plan, attempt, gave_up[1]))
+    if soft is not None:  # every rung tried gave up, or was cut at its own cap: the last one is the answer
+        attempt = next(a for a in reversed(out.attempts) if a.rung == soft[0])
+        return deliver(out, soft[0], soft[1], await settle(rt, plan, attempt, soft[1]))
     if broken_kinds(out.attempts) and not any(a.out_of_time for a in out.attempts):
         out.status = 502
         out.error = "no rung gave a well-formed step (" + "; ".join(

@@ -10,10 +10,14 @@ latch, step check and records. Translated:
   ``allowed_tools``), ``parallel_tool_calls``, ``text.format`` (-> response_format), ``max_output_tokens``,
   ``temperature``, ``top_p``, ``metadata``, ``user``, ``stream``, advisor's own ``advisor`` object.
 
-advisor keeps no responses (``store: false`` is the only mode): ``previous_response_id`` and ``conversation``
-are refused with a 400 that says to send the whole conversation; ``store: true`` and every other field
-(``reasoning``, ``include``, non-function tools, image parts, ...) are accepted, ignored and named in
-``x-advisor-ignored``. The answer is a ``response`` object whose ``output`` holds a message item (the content)
+**Stored responses**: a response the request lets be stored (``store`` is true unless the request says false, as
+in the API) is kept for its tenant (the API key's name) with the conversation it ends (`advisor.store.responses`,
+bounded by the service config's ``responses``): ``previous_response_id`` continues it (its messages come before
+the new input; ``instructions`` are the new request's own, as in the API), and so does its session;
+``GET /v1/responses/{id}`` returns it and ``DELETE`` forgets it; another tenant's id, or one forgotten, is a 404.
+With ``responses: {store: false}`` in the service config nothing is kept and ``previous_response_id`` is a 400.
+``conversation`` is refused with a 400 that says to send the conversation; every other field (``reasoning``,
+``include``, non-function tools, image parts, ...) is accepted, ignored and named in ``x-advisor-ignored``. The answer is a ``response`` object whose ``output`` holds a message item (the content)
 and one ``function_call`` item per call; streamed, the events the API defines are sent in order
 (``response.created``, ``response.in_progress``, ``response.output_item.added``, ``response.content_part.added``,
 ``response.output_text.delta`` / ``.done``, ``response.content_part.done``,
@@ -31,13 +35,15 @@ from typing import Any
 
 from starlette.responses import StreamingResponse
 
+from advisor.errors import StoreError
 from advisor.service.limits import check_depth, check_labels, check_tools
 from advisor.service.request import RequestError, decode_body, parse_request, schema_cached
 from advisor.service.response import answering, json_response
 
 #: Responses fields translated into the chat request (or echoed back); every other field is ignored and named
 _TRANSLATED = {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
-               "max_output_tokens", "temperature", "top_p", "metadata", "user", "stream", "advisor", "store"}
+               "max_output_tokens", "temperature", "top_p", "metadata", "user", "stream", "advisor", "store",
+               "previous_response_id"}
 _COPIED = ("model", "parallel_tool_calls", "temperature", "top_p", "metadata", "user", "stream", "advisor")
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
@@ -45,11 +51,11 @@ _TEXT_PARTS = ("input_text", "output_text", "text")
 class Translation:
     """A Responses body as a chat-completions body, with what was ignored and what the answer echoes back."""
 
-    def __init__(self, body: dict[str, Any]):
+    def __init__(self, body: dict[str, Any], history: list[dict[str, Any]] | None = None):
         self.body = body
+        self.history = list(history or [])  #: the messages of the response it continues (previous_response_id)
         self.ignored: set[str] = {k for k in body if k not in _TRANSLATED}
-        if body.get("store") is True:
-            self.ignored.add("store")  # advisor keeps no responses: store: false is what happens
+        self.stored = False  #: whether the answer was kept (`keep`)
         self.chat: dict[str, Any] = {k: body[k] for k in _COPIED if k in body}
         if body.get("max_output_tokens") is not None:
             self.chat["max_completion_tokens"] = body["max_output_tokens"]
@@ -70,6 +76,7 @@ class Translation:
         out: list[dict[str, Any]] = []
         if body.get("instructions"):
             out.append({"role": "system", "content": body["instructions"]})
+        out += self.history
         given = body.get("input")
         if isinstance(given, str):
             return out + [{"role": "user", "content": given}]
@@ -153,19 +160,20 @@ def _response_format(fmt: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": inner}
 
 
-async def parse_responses(raw: bytes, headers, limits):
-    """(the chat request, the translation) of a raw ``/v1/responses`` body (RequestError 4xx as for chat)."""
+async def parse_responses(raw: bytes, headers, limits, stored=None, tenant: str = ""):
+    """(the chat request, the translation) of a raw ``/v1/responses`` body (RequestError 4xx as for chat);
+    `stored`: the service's stored responses (None: it keeps none), read for ``previous_response_id``."""
     check_depth(raw, limits)
     body = decode_body(raw)
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object")
-    for field in ("previous_response_id", "conversation"):
-        if body.get(field) is not None:
-            raise RequestError(f"{field}: advisor keeps no responses (store: false); send the whole conversation "
-                               f"as input", param=field, code="unsupported_parameter")
+    if body.get("conversation") is not None:
+        raise RequestError("conversation: advisor keeps no conversation objects; send the conversation as input, or "
+                           "continue a stored response with previous_response_id", param="conversation",
+                           code="unsupported_parameter")
     if "input" not in body:
         raise RequestError("input is required", param="input", code="missing_required_parameter")
-    tr = Translation(body)
+    tr = Translation(body, previous_messages(body.get("previous_response_id"), stored, tenant))
     schemas = check_tools(tr.chat, limits)
     if any(not schema_cached(s) for s in schemas):
         req = await asyncio.to_thread(parse_request, tr.chat, headers)
@@ -174,6 +182,39 @@ async def parse_responses(raw: bytes, headers, limits):
     check_labels(req, limits)
     req.ignored = sorted(set(req.ignored) | tr.ignored)
     return req, tr
+
+
+def previous_messages(rid: Any, stored, tenant: str) -> list[dict[str, Any]]:
+    """The conversation of the stored response `rid` (RequestError: 400 when nothing is kept or `rid` is no
+    string, 404 when this tenant has no such response)."""
+    if rid is None:
+        return []
+    if not isinstance(rid, str):
+        raise RequestError("previous_response_id must be a string", param="previous_response_id",
+                           code="invalid_value")
+    if stored is None:
+        raise RequestError("previous_response_id: this service keeps no responses (responses: {store: false} in its "
+                           "config); send the whole conversation as input", param="previous_response_id",
+                           code="unsupported_parameter")
+    record = stored.get(tenant, rid)
+    if record is None:
+        raise RequestError(f"Previous response with id {rid!r} not found.", status=404,
+                           param="previous_response_id", code="previous_response_not_found")
+    return record["messages"]
+
+
+def keep(rt, tr: Translation, req, out, key, response: dict[str, Any]) -> bool:
+    """Store a delivered response (unless the request or the config says not to); True when it was kept."""
+    if rt.responses is None or tr.body.get("store") is False or out.reply is None:
+        return False
+    messages = [m for m in tr.chat["messages"] if not (m["role"] == "system" and tr.body.get("instructions")
+                                                       and m is tr.chat["messages"][0])]
+    reply = out.reply.message()
+    try:
+        return rt.responses.put(key.name if key is not None else "", response["id"],
+                                {"response": {**response, "store": True}, "messages": [*messages, reply]})
+    except StoreError:  # a stored response is a convenience: the answer stands without it
+        return False
 
 
 def output_items(out) -> list[dict[str, Any]]:
@@ -205,7 +246,8 @@ def response_object(rt, tr: Translation, out, created: float, status: str, outpu
             "parallel_tool_calls": body.get("parallel_tool_calls", True), "temperature": body.get("temperature"),
             "top_p": body.get("top_p"), "tool_choice": body.get("tool_choice", "auto"),
             "tools": [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"],
-            "max_output_tokens": body.get("max_output_tokens"), "previous_response_id": None, "store": False,
+            "max_output_tokens": body.get("max_output_tokens"),
+            "previous_response_id": body.get("previous_response_id"), "store": tr.stored,
             "text": {"format": fmt or {"type": "text"}}, "truncation": "disabled", "user": body.get("user"),
             "usage": {"input_tokens": n_in, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": n_out,
                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n_in + n_out}
@@ -219,6 +261,7 @@ def finish_responses(rt, req, tr: Translation, out, key, started: float, started
         return failed
     created = time.time()
     items = output_items(out)
+    tr.stored = keep(rt, tr, req, out, key, response_object(rt, tr, out, created, "completed", items))
     if not req.stream:
         return json_response(response_object(rt, tr, out, created, "completed", items), headers=headers,
                              background=later)

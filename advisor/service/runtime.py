@@ -27,6 +27,7 @@ from advisor.service.reload import current, load_serving
 from advisor.service.shipping import DatabaseRecorder
 from advisor.service.session_costs import parse_cells
 from advisor.service.supervision import triton_status
+from advisor.store.responses import PgResponses, SqliteResponses
 from advisor.verifier.build import build_verifier
 
 SETTINGS_ENV = "ADVISOR_SERVE_SETTINGS"
@@ -68,6 +69,16 @@ class ServeSettings:
         return cls(**json.loads(text))
 
 
+def stored_responses(settings: ServeSettings, cfg):
+    """Where ``/v1/responses`` keeps responses: the PostgreSQL store's database when the service has one, else a
+    SQLite file beside the spool (`advisor.store.responses`); None when the config keeps none."""
+    if not cfg.store:
+        return None
+    if settings.store_url:
+        return PgResponses(settings.store_url, cfg.ttl_s, cfg.max_bytes, cfg.max_responses)
+    return SqliteResponses(f"{settings.spool}.responses.sqlite", cfg.ttl_s, cfg.max_bytes, cfg.max_responses)
+
+
 class Runtime:
     """One worker's live objects, built from `ServeSettings` (clients are created lazily on its event loop)."""
 
@@ -93,6 +104,7 @@ class Runtime:
         self._models = {m.name: m for m in self.ladder.models()}  # rungs and roles, by name
         self._policy_verifiers = {c: self._resolve_policy_verifier(c) for c in self.config.classes}
         self.session_cells = parse_cells(settings.session_cells)  #: `advisor.service.session_costs` figures
+        self.responses = stored_responses(settings, self.config.responses)  #: `/v1/responses` kept (or None)
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)
@@ -158,6 +170,8 @@ class Runtime:
     async def close(self) -> None:
         """Close clients and the current segment."""
         self.writer.close()
+        if self.responses is not None:
+            self.responses.close()
         load = getattr(self, "_load_board", None)
         if load is not None:
             await load.close()

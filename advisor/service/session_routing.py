@@ -138,7 +138,7 @@ def after_step(rt, req, out) -> None:
     if s is None or out.status != 200 or not out.rung:
         return
     if s.first and s.source == "derived" and out.reply is not None and out.reply.tool_calls and \
-            not any(m.role == "assistant" for m in req.messages):  # the run's first reply: its calls name it
+            not first_call_ids(req):  # the run's first reply with calls: they name it from now on
         own_latch(rt, out.plan, s, [c["id"] for c in out.reply.tool_calls])
     cfg = rt.config.sessions
     names = [r.name for r in rt.ladder.rungs]

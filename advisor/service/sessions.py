@@ -2,11 +2,13 @@
 
 An agent client calls ``/v1/chat/completions`` once per step with the growing conversation. A **session** is
 named by the ``x-advisor-session`` header or ``advisor.session`` in the body; without one (and unless the service
-config says ``sessions: {derive: false}``) its id is **derived**: ``drv_`` + the SHA-256 of the conversation's
-first system message, first user message and the names and parameters of its tools, so every step of one
-trajectory carries the same id; once the first reply has called tools, the id also covers the ids of those calls
+config says ``sessions: {derive: false}``) its id is **derived** (`derived_id`): ``drv_`` + the SHA-256 of the
+conversation's opening (every message before the first assistant message that called tools), its tools and the
+request's ``user`` field, so every step of one agent trajectory carries the same id and two conversations share
+one only while they are identical; once a reply has called tools, the id also covers the ids of those calls
 (`continued_id`: advisor writes them, the client sends them back), so concurrent runs of one task that open the
-same way never share a latch (a conversation whose first calls advisor did not write keeps the first id). A derived session whose conversation has no assistant message yet starts afresh
+same way never share a latch (a conversation whose first calls advisor did not write keeps the first id). A
+conversation without tool calls (a chat) is a new session at each user turn. A derived session whose conversation has no assistant message yet starts afresh
 (identical one-shot prompts from different users must not share a latch); a named one continues.
 
 The **first step** is decided from the task by the ordinary decision (the class's cascade, else the router's
@@ -127,17 +129,26 @@ def continued_id(base: str, call_ids: list[str]) -> str:
 
 
 def first_call_ids(req) -> list[str]:
-    """The tool-call ids of the conversation's first assistant message ([] when it called no tool)."""
-    first = next((m for m in req.messages if m.role == "assistant"), None)
+    """The tool-call ids of the conversation's first assistant message that called tools ([] when none did)."""
+    first = next((m for m in req.messages if m.role == "assistant" and m.tool_calls), None)
     return [c.id for c in first.tool_calls or ()] if first is not None else []
 
 
 def derived_id(req) -> str:
-    """``drv_`` + SHA-256 of the first system message, the first user message and the tools (names, parameters)."""
-    system = next((m.text() for m in req.messages if m.role in ("system", "developer")), "")
-    user = next((m.text() for m in req.messages if m.role == "user"), "")
+    """``drv_`` + SHA-256 of the conversation's **opening**: every message before its first assistant message that
+    called tools (all of them while none has), the tools (names, parameters) and the request's ``user`` field.
+
+    So two conversations share a derived session only while they are identical: two people who both open with
+    "Hello" and get the same greeting back part at their next message, and once a reply calls tools the ids
+    advisor gave those calls part them too (`continued_id`). An agent run's later steps add assistant calls and
+    tool results, not opening, so every step of one run keeps one id."""
+    opening = []
+    for m in req.messages:
+        if m.role == "assistant" and m.tool_calls:
+            break
+        opening.append([m.role, m.text()])
     tools = [[t.function.name, t.function.parameters] for t in req.tools or []]
-    blob = json.dumps([system, user, tools], sort_keys=True, separators=(",", ":"))
+    blob = json.dumps([opening, tools, req.user or ""], sort_keys=True, separators=(",", ":"))
     return DERIVED_PREFIX + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

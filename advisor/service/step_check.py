@@ -17,8 +17,12 @@ store), the ``x-advisor-broken-steps`` header and the ``advisor_broken_steps`` m
   JSON object / does not validate against the schema. JSON wrapped in a code fence or prose is unwrapped (the
   content becomes the JSON alone): that is honouring the format, not a broken step;
 - ``gave_up``: the request offers tools and the reply is a final answer saying the task was not done (a give-up
-  or a refusal: `advisor.service.give_ups`). Unlike the kinds above it is a well-formed step: when every rung the
-  request may use gives up, the last give-up is delivered (`soft`).
+  or a refusal: `advisor.service.give_ups`);
+- ``cut_at_cap``: the reply stopped at the length limit though the client set none (``max_tokens`` /
+  ``max_completion_tokens`` / ``max_output_tokens``): it was cut at the rung's own output cap, which the client
+  never asked for (a Responses client reads it as ``incomplete`` and ends its run). A cut the client asked for is
+  the client's answer.
+The last two are well-formed steps: when every rung the request may use gives one, the last is delivered (`SOFT_KINDS`).
 """
 
 from __future__ import annotations
@@ -32,9 +36,9 @@ from advisor.service.give_ups import gave_up
 from advisor.service.request import call_required, offered_names
 
 KINDS = ("empty", "truncated", "unparseable", "not_offered", "invalid_arguments", "no_call", "not_json", "schema",
-         "gave_up")
+         "gave_up", "cut_at_cap")
 #: Kinds of a well-formed reply that a better rung may improve on: delivered when no rung does better.
-SOFT_KINDS = ("gave_up",)
+SOFT_KINDS = ("gave_up", "cut_at_cap")
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ def check_step(req, reply, finish_reason: str | None, api=None) -> BrokenStep | 
     if call_required(req) and offered_names(req):
         return BrokenStep("no_call", "tool_choice demands a tool call and the reply has none")
     problem = _format_problem(req, reply, finish_reason)
+    if problem is None and finish_reason == "length" and not (req.max_completion_tokens or req.max_tokens):
+        return BrokenStep("cut_at_cap", "the reply was cut at the rung's own output limit (the client set none)")
     if problem is None and req.tools and getattr(api, "give_ups", True):
         words = gave_up(reply.final if reply.final is not None else reply.content,
                         getattr(api, "give_up_patterns", ()) or ())
