@@ -172,8 +172,8 @@ class RungVerdict:
 
     stats: CellStats
     status: str  #: clears | below | undecided
-    reason: str  #: why (for below: does not converge vs converges to poor results)
-    why_below: str | None = None  #: does_not_converge | poor_results (below only)
+    reason: str  #: why (for below: does not converge, converges to poor results, or usable too rarely)
+    why_below: str | None = None  #: does_not_converge | poor_results | too_rarely (below only)
     cost_per_usable: float | None = None  #: chain from this rung up, k retries, escalation
     chain_p_usable: float | None = None  #: P(usable) of that chain
     first_time_cost_per_usable: float | None = None  #: one attempt, no verifier: c / p
@@ -214,6 +214,9 @@ def _status(c: CellStats, s: FloorSettings) -> tuple[str, str, str | None]:
         if c.unknown_stop == c.runs:
             return ("below", f"poor results (imported: whether the loop converged was not recorded): mean overall "
                     f"{mean}, {rate}, {ci} < target", "poor_results")
+        if c.mean_overall is not None and c.mean_overall >= s.bar:  # a good mean, but too few runs reach the bar
+            return ("below", f"usable too rarely in one attempt: mean overall {mean} is above the bar, but "
+                    f"{rate}, {ci} < target", "too_rarely")
         return ("below", f"converges to poor results: mean overall {mean}, {rate}, {ci} < target",
                 "poor_results")
     more = f" ({c.unscored} unscored)" if c.unscored else ""

@@ -98,10 +98,21 @@ def test_probe_floors_and_report_agree_per_class(probed, capsys):
         assert (o["plan"] or o["best_plan"]) == _describe(shown)
         single = o["floor"] or "none"
         assert re.search(rf"\b{re.escape(single)}\b", probe_rows[cls].split("]")[-1]), probe_rows[cls]
-        cond = "with a skill" if o["condition"] == "skill" else "without a skill"
-        header = next(line for line in floors_text.splitlines() if line.startswith(f"{cls} [{cond}]"))
+        cond = "with skill" if o["condition"] == "skill" else "no skill"  # one name for a condition everywhere
+        assert f"({cond})" in probe_rows[cls] and f"({cond})" in md_row
+        lines = floors_text.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{cls} [{cond}]"))
+        header = lines[at]
         assert f"plan: {'none clears yet (best: ' if p['plan'] is None else ''}{_describe(shown)}, {_pct(shown)}" \
             in header and "single attempt: " in header
+        rows = lines[at + 2:next(i for i in range(at, len(lines)) if lines[i].startswith("  note:"))]
+        for step in (p["plan"] or {}).get("steps", []) if isinstance(p["plan"], dict) else []:
+            row = next(r for r in rows if r.split()[0] == step["rung"])
+            assert f"in the plan (x{step['attempts']})" in row and "below" not in row, row  # never "below"
+        for row in rows:
+            if "usable too rarely" not in row and "poor results" in row:
+                mean = float(row.split("mean overall ")[1].split(",")[0].split()[0])
+                assert mean < 75, row  # a rung above the bar is never "poor results"
     for cls in skipped:
         for text in (probe_rows[cls], floors_rows[cls]):
             assert "skipped: " in text

@@ -93,15 +93,19 @@ def render_text(result, live=()) -> str:
     routing service's live accept rate per class and rung beside the probe's rates (not used for the floor)."""
     s = result.settings
     from advisor.floors import LIVE_NOTE
-    from advisor.report.answer import plan_phrase, single_attempt_phrase
+    from advisor.report.answer import condition_name, plan_phrase, single_attempt_phrase
     from advisor.money import compact
 
     live_by = {(c.task_class, c.rung): c for c in live}
 
     lines = [f"suite {result.suite}: {result.runs} runs ({result.unscored} unscored, left out of rates)",
              f"bar {s.bar:g}, near-zero < {s.near_zero:g}, target usable rate {s.target:.0%} at "
-             f"{s.confidence:.0%} confidence (Wilson), k={s.k}, verifier false accept {s.false_accept:g} / "
-             f"false reject {s.false_reject:g}"]
+             f"{s.confidence:.0%} confidence, verifier false accept {s.false_accept:g} / false reject "
+             f"{s.false_reject:g}",
+             f"usable (interval): one attempt's usable rate with its {s.confidence:.0%} Wilson interval; a plan's "
+             "rate is end to end, with its attempts (xN), and its interval in [ ]",
+             f"$/1k/usable from here: the cost of 1,000 usable results starting at this rung, with up to {s.k} "
+             "attempts a rung and escalation up the ladder (blank where the rung had no usable run)"]
     if result.simulated_runs:
         lines.append(f"SIMULATED: {result.simulated_runs} runs come from stand-in rungs, not real models")
     if 0 < result.simulated_runs < result.runs:
@@ -114,12 +118,13 @@ def render_text(result, live=()) -> str:
     width = max([len("rung")] + [len(v.stats.rung) for cf in result.classes for v in cf.rungs]) + 2
     for cf in result.classes:
         lines.append("")
-        cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        lines.append(f"{cf.task_class} [{cond}]  plan: {plan_phrase(plans.get((cf.task_class, cf.condition)))}  "
+        plan = plans.get((cf.task_class, cf.condition))
+        in_plan = {step.rung: step.attempts for step in (plan.plan.steps if plan is not None and plan.plan else ())}
+        lines.append(f"{cf.task_class} [{condition_name(cf.condition)}]  plan: {plan_phrase(plan)}  "
                      f"single attempt: {single_attempt_phrase(cf)}")
         scale, unit = 1000, "$/1k"  # one unit everywhere: per 1,000 attempts and per 1,000 usable results
         lines.append(f"  {'rung':<{width}}{'runs':>5}{'unsc':>5} {'usable (interval)':<22}{'near0':>6}{'noconv':>7}"
-                     f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable':>12}{'pts/$':>8}"
+                     f"{'overall':>8}{'turns ok/fail':>14}{unit + '/attempt':>13}{unit + '/usable from here':>23}{'pts/$':>8}"
                      + (f"{'live acc (n)':>14}" if live_by else "") + "  status")
         for v in cf.rungs:
             c = v.stats
@@ -128,14 +133,15 @@ def render_text(result, live=()) -> str:
             turns = f"{_num(c.turns_success)}/{_num(c.turns_failure)}"
             lines.append(f"  {c.rung:<{width}}{c.runs:>5}{c.unscored:>5} {rate:<22}{_num(c.near_zero_rate, '{:.0%}'):>6}"
                          f"{_num(c.nonconvergence_rate, '{:.0%}'):>7}{_num(c.mean_overall):>8}{turns:>14}"
-                         f"{_money(c.cost_per_attempt, scale):>13}{_money(v.cost_per_usable, scale):>12}"
+                         f"{_money(c.cost_per_attempt, scale):>13}"
+                         f"{(_money(v.cost_per_usable, scale) if c.usable else ''):>23}"
                          f"{compact(v.points_per_dollar):>8}"
                          + (f"{_live_cell(live_by.get((cf.task_class, c.rung))):>14}" if live_by else "")
-                         + f"  {v.status}: {v.reason}")
+                         + f"  {_verdict(v, in_plan)}")
         others = [c for (cls, rung), c in live_by.items() if cls == cf.task_class and cf.verdict(rung) is None]
         if others:
             lines.append("  live only (no probe runs): " + ", ".join(f"{c.rung} {_live_cell(c)}" for c in others))
-        lines.append(f"  note: {cf.note}")
+        lines.append(f"  note: {_note(cf, in_plan)}")
     probed = {cf.task_class for cf in result.classes}
     elsewhere = [c for c in live if c.task_class not in probed]
     if elsewhere:
@@ -143,6 +149,21 @@ def render_text(result, live=()) -> str:
         lines.append("live traffic in classes without probe runs in this suite: " + ", ".join(
             f"{c.task_class}/{c.rung} {_live_cell(c)}" for c in elsewhere))
     return "\n".join(lines)
+
+
+def _verdict(v, in_plan: dict[str, int]) -> str:
+    """A rung's status as the plan sees it: a rung the plan uses is never "below" (one attempt is not what the plan
+    relies on); the others keep the single-attempt verdict and its reason."""
+    if v.stats.rung in in_plan:
+        return f"in the plan (x{in_plan[v.stats.rung]}); one attempt alone: {v.reason}"
+    return f"{v.status}: {v.reason}"
+
+
+def _note(cf, in_plan: dict[str, int]) -> str:
+    """The class's closing note; with a plan that clears, what one attempt cannot do is said as what the plan does."""
+    if in_plan and cf.floor is None:
+        return "one attempt is not enough on any rung; the plan's retries under the class's verifier clear the target"
+    return cf.note
 
 
 def _money(x: float | None, scale: int = 1) -> str:

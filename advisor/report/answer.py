@@ -18,8 +18,14 @@ from advisor.report.decision import decide_floors
 ANSWER_HEADERS = ["class", "plan", "usable", "$", "single attempt", "next step"]
 
 
+def condition_name(condition: str) -> str:
+    """A condition as every output names it: "with skill" or "no skill" (the store's values are skill and
+    baseline)."""
+    return "with skill" if condition == "skill" else "no skill"
+
+
 def _plan_cell(o) -> str:
-    cond = "with skill" if o.condition == "skill" else "no skill"
+    cond = condition_name(o.condition)
     if o.plan is not None:
         return f"{o.plan} ({cond})"
     if o.best_plan is not None:

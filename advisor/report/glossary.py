@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from advisor.plans import MAX_ATTEMPTS
+
 
 def glossary(settings, largest: str = "the largest rung", simulated: bool = True) -> list[tuple[str, str]]:
     """(term, definition) pairs, in reading order; numbers come from the report's `settings`.
@@ -53,7 +55,9 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
         ("lift", "With a skill minus without, on the same tasks (the paired tasks: those that have a skill)."),
         ("unscored", "A run that could not be scored (for example a backend error): left out of every rate, "
                      "counted apart; its cost still counts."),
-        ("k, verifier", f"k = {s.k} attempts per rung before escalating; the verifier that decides a retry is "
+        ("attempts, verifier", f"A plan tries each of its rungs 1 to {MAX_ATTEMPTS} times (xN) before "
+                               f"escalating; a rung's own $ per usable result assumes {s.k}. The verifier that "
+                               "decides a retry is "
                         f"assumed to accept a bad answer with probability {s.false_accept:g} and reject a good one "
                         f"with {s.false_reject:g}."),
     ]

@@ -12,6 +12,7 @@ import base64
 from dataclasses import asdict
 from typing import Any, Callable
 
+from advisor.plans import MAX_ATTEMPTS
 from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
 from advisor.report.analysis import advice_rows
 from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows, single_attempt_phrase
@@ -202,7 +203,8 @@ def settings_rows(data) -> list[tuple[str, str]]:
     return [("usable bar", f"overall >= {s.bar:g}"), ("near-zero", f"overall < {s.near_zero:g}"),
             ("target usable rate", fmt_share(s.target)),
             ("confidence", f"{s.confidence:.0%} two-sided Wilson interval"),
-            ("attempts per rung (k)", str(s.k)),
+            ("attempts per rung", f"a plan uses 1 to {MAX_ATTEMPTS} (shown as xN); the per-rung $ per usable "
+                                  f"result from a rung assumes {s.k}"),
             ("verifier", f"false accept {s.false_accept:g}, false reject {s.false_reject:g}")]
 
 

@@ -20,19 +20,65 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import StoreError
+from advisor.store.postgres import connect, redact
 
 TABLE = "advisor_responses"
 _MAINTAIN_EVERY = 100
 
 
-class SqliteResponses:
-    """Stored responses in one SQLite file shared by the service's workers on this host."""
+class _Responses:
+    """The reads and writes both backends share; a backend gives `_exec(sql, params)` (SQL with ``?`` parameters,
+    under the instance's lock) and the SQL that evicts past ``max_responses``."""
 
-    def __init__(self, path: str | Path, ttl_s: float, max_bytes: int, max_responses: int):
-        self.path, self.ttl_s, self.max_bytes, self.max_responses = str(path), ttl_s, max_bytes, max_responses
-        self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
+    ttl_s: float
+    max_bytes: int
+    max_responses: int
+    _evict_sql: str
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._writes = 0
+
+    def _exec(self, sql: str, params: list[Any]):
+        raise NotImplementedError
+
+    def put(self, tenant: str, rid: str, record: dict[str, Any]) -> bool:
+        """Keep `record` as `tenant`'s response `rid`; False (nothing kept) when it is over ``max_bytes``."""
+        body = json.dumps(record, separators=(",", ":"))
+        if len(body.encode()) > self.max_bytes:
+            return False
+        with self._lock:
+            self._exec(f"INSERT INTO {TABLE} VALUES (?, ?, ?, ?) ON CONFLICT (tenant, id) DO UPDATE SET "
+                       "body = excluded.body, created = excluded.created", [tenant, rid, body, time.time()])
+            self._writes += 1
+            if self._writes % _MAINTAIN_EVERY == 0:
+                self._exec(f"DELETE FROM {TABLE} WHERE created < ?", [time.time() - self.ttl_s])
+                self._exec(self._evict_sql, [self.max_responses])
+        return True
+
+    def get(self, tenant: str, rid: str) -> dict[str, Any] | None:
+        """`tenant`'s response `rid` (None when unknown, another tenant's, or older than ``ttl_s``)."""
+        with self._lock:
+            row = self._exec(f"SELECT body, created FROM {TABLE} WHERE tenant = ? AND id = ?", [tenant, rid]).fetchone()
+        if row is None or time.time() - row[1] > self.ttl_s:
+            return None
+        return json.loads(row[0])
+
+    def delete(self, tenant: str, rid: str) -> bool:
+        """Forget `tenant`'s response `rid`; False when there was none."""
+        with self._lock:
+            return self._exec(f"DELETE FROM {TABLE} WHERE tenant = ? AND id = ?", [tenant, rid]).rowcount > 0
+
+
+class SqliteResponses(_Responses):
+    """Stored responses in one SQLite file shared by the service's workers on this host."""
+
+    _evict_sql = f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM {TABLE} ORDER BY created DESC LIMIT -1 OFFSET ?)"
+
+    def __init__(self, path: str | Path, ttl_s: float, max_bytes: int, max_responses: int):
+        super().__init__()
+        self.path, self.ttl_s, self.max_bytes, self.max_responses = str(path), ttl_s, max_bytes, max_responses
+        self._con = sqlite3.connect(self.path, timeout=10.0, isolation_level=None, check_same_thread=False)
         give_up = time.monotonic() + 10.0
         while True:  # switching a new file to WAL takes a lock SQLite does not wait for (workers opening at once)
             try:
@@ -47,62 +93,37 @@ class SqliteResponses:
                     raise StoreError(f"cannot open the stored responses {self.path}: {exc}") from None
                 time.sleep(0.02)
 
-    def put(self, tenant: str, rid: str, record: dict[str, Any]) -> bool:
-        """Keep `record` as `tenant`'s response `rid`; False (nothing kept) when it is over ``max_bytes``."""
-        body = json.dumps(record, separators=(",", ":"))
-        if len(body.encode()) > self.max_bytes:
-            return False
-        with self._lock:
-            try:
-                self._con.execute(f"INSERT OR REPLACE INTO {TABLE} VALUES (?, ?, ?, ?)",
-                                  [tenant, rid, body, time.time()])
-                self._writes += 1
-                if self._writes % _MAINTAIN_EVERY == 0:
-                    self._con.execute(f"DELETE FROM {TABLE} WHERE created < ?", [time.time() - self.ttl_s])
-                    self._con.execute(f"DELETE FROM {TABLE} WHERE rowid IN (SELECT rowid FROM {TABLE} "
-                                      "ORDER BY created DESC LIMIT -1 OFFSET ?)", [self.max_responses])
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"cannot write the stored responses {self.path}: {exc}") from None
-        return True
-
-    def get(self, tenant: str, rid: str) -> dict[str, Any] | None:
-        """`tenant`'s response `rid` (None when unknown, another tenant's, or older than ``ttl_s``)."""
-        with self._lock:
-            row = self._con.execute(f"SELECT body, created FROM {TABLE} WHERE tenant = ? AND id = ?",
-                                    [tenant, rid]).fetchone()
-        if row is None or time.time() - row[1] > self.ttl_s:
-            return None
-        return json.loads(row[0])
-
-    def delete(self, tenant: str, rid: str) -> bool:
-        """Forget `tenant`'s response `rid`; False when there was none."""
-        with self._lock:
-            return self._con.execute(f"DELETE FROM {TABLE} WHERE tenant = ? AND id = ?",
-                                     [tenant, rid]).rowcount > 0
+    def _exec(self, sql: str, params: list[Any]):
+        try:
+            return self._con.execute(sql, params)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"cannot use the stored responses {self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the connection."""
         self._con.close()
 
 
-class PgResponses:
+class PgResponses(_Responses):
     """Stored responses in the PostgreSQL store's database, shared by every replica."""
 
-    def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int):
-        from advisor.store.postgres import connect, redact
+    _evict_sql = (f"DELETE FROM {TABLE} WHERE (tenant, id) IN (SELECT tenant, id FROM {TABLE} ORDER BY created DESC "
+                  "OFFSET ?)")
 
+    def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int):
+        super().__init__()
         self.path, self.ttl_s, self.max_bytes, self.max_responses = redact(url), ttl_s, max_bytes, max_responses
         self._connect = lambda: connect(url)
         self._con = self._connect()
         self._con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
                           "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
-        self._lock = threading.Lock()
-        self._writes = 0
 
-    def _run(self, sql: str, params: list[Any]):
+    def _exec(self, sql: str, params: list[Any]):
+        """One statement (``?`` as psycopg's ``%s``); a connection lost (the database restarted) is reopened once."""
         # heavy dependency, imported on use: psycopg
         import psycopg
 
+        sql = sql.replace("?", "%s")
         try:
             return self._con.execute(sql, params)
         except psycopg.OperationalError as exc:
@@ -113,35 +134,6 @@ class PgResponses:
                 return self._con.execute(sql, params)
             except psycopg.OperationalError as again:
                 raise StoreError(f"{self.path}: {again}") from None
-
-    def put(self, tenant: str, rid: str, record: dict[str, Any]) -> bool:
-        """As `SqliteResponses.put`."""
-        body = json.dumps(record, separators=(",", ":"))
-        if len(body.encode()) > self.max_bytes:
-            return False
-        with self._lock:
-            self._run(f"INSERT INTO {TABLE} VALUES (%s, %s, %s, %s) ON CONFLICT (tenant, id) DO UPDATE SET "
-                      "body = excluded.body, created = excluded.created", [tenant, rid, body, time.time()])
-            self._writes += 1
-            if self._writes % _MAINTAIN_EVERY == 0:
-                self._run(f"DELETE FROM {TABLE} WHERE created < %s", [time.time() - self.ttl_s])
-                self._run(f"DELETE FROM {TABLE} WHERE (tenant, id) IN (SELECT tenant, id FROM {TABLE} "
-                          "ORDER BY created DESC OFFSET %s)", [self.max_responses])
-        return True
-
-    def get(self, tenant: str, rid: str) -> dict[str, Any] | None:
-        """As `SqliteResponses.get`."""
-        with self._lock:
-            row = self._run(f"SELECT body, created FROM {TABLE} WHERE tenant = %s AND id = %s",
-                            [tenant, rid]).fetchone()
-        if row is None or time.time() - row[1] > self.ttl_s:
-            return None
-        return json.loads(row[0])
-
-    def delete(self, tenant: str, rid: str) -> bool:
-        """As `SqliteResponses.delete`."""
-        with self._lock:
-            return self._run(f"DELETE FROM {TABLE} WHERE tenant = %s AND id = %s", [tenant, rid]).rowcount > 0
 
     def close(self) -> None:
         """Close the connection."""
