@@ -1,6 +1,7 @@
 # Commands for a fresh machine:
 #   make probe      # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
-#   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe)
+#   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe), with the
+#                   # README's config and key (ADVISOR_API_KEYS=sk-local-dev)
 #   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 8 min the first time)
 #   make test       # set up .venv with the cpu-models extra and run the whole test suite (starts its own tritonserver)
 #   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
@@ -58,8 +59,10 @@ sandbox:
 probe: setup sandbox
 	$(BIN)/advisor probe
 
+# the README's command: the example config (verifiers per class, limits) and a local development key
+ADVISOR_API_KEYS ?= sk-local-dev
 serve: setup
-	$(BIN)/advisor serve
+	ADVISOR_API_KEYS=$(ADVISOR_API_KEYS) $(BIN)/advisor serve --config service.example.yaml
 
 test: setup cpu-models checkov
 	$(BIN)/python -m pytest -q

@@ -35,6 +35,8 @@ ones (`FloorSettings.false_accept` / ``false_reject``); `VerifierUse` says which
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from itertools import combinations, product
 from typing import Any, Sequence
@@ -260,10 +262,13 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float, has_
     top = max(cf.rungs, key=lambda x: x.stats.rung_position).stats
     at = "" if top.usable_rate is None else f" ({top.rung} is at {top.usable_rate:.0%})"
     out.next_kind = "larger_rung"
-    out.next_step = (f"no plan reaches {target:.0%}: the best, {best.describe()}, reaches {best.usable:.0%} "
-                     f"[{best.interval[0]:.0%}-{best.interval[1]:.0%}]; what would: "
+    out.next_step = (f"nothing on this ladder reaches {target:.0%}, and more runs cannot change that: the best, "
+                     f"{best.describe()}, reaches {best.usable:.0%} [{best.interval[0]:.0%}-{best.interval[1]:.0%}]; "
+                     f"to get there, add to the ladder "
                      f"{larger_rung_phrase(max(c.scored for c in cells), v, target, confidence)}{at}"
-                     + (", or a skill document for the class" if not has_skill else ""))
+                     + (", or give the class a skill document" if not has_skill else "")
+                     + f", or accept a lower target for it (--target {math.floor(100 * best.interval[0]) / 100:.2f} "
+                       "clears today)")
     return out
 
 

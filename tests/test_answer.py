@@ -299,3 +299,19 @@ def test_summary_without_skills_has_no_empty_table_and_fits_80_columns():
     assert "(0)" not in text and "every task (none has a skill)" in text
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert "74.3" in text and "qwen2.5-coder-1.5b" in text and " with " not in text
+
+
+def test_printed_commands_name_this_advisor_when_its_venv_is_not_active(monkeypatch, tmp_path):
+    """With `advisor` not on PATH (the venv not activated), a next step names this advisor's own script, so it runs
+    as printed; with it on PATH, plain `advisor`."""
+    import sys
+    from pathlib import Path
+
+    from advisor.report.answer import advisor_command
+
+    script = Path(sys.executable).parent / "advisor"
+    monkeypatch.setenv("PATH", str(tmp_path))
+    shown = advisor_command()
+    assert Path(shown).resolve() == script.resolve()
+    monkeypatch.setenv("PATH", str(script.parent))
+    assert advisor_command() == "advisor"

@@ -9,6 +9,10 @@ same rows at the top of the report.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
 
 from advisor.money import PER_1K_USABLE, per_1k_usable
@@ -112,6 +116,19 @@ def answer_table(dec, settings, report: Any = None):
     return t
 
 
+def advisor_command() -> str:
+    """How to run advisor from here: ``advisor`` when that name on PATH is this advisor (its venv is active), else
+    the path of this advisor's script (``.venv/bin/advisor`` from the checkout)."""
+    script = Path(sys.executable).parent / "advisor"
+    found = shutil.which("advisor")
+    if found is not None and Path(found).resolve() == script.resolve():
+        return "advisor"
+    if not script.exists():
+        return "advisor"
+    rel = os.path.relpath(script)
+    return rel if not rel.startswith("..") else str(script)
+
+
 def answer_lines(dec, settings, report: Any = None, probe_args: str = "") -> list[str]:
     """What the terminal prints under the answer table: next steps, notes, the report path. `probe_args` (e.g.
     ``--store other.duckdb``) go into the `advisor probe` commands the next steps name, so they run as printed."""
@@ -119,6 +136,9 @@ def answer_lines(dec, settings, report: Any = None, probe_args: str = "") -> lis
     lines = [f"next for {row[0]}: {row[-1]}" for row in rows if row[-1] != "-"]
     if probe_args:
         lines = [line.replace("`advisor probe", f"`advisor probe {probe_args}") for line in lines]
+    command = advisor_command()
+    if command != "advisor":  # the venv is not active: the commands say where advisor is, so they run as printed
+        lines = [line.replace("`advisor ", f"`{command} ") for line in lines]
     lines += answer_notes(dec, settings)
     lines.append(f"report: {report}" if report else "no report written (`advisor report` writes one)")
     return lines

@@ -243,8 +243,9 @@ def fit_router(data: TrainingData, C: float = 1.0, calibration: str = "auto", fo
         if auc is not None and auc < AUC_FLOOR:
             # no signal: the class-level rate (out of fold for the metrics, all data for the artifact)
             fallback.append(rung.name)
-            warnings.warn(f"rung {rung.name!r}: cross-validated AUC {auc:.2f} < {AUC_FLOOR}: no signal, "
-                          "using its class-level usable rate instead", stacklevel=2)
+            warnings.warn(f"rung {rung.name!r}: its probe runs do not show which prompts it answers well (no "
+                          f"signal: cross-validated AUC {auc:.2f} < {AUC_FLOOR}), so it is routed on its usable rate "
+                          "per task class; this is normal for a small probe", stacklevel=2)
             cls_of = np.array([feat.classes.index(c) if c in feat.classes else -1 for c in data.classes])
             for f, (train_prompts, test_prompts) in enumerate(cv):
                 rates = class_rates(data.usable[train_prompts], [data.classes[i] for i in train_prompts],
