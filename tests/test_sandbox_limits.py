@@ -151,3 +151,52 @@ def test_without_bwrap_size_support_the_workspace_is_bound_and_handed_over(ws, m
     result = run(ws, "print(open('in.txt').read())\nopen('out.txt', 'w').write('y')\n", SandboxLimits())
     assert result.returncode == 0 and result.stdout.strip() == "fixture", result.stderr
     assert (ws / "out.txt").read_text() == "y"
+
+
+SHM = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.restype, libc.shmat.restype = ctypes.c_int, ctypes.c_void_p
+libc.shmat.argtypes, libc.shmdt.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int], [ctypes.c_void_p]
+chunk = 64 * 1024 * 1024  # attached one at a time: within the per-process address space (memory_mb)
+for i in range(48):  # 3 GB of System V shared memory, each segment filled, then detached: in nobody's RSS
+    sid = libc.shmget(0, chunk, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    if sid < 0:
+        print("shmget failed", ctypes.get_errno(), flush=True)
+        break
+    at = libc.shmat(sid, None, 0)
+    if at in (None, ctypes.c_void_p(-1).value):
+        print("shmat failed", ctypes.get_errno(), flush=True)
+        break
+    ctypes.memset(at, 1, chunk)
+    libc.shmdt(ctypes.c_void_p(at))
+    print("segment", i, flush=True)
+time.sleep(20)
+print("all held")
+"""
+
+MEMFD = """
+import os, time
+fds = []
+block = b"x" * (15 * 1024 * 1024)  # under the per-file size limit (16 MiB)
+for i in range(200):  # 3 GB written into memfds, never mapped: in nobody's RSS
+    fd = os.memfd_create("hold%d" % i)
+    os.write(fd, block)
+    fds.append(fd)
+    print("memfd", i, flush=True)
+time.sleep(20)
+print("all held")
+"""
+
+
+@needs_root_bwrap
+@pytest.mark.parametrize("code", [SHM, MEMFD], ids=["sysv-shm", "memfd"])
+def test_memory_no_process_shows_counts_against_the_bound(ws, code):
+    """System V shared memory filled then detached, and memfds written but never mapped, count toward no process's
+    resident memory; the watcher adds them up, so the run stops at total_memory_mb (1024 MiB) well before 3 GB
+    and before its wall time."""
+    result = run(ws, code, SandboxLimits(timeout_s=20, memory_mb=256))
+    assert result.problem and result.problem.startswith("memory limit exceeded"), (result.problem, result.stderr)
+    held = int(result.problem.split("held ")[1].split(" MiB")[0])
+    assert held < 1024 + 256 + 64, held
+    assert "all held" not in result.stdout

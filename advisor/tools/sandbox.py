@@ -210,9 +210,11 @@ def _bwrap_argv(bw: Bubblewrap, workspace: Path, limits: SandboxLimits) -> tuple
             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     uid = -1
     if bw.as_root:  # no user namespace: RLIMIT_NPROC never binds uid 0, so the code drops to a fresh uid;
-        # sandbox_init keeps these to copy the workspace in and out and to kill the run (the code gets none)
+        # sandbox_init keeps these to copy the workspace in and out, to kill the run and (CAP_SYS_PTRACE) to see
+        # the memfds the code's processes hold (`/proc/PID/fd` of another uid); the code gets none
         uid = _UID_BASE + (os.getpid() % 100_000) * 1000 + next(_uids) % 1000
-        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE"):
+        for cap in ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE",
+                    "CAP_SYS_PTRACE"):
             argv += ["--cap-add", cap]
     else:
         argv += ["--unshare-user"] + (["--disable-userns"] if bw.disable_userns else [])

@@ -9,8 +9,9 @@ the sandbox (``python -I -B -c <this file> <settings JSON>``), so it uses the st
 2. fork the code's process: it sets the resource limits every process of the run inherits (address space, CPU
    seconds, file size, open files, no core, processes), drops to the run's unprivileged uid (as root; no
    capability left) and runs the code;
-3. meanwhile, every ``poll_s``, add up the resident memory of every process of the run (``/proc`` shows only
-   the sandbox's own): over ``total_memory_mb`` every process is killed; so it is at ``timeout_s``, or when the
+3. meanwhile, every ``poll_s``, add up the memory the run holds (`resident_bytes`: every process's resident
+   memory, ``/proc`` showing only the sandbox's own, plus the run's System V shared memory and open memfds, which
+   no process's resident memory shows): over ``total_memory_mb`` every process is killed; so it is at ``timeout_s``, or when the
    parent writes a line to stdin (the output limit). The code, as another uid, cannot signal or trace this
    process;
 4. kill what is left (daemons included), copy ``/workspace`` back to the host workspace (regular files,
@@ -117,9 +118,13 @@ def child_main(cfg, args):
 
 
 def resident_bytes():
-    """Resident memory of every process in this PID namespace but its init (bwrap), in bytes."""
+    """Memory the run holds, in bytes: the resident memory of every process in this PID namespace but its init
+    (bwrap), plus what no process's resident memory shows: System V shared memory of the run's own IPC namespace
+    (held after every process detached it) and the contents of memfds any process holds open (written, never
+    mapped). A shared page is counted once in each place it shows, so the sum errs high, never low."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
+    memfds = set()
     for name in os.listdir("/proc"):
         if name.isdigit() and name != "1":
             try:
@@ -127,6 +132,43 @@ def resident_bytes():
                     total += int(f.read().split()[1]) * page
             except (OSError, ValueError, IndexError):
                 pass
+            total += memfd_bytes("/proc/" + name + "/fd", memfds)
+    return total + sysv_shm_bytes()
+
+
+def sysv_shm_bytes():
+    """Resident and swapped bytes of the System V shared memory segments in this IPC namespace."""
+    total = 0
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            head = f.readline().split()
+            rss, swap = head.index("rss"), head.index("swap")
+            for line in f:
+                cols = line.split()
+                total += int(cols[rss]) + int(cols[swap])
+    except (OSError, ValueError, IndexError):
+        pass
+    return total
+
+
+def memfd_bytes(fds, seen):
+    """Allocated bytes of the memfds open in one process's fd folder that `seen` (inodes) does not hold yet."""
+    total = 0
+    try:
+        names = os.listdir(fds)
+    except OSError:
+        return 0
+    for fd in names:
+        path = fds + "/" + fd
+        try:
+            if not os.readlink(path).startswith("/memfd:"):
+                continue
+            st = os.stat(path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
     return total
 
 
@@ -155,8 +197,9 @@ def watch(child, cfg):
             return kill_all(child), "time limit exceeded ({:g} s)".format(cfg["timeout_s"])
         used = resident_bytes()
         if used > budget:
-            return kill_all(child), ("memory limit exceeded: the run's processes together held {} MiB, over the "
-                                     "limit of {} MiB (total_memory_mb)".format(used >> 20, cfg["total_memory_mb"]))
+            return kill_all(child), ("memory limit exceeded: the run held {} MiB (its processes, shared memory and "
+                                     "memfds), over the limit of {} MiB (total_memory_mb)".format(
+                                         used >> 20, cfg["total_memory_mb"]))
         ready, _, _ = select.select(control, [], [], cfg["poll_s"])
         if ready:
             line = os.read(0, 200).decode("utf-8", "replace").strip()
