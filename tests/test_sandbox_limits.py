@@ -200,3 +200,24 @@ def test_memory_no_process_shows_counts_against_the_bound(ws, code):
     held = int(result.problem.split("held ")[1].split(" MiB")[0])
     assert held < 1024 + 256 + 64, held
     assert "all held" not in result.stdout
+
+
+@needs_root_bwrap
+def test_copy_back_is_bounded_by_entries_and_reported_apart_from_the_time_limit(ws):
+    """30,000 empty files: the copy back stops at workspace_files entries, says so (not "time limit exceeded"),
+    and the host workspace gets no more than that."""
+    code = "import os\nfor i in range(30000):\n    open('f%05d' % i, 'w').close()\nprint('made')\n"
+    result = run(ws, code, SandboxLimits(timeout_s=20, workspace_files=5000))
+    assert "made" in result.stdout
+    assert result.problem and result.problem.startswith("workspace limit exceeded: it holds 30000 entries"), \
+        result.problem
+    assert "(workspace_files)" in result.problem and "time limit" not in result.problem
+    assert 0 < len(os.listdir(ws)) <= 5000
+
+
+@needs_root_bwrap
+def test_a_copy_back_past_its_own_budget_is_cut_and_says_so(ws):
+    code = "import os\nfor i in range(20000):\n    open('f%05d' % i, 'w').close()\nprint('made')\n"
+    result = run(ws, code, SandboxLimits(timeout_s=20, workspace_files=100_000, copy_s=0.05))
+    assert result.problem and result.problem.startswith("copy back cut at its own time budget"), result.problem
+    assert "time limit exceeded" not in result.problem

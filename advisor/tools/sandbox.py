@@ -77,6 +77,8 @@ class SandboxLimits:
     max_output: int = 32_000  #: characters of stdout + stderr kept; more stops the run
     max_file_mb: int = 16  #: largest file the code may write
     workspace_mb: int = 256  #: size of /workspace (as root: a tmpfs copied back to the host workspace)
+    workspace_files: int = 10_000  #: entries (files, folders, links) of /workspace copied back at most (as root)
+    copy_s: float = 8.0  #: the copy back's own time budget, seconds (after the run; reported apart from timeout_s)
     max_processes: int = 32  #: processes (and threads) the run may have at once, its own included
     tmp_mb: int = 64  #: size of the private /tmp (and of /dev/shm)
 
@@ -274,7 +276,8 @@ def _python_args(limits: SandboxLimits, uid: int, copy: bool, kind: str, payload
                limits.max_processes if supervise else -1)
     cfg = {"rlimits": rlimits, "uid": uid, "supervise": supervise, "host": HOST_WORKSPACE if copy else None,
            "workspace": workspace, "kind": kind, "payload": payload, "timeout_s": limits.timeout_s,
-           "total_memory_mb": limits.total_memory_mb, "workspace_mb": limits.workspace_mb, "poll_s": POLL_S}
+           "total_memory_mb": limits.total_memory_mb, "workspace_mb": limits.workspace_mb, "poll_s": POLL_S,
+           "workspace_files": limits.workspace_files, "copy_s": limits.copy_s}
     return ["-I", "-B", "-c", _INIT.read_text(encoding="utf-8"), json.dumps(cfg), *args]
 
 
@@ -331,7 +334,7 @@ async def run_sandboxed(workspace: Path, kind: str, payload: str, args: list[str
     overflow = asyncio.ensure_future(full.wait())
     problem = None
     try:  # sandbox_init stops the run at timeout_s itself (and copies the workspace back): wait a little longer
-        done, _ = await asyncio.wait({readers, overflow}, timeout=limits.timeout_s + mode_grace(mode),
+        done, _ = await asyncio.wait({readers, overflow}, timeout=limits.timeout_s + mode_grace(mode, limits),
                                      return_when=asyncio.FIRST_COMPLETED)
         if overflow in done:
             problem = f"output limit exceeded ({limits.max_output} characters); the process was stopped"
@@ -374,9 +377,12 @@ def _signal_of(returncode: int | None) -> int | None:
     return returncode - 128 if 128 < returncode < 128 + 65 else None
 
 
-def mode_grace(mode: str) -> float:
-    """Seconds past timeout_s the parent waits before killing the run itself (bubblewrap: the copy back)."""
-    return _COPY_BACK_S if mode == "bubblewrap" else 0.0
+def mode_grace(mode: str, limits: SandboxLimits | None = None) -> float:
+    """Seconds past timeout_s the parent waits before killing the run itself (bubblewrap: the copy back, within
+    its own budget `copy_s`, and a margin to stop the run and report)."""
+    if mode != "bubblewrap":
+        return 0.0
+    return max(_COPY_BACK_S, (limits.copy_s if limits is not None else 0.0) + 2.0)
 
 
 def _diagnose(returncode: int | None, stderr: str, limits: SandboxLimits) -> str | None:

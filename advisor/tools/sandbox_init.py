@@ -230,7 +230,11 @@ def _remove(path):
 MODE_BITS = 0o777  #: permission bits copied: never setuid, setgid or sticky
 
 
-def mirror(src, dst, owner=-1, budget=None):
+class CopyCut(Exception):
+    """The copy stopped at its time budget (`copy_s`): what was copied stays, the rest is not copied."""
+
+
+def mirror(src, dst, owner=-1, budget=None, max_entries=None, deadline=None):
     """Make folder `dst` hold what `src` holds: regular files (copied when size or time differ), folders and
     links (as links); nothing else is created, no link is ever followed on either side, and no setuid, setgid
     or sticky bit is copied. Iterative: a folder tree of any depth. What is created is given to uid `owner`
@@ -238,10 +242,14 @@ def mirror(src, dst, owner=-1, budget=None):
 
     With `budget` (bytes), regular files count at their apparent size (``st_size``: a sparse file at its full
     length, as the copy writes it); a file past the budget is not copied (what `dst` held under that name is
-    kept). Returns ([paths of `src` not copied], total apparent bytes)."""
-    skipped, used, folders = [], 0, []
+    kept). With `max_entries`, entries (files, folders, links) past that count are not copied either; past
+    `deadline` (``time.monotonic()``) the copy stops with `CopyCut`. Returns ([paths of `src` not copied], total
+    apparent bytes, entries seen)."""
+    skipped, used, folders, entries = [], 0, [], 0
     stack = [(src, dst)]
     while stack:
+        if deadline is not None and time.monotonic() > deadline:
+            raise CopyCut(entries)
         src_dir, dst_dir = stack.pop()
         names = sorted(os.listdir(src_dir))
         present = set(names)
@@ -250,6 +258,12 @@ def mirror(src, dst, owner=-1, budget=None):
                 _remove(os.path.join(dst_dir, name))
         for name in names:
             s, d = os.path.join(src_dir, name), os.path.join(dst_dir, name)
+            entries += 1
+            if max_entries is not None and entries > max_entries:
+                skipped.append(s)
+                continue
+            if deadline is not None and entries % 256 == 0 and time.monotonic() > deadline:
+                raise CopyCut(entries)
             si = os.lstat(s)
             try:
                 di = os.lstat(d)
@@ -290,20 +304,28 @@ def mirror(src, dst, owner=-1, budget=None):
                 os.lchown(d, owner, owner)
     for folder, mode in reversed(folders):  # deepest first: a folder made read-only is filled before
         os.chmod(folder, mode)
-    return skipped, used
+    return skipped, used, entries
 
 
 def copy_back(workspace, host, cfg):
-    """Copy /workspace back to the host workspace within workspace_mb by apparent size; the problem, or None."""
-    limit = cfg["workspace_mb"]
+    """Copy /workspace back to the host workspace within workspace_mb by apparent size, workspace_files entries
+    and copy_s seconds (its own budget, apart from the code's time limit); the problem, or None."""
+    limit, most = cfg["workspace_mb"], cfg["workspace_files"]
     try:
-        skipped, used = mirror(workspace, host, budget=limit * 1024 * 1024)
+        skipped, used, entries = mirror(workspace, host, budget=limit * 1024 * 1024, max_entries=most,
+                                        deadline=time.monotonic() + cfg["copy_s"])
+    except CopyCut as cut:
+        return ("copy back cut at its own time budget of {:g} s (copy_s) after {} entries: the rest of the "
+                "workspace was not copied back".format(cfg["copy_s"], cut.args[0]))
     except OSError as exc:
         return "the workspace could not be copied back: {}".format(exc)
     if not skipped:
         return None
     names = [os.path.relpath(p, workspace) for p in skipped]
     shown = ", ".join(names[:5]) + (" and {} more".format(len(names) - 5) if len(names) > 5 else "")
+    if entries > most:
+        return ("workspace limit exceeded: it holds {} entries (files, folders, links), over the limit of {} "
+                "(workspace_files); not copied back: {}".format(entries, most, shown))
     return ("workspace limit exceeded: its files total {} MiB by apparent size (a sparse file counts at its full "
             "length), over the {} MiB limit (workspace_mb); not copied back: {}".format(used >> 20, limit, shown))
 
