@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,14 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: no such file")
     if path.is_dir():
         raise DataError(f"{path}: is a folder; name a .csv, .jsonl or .parquet file")
+    st = path.stat()
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"{path}: not a regular file (a FIFO, device or socket); give the table as a file")
+    limit = max_import_bytes()
+    if st.st_size > limit:
+        raise DataError(f"{path}: {st.st_size / 2**20:.1f} MiB is over the {limit / 2**20:g} MiB limit on imported "
+                        f"tables (reading takes about {MEMORY_RATIO}x a table's size in memory); split it, or set "
+                        f"{MAX_IMPORT_ENV} to raise the limit")
     suffix = path.suffix.lower()
     readers = {".csv": _read_csv, ".jsonl": _read_jsonl, ".ndjson": _read_jsonl, ".parquet": _read_parquet,
                ".pq": _read_parquet}
@@ -36,6 +47,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet")
     if suffix in (".csv", ".jsonl", ".ndjson"):
         check_utf8(path, DataError)
+        _no_nul(path)
     # heavy dependency, imported on use: duckdb
     import duckdb
 
@@ -47,6 +59,37 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
     finally:
         con.close()
     return rows
+
+
+MAX_IMPORT_ENV = "ADVISOR_MAX_IMPORT_MB"
+DEFAULT_MAX_IMPORT_MB = 32  #: size limit of one imported table unless ADVISOR_MAX_IMPORT_MB is set (about 2.8 GiB)
+#: peak memory of `advisor import` per byte of a CSV table: 10 MiB of three-model rows peaked at 882 MiB, 86x
+#: (`/usr/bin/time -v advisor import` in docs/figures.md)
+MEMORY_RATIO = 90
+
+
+def max_import_bytes() -> int:
+    """The size limit of one imported table in bytes (``ADVISOR_MAX_IMPORT_MB``, default 32 MiB)."""
+    raw = os.environ.get(MAX_IMPORT_ENV, "").strip()
+    try:
+        mb = float(raw) if raw else float(DEFAULT_MAX_IMPORT_MB)
+    except ValueError:
+        mb = -1.0
+    if not mb > 0 or not math.isfinite(mb):
+        raise DataError(f"{MAX_IMPORT_ENV}={raw!r}: expected a positive number of MiB")
+    return int(mb * 2**20)
+
+
+def _no_nul(path: Path) -> None:
+    """A text table holds no NUL byte (a reader would stop at one and import what came before, silently)."""
+    offset = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            at = chunk.find(b"\x00")
+            if at >= 0:
+                raise DataError(f"{path}: a NUL byte at byte {offset + at}: not a text table (a binary file, or a "
+                                "file padded with zeros)")
+            offset += len(chunk)
 
 
 def _fetch_dicts(result, decode_json: bool = False) -> list[dict[str, Any]]:

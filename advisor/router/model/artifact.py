@@ -274,6 +274,11 @@ class RouterModel:
         return path
 
 
+#: JSON values (counted by their separators) a .json artifact may hold: a trained one has a few hundred, its arrays
+#: base64 text; a list of numbers instead costs Python about 50 bytes a value, so this bounds what loading takes
+MAX_JSON_VALUES = 1_000_000
+
+
 def load_router(path: str | Path) -> RouterModel:
     """Load and validate a router artifact; RouterError (one line) when missing, unsafe, damaged or of another
     version. Nothing in the file is executed: pickle/joblib are refused by name before opening."""
@@ -291,10 +296,14 @@ def load_router(path: str | Path) -> RouterModel:
             state = _decode(skeleton, arrays)
         else:
             size, limit = path.stat().st_size, max_artifact_bytes()
-            if size > 2 * limit:  # base64 text of at most `limit` bytes of arrays, plus the JSON around it
+            if size > limit * 4 // 3 + 2**20:  # base64 text of at most `limit` bytes of arrays, plus the JSON
                 raise RouterError(f"{path}: {size / 2**20:.0f} MiB is over the limit on router artifacts "
                                   f"({MAX_ARTIFACT_ENV}={limit / 2**20:g} MiB of arrays)")
-            state = _decode(load_json(path.read_text(encoding="utf-8"), str(path), RouterError))
+            text = path.read_text(encoding="utf-8")
+            if text.count(",") + text.count(":") > MAX_JSON_VALUES:  # each parsed value costs ~50x its text
+                raise RouterError(f"{path}: holds more than {MAX_JSON_VALUES:,} JSON values; an artifact keeps "
+                                  "its arrays as base64 (as `advisor router train` writes them), not as JSON lists")
+            state = _decode(load_json(text, str(path), RouterError))
     except (ValueError, KeyError, TypeError, EOFError, OSError, UnicodeDecodeError, binascii.Error,
             zipfile.BadZipFile) as exc:
         raise RouterError(f"{path}: cannot read router artifact ({type(exc).__name__}: {exc}); "
