@@ -101,3 +101,14 @@ def test_a_usage_mistake_is_one_line_and_help_still_prints(capsys):
     _one_line(capsys, ["probe", "--replicas", "x"], "--replicas", "advisor probe --help")
     assert main(["--version"]) == 0
     assert main(["probe", "--help"]) == 0 and "--replicas" in capsys.readouterr().out
+
+
+def test_ingest_into_a_store_that_refuses_is_an_error_even_with_nothing_to_ingest(capsys, tmp_path, postgres_server):
+    """A database that does not exist (as a wrong password would): the command fails with one line, though the
+    spool is empty (it said "0 segments ... ingested" and exited 0)."""
+    url = postgres_server.url.rsplit("/", 1)[0] + "/no_such_database"
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    assert main(["store", "ingest", "--store", url, "--spool", str(spool)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1 and "no_such_database" in err, err

@@ -88,8 +88,11 @@ def ingest(store: Annotated[str, typer.Option("--store", envvar="ADVISOR_STORE_U
            ) -> None:
     """Merge the routing service's record segments into the store (idempotent)."""
     from advisor.service.launch import default_spool, ingest_now
+    from advisor.store import open_store
     from advisor.store.protocols import redact
 
+    with open_store(store):  # the store answers (a wrong password is an error) even when nothing waits
+        pass
     counts = ingest_now(spool or default_spool(store), store)
     typer.echo(f"{counts['segments']} segments: {counts['decisions']} decisions, {counts['attempts']} attempts "
                f"ingested into {redact(store)}" + (f" ({counts['torn_lines']} torn lines skipped)" if counts["torn_lines"] else "")
