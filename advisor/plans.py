@@ -267,7 +267,7 @@ def plan_cells(cf, verifier: VerifierUse, target: float, confidence: float, has_
                      f"to get there, add to the ladder "
                      f"{larger_rung_phrase(max(c.scored for c in cells), v, target, confidence)}{at}"
                      + (", or give the class a skill document" if not has_skill else "")
-                     + f", or accept a lower target for it (--target {math.floor(100 * best.interval[0]) / 100:.2f} "
+                     + f", or accept a lower target for it (a target of {math.floor(100 * best.interval[0]):.0f}% "
                        "clears today)")
     return out
 
@@ -375,6 +375,6 @@ def verifiers_from_store(store, suite: str, settings, classes: Sequence[str]) ->
                                    f"advisor judge agreement of {judge['judge']} ({judge['runs']} runs)")
         else:
             out[cls] = VerifierUse(True, settings.false_accept, settings.false_reject, "configured",
-                                   "not measured: the floor settings' --false-accept / --false-reject")
+                                   "not measured yet: the error rates assumed (`advisor verifier measure` measures them)")
     return out
 

@@ -97,7 +97,9 @@ def test_no_plan_names_the_verifier_or_the_larger_rung_it_needs():
     r = _Rungs(["large"], np.array([60.0]), np.array([100.0]), np.array([10.0]))
     assert any(p.clears for p in evaluate(r, candidates(1, v), v, 0.8, 0.9))  # such a verifier would do it
     poor = plan_cells(_report(_rows("c", "large", 0, 10, 90, 10.0)).classes[0], VerifierUse(True), 0.8, 0.9)
-    assert poor.next_kind == "larger_rung" and poor.target_met < 0.8 and "a target of" not in poor.next_step
+    assert poor.next_kind == "larger_rung" and poor.target_met < 0.8 and "nothing on this ladder" in poor.next_step
+    lower = re.search(r"a target of (\d+)% clears today", poor.next_step)  # the lower target offered does clear
+    assert lower and int(lower.group(1)) / 100 <= poor.target_met, poor.next_step
     m = re.search(r"a larger rung usable >= (\d+)% of the time on one attempt over (\d+) scored runs", poor.next_step)
     assert m, poor.next_step
     rate, runs = int(m.group(1)) / 100 + 0.005, int(m.group(2))

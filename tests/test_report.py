@@ -378,7 +378,7 @@ def test_report_md_has_one_unit_no_malformed_rows_and_readable_headings(sim_repo
     assert headers and all("$ per usable result" not in h for h in headers)
     assert all("$ per 1k usable results" in h for h in headers if "$ per" in h and "usable result" in h)
     assert "floor none" not in md and "(none), recommended" not in md
-    points = [row[12] for row in _md_table(md, "lookup (without a skill)")]
+    points = [row[12] for row in _md_table(md, "lookup (no skill)")]
     assert points and all(re.fullmatch(r"-|\d{1,3}(\.\d+)?[kM]?", p) for p in points), points
     empty = table_md(Table("x", "Unscored runs (0)", ["rung", "runs"], []))
     assert "| none |" not in empty and "None." in empty and "|" not in empty

@@ -149,3 +149,45 @@ def test_first_screen_gives_the_answer(tmp_path):
     assert len(got["figures"]) == 3 and all(got["figures"])
     assert got["tables"] and all("SIMULATED" in title for key, title in got["tables"]
                                  if key not in ("gaps", "unscored", "prices")), got["tables"]
+
+
+def _dom(html: Path, tmp_path: Path) -> str:
+    proc = subprocess.run([BROWSER, *FLAGS, f"--user-data-dir={tmp_path / 'dom-profile'}", "--dump-dom",
+                           html.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+    assert "<body" in proc.stdout, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_a_manager_reads_the_plan_in_each_class_heading_and_no_cli_flag_in_the_prose(tmp_path):
+    """As Chromium renders it: every per-class table names the class's plan in its heading and never calls a rung
+    the plan uses "below"; no bare command-line flag in the prose (commands are written whole, in code). The
+    screenshots of the first screen and of the figures are kept in docs/ by `python tests/test_report_chromium.py`."""
+    import re
+
+    store = tmp_path / "s.duckdb"
+    with Store.open(store) as s:
+        s.add_runs_bulk(demo_oracle(simulated=True).full_grid(replicas=3))
+    with open_store(store) as s:
+        files = write_report(s, tmp_path / "reports", "manager")
+    dom = _dom(files.html, tmp_path)
+    text = re.sub(r"<code>.*?</code>", "", dom, flags=re.S)
+    text = re.sub(r"`[^`]*`", "", re.sub(r"<[^>]+>", " ", text))  # a command written whole, in backticks
+    headings = re.findall(r"\(no skill\): plan [^;]+;|\(with skill\): plan [^;]+;", text)
+    assert headings, "no per-class heading names its plan"
+    assert not re.search(r"(?<![\w`-])--[a-z][a-z-]+", text), re.findall(r".{40}(?<![\w`-])--[a-z][a-z-]+.{20}", text)
+    for row in re.findall(r"<tr>.*?</tr>", dom, flags=re.S):
+        if "in the plan (x" in row:
+            assert ">below:" not in row, row
+
+
+if __name__ == "__main__":  # refresh the screenshots in docs/ (the demo probe's report, as Chromium shows it)
+    import sys
+    import tempfile
+
+    out = Path(__file__).resolve().parent.parent / "docs"
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(sys.argv[1] if len(sys.argv) > 1 else "reports/example-demo/index.html")
+        shot, _ = _render(report, Path(tmp), 1280, 900)
+        shutil.copy(shot, out / "report-first-screen.png")
+        for name in ("frontier", "turns"):
+            shutil.copy(report.parent / f"{name}.png", out / f"report-{name}.png")

@@ -93,7 +93,7 @@ def render_text(result, live=()) -> str:
     routing service's live accept rate per class and rung beside the probe's rates (not used for the floor)."""
     s = result.settings
     from advisor.floors import LIVE_NOTE
-    from advisor.report.answer import condition_name, plan_phrase, single_attempt_phrase
+    from advisor.report.answer import class_note, condition_name, plan_phrase, rung_verdict, single_attempt_phrase
     from advisor.money import compact
 
     live_by = {(c.task_class, c.rung): c for c in live}
@@ -137,11 +137,11 @@ def render_text(result, live=()) -> str:
                          f"{(_money(v.cost_per_usable, scale) if c.usable else ''):>23}"
                          f"{compact(v.points_per_dollar):>8}"
                          + (f"{_live_cell(live_by.get((cf.task_class, c.rung))):>14}" if live_by else "")
-                         + f"  {_verdict(v, in_plan)}")
+                         + f"  {rung_verdict(v, in_plan)}")
         others = [c for (cls, rung), c in live_by.items() if cls == cf.task_class and cf.verdict(rung) is None]
         if others:
             lines.append("  live only (no probe runs): " + ", ".join(f"{c.rung} {_live_cell(c)}" for c in others))
-        lines.append(f"  note: {_note(cf, in_plan)}")
+        lines.append(f"  note: {class_note(cf, in_plan)}")
     probed = {cf.task_class for cf in result.classes}
     elsewhere = [c for c in live if c.task_class not in probed]
     if elsewhere:
@@ -149,21 +149,6 @@ def render_text(result, live=()) -> str:
         lines.append("live traffic in classes without probe runs in this suite: " + ", ".join(
             f"{c.task_class}/{c.rung} {_live_cell(c)}" for c in elsewhere))
     return "\n".join(lines)
-
-
-def _verdict(v, in_plan: dict[str, int]) -> str:
-    """A rung's status as the plan sees it: a rung the plan uses is never "below" (one attempt is not what the plan
-    relies on); the others keep the single-attempt verdict and its reason."""
-    if v.stats.rung in in_plan:
-        return f"in the plan (x{in_plan[v.stats.rung]}); one attempt alone: {v.reason}"
-    return f"{v.status}: {v.reason}"
-
-
-def _note(cf, in_plan: dict[str, int]) -> str:
-    """The class's closing note; with a plan that clears, what one attempt cannot do is said as what the plan does."""
-    if in_plan and cf.floor is None:
-        return "one attempt is not enough on any rung; the plan's retries under the class's verifier clear the target"
-    return cf.note
 
 
 def _money(x: float | None, scale: int = 1) -> str:

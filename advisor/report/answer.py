@@ -62,6 +62,21 @@ def plan_phrase(plan) -> str:
     return text if plan.plan is not None else f"none clears yet (best: {text})"
 
 
+def rung_verdict(v, in_plan: dict[str, int]) -> str:
+    """A rung's verdict as the plan sees it (`in_plan`: rung -> attempts of the class's plan): a rung the plan uses
+    is never "below" (one attempt is not what the plan relies on); the others keep the single-attempt verdict."""
+    if v.stats.rung in in_plan:
+        return f"in the plan (x{in_plan[v.stats.rung]}); one attempt alone: {v.reason}"
+    return f"{v.status}: {v.reason}"
+
+
+def class_note(cf, in_plan: dict[str, int]) -> str:
+    """A class's closing note; with a plan that clears, what one attempt cannot do is said as what the plan does."""
+    if in_plan and cf.floor is None:
+        return "one attempt is not enough on any rung; the plan's retries under the class's verifier clear the target"
+    return cf.note
+
+
 def single_attempt_phrase(cf) -> str:
     """The floor of one class and condition as the answer's "single attempt" column says it."""
     if cf.floor is None:

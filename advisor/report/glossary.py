@@ -49,7 +49,7 @@ def glossary(settings, largest: str = "the largest rung", simulated: bool = True
         ("points/$", "Mean overall score per dollar of one attempt (k = thousand, M = million): a secondary "
                      "efficiency figure; decisions use cost per usable result."),
         ("per month", "Cost per usable result x the usable results a class needs per month (the volume). The "
-                      "volume is an assumption, stated on the page; change it with --volume CLASS=N/month."),
+                      "volume is an assumption, stated on the page (`advisor report --volume CLASS=N/month` changes it)."),
         (f"always {largest}", f"What the same volume would cost running {largest} for every request (with "
                               "retries, no escalation): the comparison for the total."),
         ("lift", "With a skill minus without, on the same tasks (the paired tasks: those that have a skill)."),

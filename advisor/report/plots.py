@@ -15,6 +15,7 @@ import io
 from typing import Any
 
 from advisor.money import PER_1K_USABLE, usd
+from advisor.report.answer import condition_name
 from advisor.report.policies import FIGURE_TITLE, call_distribution, policies_simulated
 
 COLORS = {"baseline": "#4C72B0", "skill": "#DD8452"}
@@ -178,36 +179,42 @@ def frontier(data) -> bytes:
     """Per class: $ per usable result vs usable rate, one attempt per rung beside the plan (with retries)."""
     plt = _plt()
     # heavy dependency, imported on use: matplotlib
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
+    from matplotlib.ticker import FuncFormatter, LogLocator
 
     classes = data.classes or ["(none)"]
     ncols = min(3, len(classes))
     nrows = -(-len(classes) // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.6 * nrows), sharey=True, squeeze=False)
     flat = [ax for row in axes for ax in row]
-    for ax in flat[len(classes):]:
-        ax.set_visible(False)
+    spare = flat[len(classes):]  # a slot the grid leaves over holds the legend, not a blank panel
+    for ax in spare:
+        ax.set_axis_off()
     pending: dict[Any, tuple[list, list]] = {}
     for ax, cls in zip(flat, classes):
         labels, bars = _frontier_panel(ax, data, cls)
         ax.axhline(data.settings.target, color="green", linestyle="--", linewidth=1)
         ax.set_title(cls, fontsize=11)
         ax.set_ylim(0, 1.05)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{100 * y:.0f}%"))
         ax.tick_params(labelsize=9)
         if not labels:  # no rung was ever usable: say so instead of an empty axis around $0
             ax.set_xticks([])
             ax.text(0.5, 0.5, "no usable run yet:\nno cost per usable result", transform=ax.transAxes,
                     ha="center", va="center", fontsize=9, color="#555555")
             continue
-        ax.set_xlabel(f"$ {PER_1K_USABLE}", fontsize=10)
-        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
-        ax.margins(x=0.25)
-        left, right = ax.get_xlim()
-        ax.set_xlim(max(0.0, left), right)
+        ax.set_xlabel(f"$ {PER_1K_USABLE} (one scale for every class)", fontsize=9)
         pending[ax] = (labels, bars)
+    xs = [x for ax in pending for x, _, _, _ in pending[ax][0]] + [b[0] for ax in pending for b in pending[ax][1]]
+    if xs:  # one x range (log) for every class, so classes compare by eye
+        low, high = min(x for x in xs if x > 0) / 1.6, max(xs) * 1.6
+        for ax in pending:
+            ax.set_xscale("log")
+            ax.set_xlim(low, high)
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: usd(x, 2)))
+            ax.xaxis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     for row in axes:
-        row[0].set_ylabel("usable rate (interval)", fontsize=10)
+        row[0].set_ylabel("usable (interval)", fontsize=10)
     fig.tight_layout()
     height = fig.get_figheight()
     fig.subplots_adjust(top=1 - 0.95 / height)  # room above the panels for the title and the legend
@@ -215,7 +222,9 @@ def frontier(data) -> bytes:
     for ax, (labels, bars) in pending.items():
         place_labels(ax, sorted(labels), _error_boxes(ax, bars))
     handles = {label: h for ax in flat for h, label in zip(*ax.get_legend_handles_labels())}
-    if handles:
+    if handles and spare:
+        spare[0].legend(list(handles.values()), list(handles.keys()), loc="center", fontsize=8, frameon=False)
+    elif handles:
         fig.legend(list(handles.values()), list(handles.keys()), loc="upper center", ncol=2, fontsize=8,
                    bbox_to_anchor=(0.5, 1 - 0.3 / height), frameon=False)
     fig.suptitle(_title(data, f"$ {PER_1K_USABLE} vs usable rate: one attempt (hollow) and the plan (star); "
@@ -238,12 +247,16 @@ def turns_by_outcome(data) -> bytes:
             n_ok = sum(c.usable for c in cells)
             bad = sum((c.turns_failure or 0) * (c.scored - c.usable) for c in cells)
             n_bad = sum(c.scored - c.usable for c in cells)
-            rows.append({"label": f"{rung}\n{cond}", "ok": ok / n_ok if n_ok else 0.0,
-                         "bad": bad / n_bad if n_bad else 0.0})
+            rows.append({"label": f"{rung}\n{condition_name(cond)}", "ok": ok / n_ok if n_ok else 0.0,
+                         "bad": bad / n_bad if n_bad else 0.0, "n_ok": n_ok, "n_bad": n_bad})
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(rows)), 3.0))
     xs = list(range(len(rows)))
     ax.bar([x - 0.2 for x in xs], [r["ok"] for r in rows], width=0.4, color="#55A868", label="usable")
     ax.bar([x + 0.2 for x in xs], [r["bad"] for r in rows], width=0.4, color="#C44E52", label="below the bar")
+    for x, r in zip(xs, rows):  # a bar that is missing says why
+        for dx, key, what in ((-0.2, "ok", "no usable\nrun"), (0.2, "bad", "no failed\nrun")):
+            if not r[f"n_{key}"]:
+                ax.text(x + dx, 0.05, what, ha="center", va="bottom", fontsize=7, color="#555555", rotation=90)
     ax.set_xticks(xs)
     ax.set_xticklabels([r["label"] for r in rows], fontsize=9)
     ax.set_ylabel("mean turns")

@@ -15,7 +15,8 @@ from typing import Any, Callable
 from advisor.plans import MAX_ATTEMPTS
 from advisor.money import PER_1K_USABLE, column_scale, compact, per_1k_usable, per_label, usd
 from advisor.report.analysis import advice_rows
-from advisor.report.answer import ANSWER_HEADERS, answer_notes, answer_rows, single_attempt_phrase
+from advisor.report.answer import (ANSWER_HEADERS, answer_notes, answer_rows, class_note, condition_name,
+                                   plan_phrase, rung_verdict, single_attempt_phrase)
 from advisor.report.decision import LARGE_LIFT, to_dict
 from advisor.report.glossary import glossary
 from advisor.report.live import drift_line, live_markdown, live_tables
@@ -71,7 +72,7 @@ def volume_line(dec, classes: list[str]) -> str:
         return "Volumes as given with --volume."
     return (f"Assumption: {dec.default_volume:,} usable results per month for "
             f"{'every class' if len(assumed) == len(dec.classes) else ', '.join(assumed)}. "
-            f"Change it with --volume, e.g. `advisor report --volume {example}=20000/month`.")
+            f"To change it, write the report with `advisor report --volume {example}=20000/month`.")
 
 
 def next_lines(dec, limit: int = 6) -> list[str]:
@@ -134,7 +135,10 @@ def lift_table(data) -> Table:
 def floor_tables(data) -> list[Table]:
     """One table per class and condition: each rung's statistics, money and verdict."""
     out = []
+    plans = {(p.task_class, p.condition): p for p in data.floors.plans}
     for cf in data.floors.classes:
+        plan = plans.get((cf.task_class, cf.condition))
+        in_plan = {s.rung: s.attempts for s in (plan.plan.steps if plan is not None and plan.plan else ())}
         attempt, a_unit = _scaled([v.stats.cost_per_attempt for v in cf.rungs], "attempt")
         rows = []
         for v in cf.rungs:
@@ -144,14 +148,16 @@ def floor_tables(data) -> list[Table]:
                          fmt_share(c.near_zero_rate), fmt_share(c.nonconvergence_rate), fmt_score(c.mean_if),
                          fmt_score(c.mean_tc), fmt_score(c.mean_overall),
                          f"{fmt_score(c.turns_success)} / {fmt_score(c.turns_failure)}",
-                         attempt(c.cost_per_attempt), per_1k_usable(v.cost_per_usable), compact(v.points_per_dollar),
-                         f"{v.status}: {v.reason}"])
-        cond = "with a skill" if cf.condition == "skill" else "without a skill"
-        heading = f"{cf.task_class} ({cond}): single attempt: {single_attempt_phrase(cf)}"
+                         attempt(c.cost_per_attempt), per_1k_usable(v.cost_per_usable) if c.usable else "",
+                         compact(v.points_per_dollar), rung_verdict(v, in_plan)])
+        heading = (f"{cf.task_class} ({condition_name(cf.condition)}): plan {plan_phrase(plan)}; "
+                   f"single attempt: {single_attempt_phrase(cf)}")
         out.append(Table(f"floor-{cf.task_class}-{cf.condition}", heading,
-                         ["rung", "runs", "unscored", "usable rate (interval)", "near-zero", "does not converge",
-                          "IF", "TC", "overall", "turns usable / failed", f"$ {a_unit}", f"$ {PER_1K_USABLE}",
-                          "points/$", "verdict"], rows, cf.note, simulated=any(v.stats.simulated_runs for v in cf.rungs)))
+                         ["model", "runs", "unscored", "usable in one attempt (interval)", "near-zero",
+                          "does not finish", "instructions followed", "task completed", "overall",
+                          "turns usable / failed", f"$ {a_unit}", f"$ {PER_1K_USABLE} from this model on",
+                          "points/$", "verdict"], rows, class_note(cf, in_plan),
+                         simulated=any(v.stats.simulated_runs for v in cf.rungs)))
     return out
 
 
