@@ -7,6 +7,8 @@ skipped, backend errors are retried.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -131,10 +133,11 @@ def probe(
 
         err.print(unsandboxed_line())
     bar = _Progress(err, adaptive=adaptive)
-    try:
-        result = _run(config, adaptive, batch, bar)
-    finally:
-        bar.stop()
+    with _terminated_as_interrupt():  # a SIGTERM (a time limit, `kill`) stops the servers and cleans up as Ctrl-C
+        try:
+            result = _run(config, adaptive, batch, bar)
+        finally:
+            bar.stop()
     out = result.outcome
     done = out.count("done")
     if not done and not out.count("not_run"):
@@ -286,6 +289,31 @@ PROGRESS_EVERY_S = 30.0
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt():
+    """SIGTERM raises KeyboardInterrupt while the probe runs, so the embedded Triton and its shared memory are
+    closed and every finished run stays stored (the default handler ends the process on the spot, and Python's
+    resource tracker then reports the shared memory it leaked)."""
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup (its servers' own SIGTERMs) must finish
+        signal.raise_signal(signal.SIGINT)  # as Ctrl-C: inside asyncio.run its runner cancels the waves cleanly
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    except KeyboardInterrupt:
+        print("probe interrupted: every finished run is stored; run the same command again to go on",
+              file=sys.stderr)
+        sys.unraisablehook = lambda unraisable: None  # what the stopped event loop left is collected in silence
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _Progress:
