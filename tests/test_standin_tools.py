@@ -156,3 +156,11 @@ def test_reads_tool_lists_of_every_format_and_picks_the_named_tools():
         "ids": {"type": "array", "items": {"type": "string"}}, "amount_cents": {"type": "integer"}}}, ctx)
     assert args == {"to": "ann@example.com", "body": ctx.user_text, "ids": ["ORD-7"], "amount_cents": 500,
                     "urgent": True}
+
+
+def test_a_text_argument_takes_the_value_the_prompt_names_not_the_prompt():
+    """An unseen tool's text argument is filled as a model would: with the name the message gives for it."""
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    assert fill_object(schema, Context("What is the weather in Lisbon right now? Use the tool.")) == {"city": "Lisbon"}
+    person = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    assert fill_object(person, Context("Look up the account of Ada Lovelace, please.")) == {"name": "Ada Lovelace"}

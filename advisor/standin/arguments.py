@@ -9,6 +9,7 @@ the way a model would, with fixed rules (no randomness here; the rung's mistakes
   <- ``total_cents`` by their last word) takes that value, converted to the declared type;
 - strings: identifiers such as ``ORD-1042`` for names ending in ``id``, e-mail addresses, URLs, dates and quoted
   text from the user's message, by the property's name and ``format``; query-like names get the message itself;
+  any other string the name the message gives (a capitalised word inside a sentence: "the weather in Lisbon");
 - numbers: a number written in the user's message (not the digits inside an identifier), within the schema's
   ``minimum``/``maximum``; booleans: the default, else true; arrays: every identifier for an id list, else one
   filled item (``minItems`` of them); objects: their required properties, and optional ones the conversation
@@ -35,6 +36,8 @@ _QUOTED = re.compile(r"[\"'`]([^\"'`\n]{1,80})[\"'`]")
 _QUERY_NAMES = {"query", "q", "question", "prompt", "text", "message", "content", "body", "search", "input",
                 "topic", "description", "note", "notes", "comment", "summary", "subject"}
 _TEXT_CLIP = 200
+#: a capitalised name inside a sentence (after a lower-case word): "in Lisbon", "for Ada Lovelace"
+_PROPER = re.compile(r"(?<=[a-z,;:] )([A-Z][\w'-]+(?: [A-Z][\w'-]+)*)")
 
 
 def words(name: str) -> list[str]:
@@ -191,6 +194,9 @@ def _string(name: str, schema: dict, ctx: Context) -> str:
         return near.group(1)
     if ctx.identifiers:
         return ctx.identifiers[0]
+    named = _PROPER.search(text)  # a name the message gives: "the weather in Lisbon" -> Lisbon
+    if named:
+        return named.group(1)
     return schema.get("default") if isinstance(schema.get("default"), str) else text.strip()[:60] or name
 
 
