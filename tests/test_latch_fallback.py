@@ -74,3 +74,21 @@ def test_the_primary_is_not_retried_before_retry_s(tmp_path):
         latches.update("s", lambda old: State("small"))
     assert len(tries) == 1 and latches.get("s").rung == "small"
     assert "password authentication failed" in latches.trouble()
+
+
+def test_readiness_sees_the_primary_back_without_a_step(tmp_path):
+    """/readyz asks `trouble()`; once retry_s has passed it tries the primary itself, so "degraded" ends within
+    retry_s of the database's return even when no session step comes."""
+    primary = Flaky(tmp_path / "primary.sqlite")
+
+    def open_primary():
+        if primary.down:
+            raise StoreError("postgresql://x/db: cannot connect to PostgreSQL (connection refused)")
+        return primary
+
+    latches = FallbackLatches(open_primary, LatchStore(tmp_path / "local.sqlite", State), retry_s=0.0)
+    primary.down = True
+    latches.update("s", lambda old: State("small"))
+    assert "cannot connect" in (latches.trouble() or "")
+    primary.down = False
+    assert latches.trouble() is None

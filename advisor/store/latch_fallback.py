@@ -83,10 +83,12 @@ class FallbackLatches:
         return self.local.get(sid)
 
     def trouble(self, within_s: float = 5.0) -> str | None:
-        """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure."""
+        """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure. While
+        the primary is away it is tried again here once `retry_s` has passed, so `/readyz`'s poll sees it back
+        within `retry_s` of its return, with no step needed."""
         down = self._down
-        if down is not None:
-            return down[1]
+        if down is not None and self._try() is None:
+            return self._down[1] if self._down is not None else down[1]
         return self.local.trouble(within_s)
 
     def close(self) -> None:
