@@ -113,28 +113,31 @@ class PgResponses(_Responses):
     def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int):
         super().__init__()
         self.path, self.ttl_s, self.max_bytes, self.max_responses = redact(url), ttl_s, max_bytes, max_responses
-        self._connect = lambda: connect(url)
-        self._con = self._connect()
-        self._con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
-                          "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
+        self._url = url
+        self._con: Any = None  #: connected on first use: a database that is away at start stops nothing
+
+    def _connected(self):
+        if self._con is None or self._con.closed or self._con.broken:
+            self._con = connect(self._url)  # StoreError when the database cannot be reached
+            self._con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
+                              "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
+        return self._con
 
     def _exec(self, sql: str, params: list[Any]):
-        """One statement (``?`` as psycopg's ``%s``); a connection lost (the database restarted) is reopened once."""
+        """One statement (``?`` as psycopg's ``%s``); a connection lost (the database restarted) is reopened once;
+        a database that cannot be reached is a `StoreError`."""
         # heavy dependency, imported on use: psycopg
         import psycopg
 
         sql = sql.replace("?", "%s")
-        try:
-            return self._con.execute(sql, params)
-        except psycopg.OperationalError as exc:
-            if not (self._con.closed or self._con.broken):
-                raise StoreError(f"{self.path}: {exc}") from None
+        for attempt in (1, 2):
             try:
-                self._con = self._connect()
-                return self._con.execute(sql, params)
-            except psycopg.OperationalError as again:
-                raise StoreError(f"{self.path}: {again}") from None
+                return self._connected().execute(sql, params)
+            except psycopg.OperationalError as exc:
+                if attempt == 2 or not (self._con.closed or self._con.broken):
+                    raise StoreError(f"{self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the connection."""
-        self._con.close()
+        if self._con is not None:
+            self._con.close()
