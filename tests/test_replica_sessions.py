@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,50 @@ def test_sessions_hold_across_two_replicas_and_a_kill(postgres_server, triton_se
         for r in replicas:
             if r.proc.poll() is None:
                 assert load_test.stop(r.proc) == 0
+
+
+def test_a_running_session_is_refused_not_split_while_the_database_is_away(postgres_server, triton_server, routers,
+                                                                           tmp_path):  # noqa: F811
+    """With the database stopped, a running session's next step gets 503 with retry-after (its latch would live on
+    this replica only and split from the others'), counted in /metrics; a new conversation is still answered; once
+    the database is back the session goes on at its next step, on its rung."""
+    import httpx
+
+    from tests.test_replicas import _up
+
+    url = postgres_server.new_database("outage_sessions")
+    _promote(url, routers[0])
+    replica = Replica(triton_server.grpc_url, url, tmp_path / "replica")
+    convo = [{"role": "user", "content": "Read the config of service outage-1 and report its port."}]
+    headers = {"Authorization": f"Bearer {load_test.KEY}"}
+    session = {"x-advisor-session": "outage-1", "x-advisor-class": "agent"}
+
+    def step(messages, extra=None):
+        return client.post(replica.base + "/v1/chat/completions", headers={**headers, **(extra or {})},
+                           json={"model": "auto", "max_tokens": 256, "messages": messages, "tools": TOOLS})
+
+    try:
+        with httpx.Client(timeout=60) as client:
+            first = step(convo, session)
+            assert first.status_code == 200 and first.headers["x-advisor-session-step"] == "1", first.text[:300]
+            postgres_server.stop()
+            convo = convo + [_call(1, "a.cfg"), _result(1, "port = 1")]
+            refused = step(convo, session)
+            assert refused.status_code == 503 and refused.headers["retry-after"], refused.text[:300]
+            assert "session latch is away" in refused.json()["error"]["message"]
+            fresh = step([{"role": "user", "content": "What is 2 + 2?"}])
+            assert fresh.status_code == 200, fresh.text[:300]
+            metrics = client.get(replica.base + "/metrics", headers=headers).text
+            assert "advisor_session_steps_refused_total 1.0" in metrics
+            postgres_server.restart()
+            _wait(lambda: _up(url), 60)
+            deadline = time.monotonic() + 30  # the latch tries the database again after its retry_s
+            while (again := step(convo, session)).status_code == 503 and time.monotonic() < deadline:
+                time.sleep(1)
+            assert again.status_code == 200, again.text[:300]
+            assert again.headers["x-advisor-session-step"] == "2" and \
+                again.headers["x-advisor-rung"] == first.headers["x-advisor-rung"]
+    finally:
+        if not _up(url):
+            postgres_server.restart()
+        assert load_test.stop(replica.proc) == 0

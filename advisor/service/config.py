@@ -194,6 +194,11 @@ class SessionConfig(StrictModel):
     derive: bool = Field(default=True, description="Derive a session id from the first system and user messages "
                          "and the tools when the request names none (x-advisor-session / advisor.session).")
     escalate_by: int = Field(default=1, ge=1, description="Rungs a session moves up on an escalation signal.")
+    on_database_outage: Literal["refuse", "local"] = Field(
+        default="refuse", description="With a PostgreSQL store, while its database is away: refuse (503, "
+        "retry-after) a step of a session already running, since replicas latching it on their own local stand-bys "
+        "would split it (its step numbers, its rung); 'local': latch it in this host's stand-by anyway (one "
+        "replica). A session's first step is served either way.")
     start: Literal["cost_per_usable", "router"] = Field(
         default="cost_per_usable", description="How a session's first step with tools picks its rung: the least "
         "expected USD per usable trajectory, escalations counted, from the store's probe runs "

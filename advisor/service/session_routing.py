@@ -8,6 +8,8 @@ unparseable tool call is noted). The rules are in `advisor.service.sessions`.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any, Callable
 
 from advisor.errors import StoreError
@@ -16,6 +18,10 @@ from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
 from advisor.service.sessions import (SessionState, SessionStep, continued_id, first_call_ids, latch_key, latches,
                                       rung_above, session_of, signals, step_budget)
 from advisor.service.step_check import broken_kinds
+
+log = logging.getLogger("advisor.service.sessions")
+_LOG_EVERY_S = 10.0
+_logged = -_LOG_EVERY_S  #: when the last refusal was logged (monotonic)
 
 
 def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
@@ -37,7 +43,9 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
         if state is not None:
             sid, lid = own, latch_key(tenant, own)
     if state is None and not fresh:
-        state = store.get(lid)
+        state = store.get(lid)  # (tries the shared latch: a database found away is noted there)
+    if not fresh and cfg.on_database_outage == "refuse" and getattr(store, "primary_away", lambda: False)():
+        refuse_while_away(rt)
     if state is None or state.rung not in plan.allowed:
         decide_auto()
         if not plan.chain:
@@ -178,6 +186,20 @@ def after_step(rt, req, out) -> None:
         session_metrics(rt).escalated(moved[0])
 
 
+def refuse_while_away(rt) -> None:
+    """Refuse a running session's step while its shared latch is away (StoreError: the app answers 503 with
+    retry-after): counted, and logged at most every `_LOG_EVERY_S`."""
+    session_metrics(rt).refused()
+    global _logged
+    if time.monotonic() - _logged > _LOG_EVERY_S:
+        _logged = time.monotonic()
+        log.warning("session steps refused: the shared session latch (PostgreSQL) is away; running sessions are "
+                    "answered 503 until it is back (sessions.on_database_outage: refuse)")
+    raise StoreError("the shared session latch is away (the PostgreSQL database does not answer): a step of a "
+                     "running session is refused rather than latched where the other replicas cannot see it; "
+                     "retry shortly")
+
+
 def own_latch(rt, plan, s: SessionStep, call_ids: list[str]) -> None:
     """A derived session's first step answered with tool calls: from now on it is named by `continued_id` (its
     base id and the ids of these calls, which the client sends back), and its latch is written under that name,
@@ -225,6 +247,13 @@ class SessionMetrics:
                              ["start_rung", "rung"], registry=reg)
         self.escalations = Counter("advisor_session_escalations", "Session escalations, by reason.",
                                    ["reason", "from_rung", "to_rung"], registry=reg)
+        self.refused_steps = Counter("advisor_session_steps_refused", "Steps of running sessions refused (503) "
+                                     "while the shared latch's database was away (sessions.on_database_outage).",
+                                     registry=reg)
+
+    def refused(self) -> None:
+        """A running session's step refused: its shared latch is away."""
+        self.refused_steps.inc()
 
     def count_step(self, s: SessionStep, rung: str, moved: list | None) -> None:
         """One step of a session (and its escalation, if any)."""

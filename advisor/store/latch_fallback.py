@@ -82,6 +82,10 @@ class FallbackLatches:
                 return _newer(state, self.local.get(sid)) if self._used_local else state
         return self.local.get(sid)
 
+    def primary_away(self) -> bool:
+        """Whether the shared primary cannot be reached now (tried again once `retry_s` has passed)."""
+        return self._try() is None
+
     def trouble(self, within_s: float = 5.0) -> str | None:
         """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure. While
         the primary is away it is tried again here once `retry_s` has passed, so `/readyz`'s poll sees it back
