@@ -203,12 +203,12 @@ def previous_messages(rid: Any, stored, tenant: str) -> list[dict[str, Any]]:
     return record["messages"]
 
 
-def keep(rt, tr: Translation, req, out, key, response: dict[str, Any]) -> bool:
-    """Store a delivered response (unless the request or the config says not to); True when it was kept."""
+def keep(rt, tr: Translation, out, key, response: dict[str, Any]) -> bool:
+    """Store a delivered response (unless the request or the config says not to); True when it was kept. Its
+    conversation leaves out the request's own ``instructions`` (the first message): a continuation gives its own."""
     if rt.responses is None or tr.body.get("store") is False or out.reply is None:
         return False
-    messages = [m for m in tr.chat["messages"] if not (m["role"] == "system" and tr.body.get("instructions")
-                                                       and m is tr.chat["messages"][0])]
+    messages = tr.chat["messages"][1:] if tr.body.get("instructions") else tr.chat["messages"]
     reply = out.reply.message()
     try:
         return rt.responses.put(key.name if key is not None else "", response["id"],
@@ -261,12 +261,11 @@ def finish_responses(rt, req, tr: Translation, out, key, started: float, started
         return failed
     created = time.time()
     items = output_items(out)
-    tr.stored = keep(rt, tr, req, out, key, response_object(rt, tr, out, created, "completed", items))
+    done = response_object(rt, tr, out, created, "completed", items)
+    tr.stored = done["store"] = keep(rt, tr, out, key, done)
     if not req.stream:
-        return json_response(response_object(rt, tr, out, created, "completed", items), headers=headers,
-                             background=later)
-    events = stream_events(response_object(rt, tr, out, created, "in_progress", []),
-                           response_object(rt, tr, out, created, "completed", items))
+        return json_response(done, headers=headers, background=later)
+    events = stream_events(response_object(rt, tr, out, created, "in_progress", []), done)
 
     async def body():
         for event in events:
