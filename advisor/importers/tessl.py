@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,14 +202,7 @@ def _text_files(tree: _Tree, folder: Path, skip: set[str], skip_dirs: set[str] =
             parts = Path(rel).parts
             if rel in skip or fname.startswith(".") or parts[0] in skip_dirs:
                 continue
-            try:
-                real = tree.inside(path)
-                st = real.stat()
-            except (DataError, OSError):
-                continue
-            if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_FILE_BYTES:
-                continue
-            try:
+            try:  # inside the tree, regular, within the size, UTF-8: `_Tree.text` checks each before reading
                 files[rel] = tree.text(path, _MAX_FILE_BYTES)
             except DataError:
                 continue
