@@ -20,8 +20,7 @@ from advisor.service.sessions import (SessionState, SessionStep, continued_id, f
 from advisor.service.step_check import broken_kinds
 
 log = logging.getLogger("advisor.service.sessions")
-_LOG_EVERY_S = 10.0
-_logged = -_LOG_EVERY_S  #: when the last refusal was logged (monotonic)
+_LOG_EVERY_S = 10.0  #: refused steps are logged at most this often
 
 
 def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
@@ -189,10 +188,7 @@ def after_step(rt, req, out) -> None:
 def refuse_while_away(rt) -> None:
     """Refuse a running session's step while its shared latch is away (StoreError: the app answers 503 with
     retry-after): counted, and logged at most every `_LOG_EVERY_S`."""
-    session_metrics(rt).refused()
-    global _logged
-    if time.monotonic() - _logged > _LOG_EVERY_S:
-        _logged = time.monotonic()
+    if session_metrics(rt).refused():
         log.warning("session steps refused: the shared session latch (PostgreSQL) is away; running sessions are "
                     "answered 503 until it is back (sessions.on_database_outage: refuse)")
     raise StoreError("the shared session latch is away (the PostgreSQL database does not answer): a step of a "
@@ -247,13 +243,20 @@ class SessionMetrics:
                              ["start_rung", "rung"], registry=reg)
         self.escalations = Counter("advisor_session_escalations", "Session escalations, by reason.",
                                    ["reason", "from_rung", "to_rung"], registry=reg)
+        self._logged_at = -_LOG_EVERY_S  #: when a refused step was last logged (monotonic)
         self.refused_steps = Counter("advisor_session_steps_refused", "Steps of running sessions refused (503) "
                                      "while the shared latch's database was away (sessions.on_database_outage).",
                                      registry=reg)
 
-    def refused(self) -> None:
-        """A running session's step refused: its shared latch is away."""
+    def refused(self) -> bool:
+        """A running session's step refused (its shared latch is away), counted; True when it is time to log it
+        (at most every `_LOG_EVERY_S`)."""
         self.refused_steps.inc()
+        now = time.monotonic()
+        if now - self._logged_at < _LOG_EVERY_S:
+            return False
+        self._logged_at = now
+        return True
 
     def count_step(self, s: SessionStep, rung: str, moved: list | None) -> None:
         """One step of a session (and its escalation, if any)."""
