@@ -63,8 +63,8 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
 
 MAX_IMPORT_ENV = "ADVISOR_MAX_IMPORT_MB"
 DEFAULT_MAX_IMPORT_MB = 32  #: size limit of one imported table unless ADVISOR_MAX_IMPORT_MB is set (about 2.8 GiB)
-#: peak memory of `advisor import` per byte of a CSV table: 10 MiB of three-model rows peaked at 882 MiB, 86x
-#: (`/usr/bin/time -v advisor import` in docs/figures.md)
+#: peak memory of `advisor import` per byte of a CSV table: 10 MiB of three-model rows peaked at 876-882 MiB, 86-88x
+#: (`benchmarks/import_memory.py`, figures in docs/figures.md)
 MEMORY_RATIO = 90
 
 
