@@ -321,3 +321,20 @@ def load_model(model: type[M], path: str | Path, context: dict | None = None) ->
     if data is None:
         raise ConfigError(f"{path}: file is empty")
     return validate(model, data, path, context)
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data):
+        return True
+
+
+def _str(dumper, value: str):
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def dump_yaml(data: Any) -> str:
+    """`data` as YAML a person can read: keys in their order, no aliases, multi-line strings as blocks."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from advisor.errors import ConfigError, DataError
 from advisor.importers import register_importer
@@ -42,7 +41,7 @@ from advisor.importers.tessl_criteria import (FILE_FORMS_TEXT, Item, assign, der
                                               read_mapping, rescale, slug, split_inline_files)
 from advisor.nesting import load_json
 from advisor.suite import load_suite
-from advisor.yamlio import decode_utf8, read_bounded
+from advisor.yamlio import decode_utf8, dump_yaml, read_bounded
 
 DEFAULT_TOOLS = ["list_files", "read_file", "write_file", "run_python"]
 CLASS_BY = ("skill", "tile", "capability")
@@ -358,27 +357,11 @@ def import_tessl(src: str | Path, out: str | Path, name: str | None = None, clas
                             "are graded by the judge role.",
              "classes": [{"name": c, "description": d} for c, d in classes.items()], "tasks": tasks}
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(_dump(suite), encoding="utf-8")
+    out.write_text(dump_yaml(suite), encoding="utf-8")
     summary.assignment_file = out.with_suffix(".assign.yaml")
     summary.assignment_file.write_text(
         "# IF/TC assignment used by the import: task id -> {criterion name: if|tc}. Edit and pass back with\n"
         "# `advisor suite import tessl ... --assign THIS_FILE`; a \"*\" key applies to every task.\n"
-        + _dump(assignment), encoding="utf-8")
+        + dump_yaml(assignment), encoding="utf-8")
     load_suite(out)
     return summary
-
-
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data):
-        return True
-
-
-def _str(dumper, value: str):
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def _dump(data: dict) -> str:
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.agent.chat import template_for
+from advisor.agent.conversation import Conversation, Turn, rung_messages
 from advisor.agent.formats import FINAL_MARKER, FINAL_RE, Parsed, format_for
 from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
 from advisor.service.request import call_required, forced_tool, offered_names
@@ -78,36 +79,21 @@ def chat_inputs(model, request) -> dict[str, Any]:
 
 def prompt_messages(model, request) -> list[dict[str, str]]:
     """The request's messages as the rung sees them: tools described in the system prompt by the rung's format,
-    earlier tool calls written the way it writes them."""
-    fmt = format_for(model.tool_call_format)
-    specs = tool_specs(request)
-    messages: list[dict[str, str]] = []
-    system = [m.text() for m in request.messages if m.role in ("system", "developer")]
-    if specs:
-        system.append(fmt.render_tools(specs))
-        demand = tool_demand(request)
-        if demand:
-            system.append(demand)
-    wanted = format_demand(request)
-    if wanted:
-        system.append(wanted)
-    if system:
-        messages.append({"role": "system", "content": "\n\n".join(system)})
-    for m in request.messages:
-        if m.role in ("system", "developer"):
-            continue
-        if m.role == "assistant" and m.function_calls():
-            calls = []
-            for call in m.function_calls():
-                try:
-                    args = json.loads(call.function.arguments or "{}")
-                except ValueError:
-                    args = {"_raw": call.function.arguments}
-                calls.append(fmt.render_call(call.function.name, args if isinstance(args, dict) else {"_": args}))
-            messages.append({"role": "assistant", "content": "\n".join(filter(None, [m.text(), *calls]))})
-        else:
-            messages.append({"role": "tool" if m.role == "function" else m.role, "content": m.text()})
-    return messages
+    earlier tool calls written the way it writes them (`advisor.agent.conversation.rung_messages`)."""
+    return rung_messages(format_for(model.tool_call_format), turns_of(request), tool_specs(request),
+                         tool_demand(request), format_demand(request))
+
+
+def turns_of(request) -> list[Turn]:
+    """The request's messages as conversation turns (role, text, function calls)."""
+    return [Turn(m.role, m.text(), tuple((c.function.name, c.function.arguments) for c in m.function_calls())
+                 if m.role == "assistant" else ()) for m in request.messages]
+
+
+def conversation_of(request) -> Conversation:
+    """The request's conversation as plain data (what a captured step keeps, `advisor.service.capture`)."""
+    return Conversation(turns_of(request), tool_specs(request), tool_demand(request), format_demand(request),
+                        request.parallel_tool_calls)
 
 
 def request_text(request) -> str:
