@@ -37,6 +37,31 @@ def without_urls(text: str) -> str:
     return _HOST_PORT.sub("(upstream)", _URL.sub("(upstream)", text))
 
 
+#: Shapes of well-known secrets that carry no ``key=`` label: OpenAI-style ``sk-`` keys, AWS access key ids, GitHub
+#: and Slack tokens, JSON Web Tokens, PEM private keys. `redact` removes them from what is kept of a conversation.
+SECRET_SHAPES = (
+    r"\bsk-[A-Za-z0-9_-]{16,}",
+    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
+    r"\bxox[abpors]-[A-Za-z0-9-]{10,}",
+    r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+)
+
+
+class Redactor:
+    """What is removed from a text before it is kept: the given `secrets` (the rungs' keys), credential-shaped
+    values (`scrub`), the `SECRET_SHAPES` and a team's own `patterns` (regexes), each replaced by ``[redacted]``."""
+
+    def __init__(self, secrets: Iterable[str | None] = (), patterns: Iterable[str] = ()):
+        self.secrets = [s for s in secrets if s and len(s) >= 4]
+        self.shapes = re.compile("|".join(f"(?:{p})" for p in (*SECRET_SHAPES, *patterns)))
+
+    def __call__(self, text: str) -> str:
+        """`text` with every secret, credential and shape replaced."""
+        return self.shapes.sub(REDACTED, scrub(text, self.secrets))
+
+
 class PieceScrubber:
     """`secrets` removed from a text that arrives in pieces (a stream): a piece is passed on without the tail
     that could be the start of a secret, which waits for the next piece (`flush` gives the rest at the end)."""

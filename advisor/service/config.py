@@ -21,6 +21,7 @@ A YAML file validated like the ladder (``version: 1``, unknown keys are errors n
     record: {store_prompts: false}
     sessions: {derive: true, tool_errors: 2, step_budget: 30}   # advisor.service.sessions
     api: {strict: false, step_retries: 1}   # unhonoured fields: ignored (x-advisor-ignored) or 400; broken steps
+    capture: {enabled: true, sample: 0.2, keep_days: 30}   # live steps kept, redacted (advisor.service.capture)
 
 Without a file every class has no verifier (single-shot routing) and the bounds below apply.
 """
@@ -266,6 +267,30 @@ class ResponsesConfig(StrictModel):
     max_responses: int = Field(default=100_000, ge=1, description="Most responses kept; past it the oldest go.")
 
 
+class CaptureConfig(StrictModel):
+    """Opt-in capture of live agent steps into the store, to size from real traffic (`advisor.service.capture`)."""
+
+    enabled: bool = Field(default=False, description="Capture steps (off by default: nothing of a conversation is "
+                          "kept unless a team turns this on).")
+    tenants: list[str] | None = Field(default=None, description="Key names (from --keys) whose steps are captured; "
+                                      "absent: every tenant ('default' without keys).")
+    classes: list[str] | None = Field(default=None, description="Task classes captured; absent: every class.")
+    sample: float = Field(default=1.0, ge=0, le=1, description="Share of sessions captured (a session is kept or "
+                          "left whole; a request outside a session counts as its own session).")
+    redact: list[str] = Field(default_factory=list, description="Regexes a team adds to the built-in redaction "
+                              "(rung keys, credential-shaped values, well-known key shapes: advisor.redaction).")
+    keep_days: float = Field(default=30.0, gt=0, description="Captured steps older than this are deleted.")
+    keep_steps: int = Field(default=100_000, ge=1, description="Most steps kept per tenant; past it a step is a "
+                            "counted drop.")
+    max_step_bytes: int = Field(default=262_144, ge=1024, description="A larger step (conversation and reply, "
+                                "as JSON) is a counted drop.")
+
+    @field_validator("redact")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return regexes("capture.redact pattern", value)
+
+
 class ShadowConfig(StrictModel):
     """A candidate router that decides every routed request beside the serving one (`advisor.service.shadow`)."""
 
@@ -308,6 +333,7 @@ class ServiceConfig(StrictModel):
     load: LoadConfig = Field(default_factory=LoadConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
+    capture: CaptureConfig = Field(default_factory=CaptureConfig)
     shadow: ShadowConfig | None = Field(default=None, description="Shadow mode: a candidate router's decisions are "
                                         "recorded, not applied.")
 

@@ -181,18 +181,19 @@ def _age(path: Path) -> float:
         return 0.0
 
 
-def split_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(decision rows, attempt rows) of spooled records, without their ``record`` tag, timestamps as datetimes,
-    each list with one column set (the union of its keys, in order)."""
-    decisions, attempts = [], []
+def split_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], ...]:
+    """(decision rows, attempt rows, capture records) of spooled records, without their ``record`` tag,
+    timestamps as datetimes, the decision and attempt lists each with one column set (the union of its keys, in
+    order); capture records as written (`advisor.service.capture`)."""
+    decisions, attempts, captures = [], [], []
     for rec in records:
         rec = dict(rec)
         kind = rec.pop("record", None)
-        (decisions if kind == "decision" else attempts).append(_timestamps(rec))
+        {"decision": decisions, "capture": captures}.get(kind, attempts).append(_timestamps(rec))
     for rows in (decisions, attempts):
         keys = list(dict.fromkeys(k for r in rows for k in r))
         rows[:] = [{k: r.get(k) for k in keys} for r in rows]
-    return decisions, attempts
+    return decisions, attempts, captures
 
 
 def _timestamps(row: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from advisor.backends import BackendOptions, BackendPool
 from advisor.ladder import load_ladder
 from advisor.scores import VerifierErrors
 from advisor.service.auth import KeyRing
+from advisor.service.capture import Capture
 from advisor.service.config import load_config
 from advisor.service.load import board as load_board
 from advisor.service.metrics import Metrics
@@ -105,6 +106,8 @@ class Runtime:
         self._policy_verifiers = {c: self._resolve_policy_verifier(c) for c in self.config.classes}
         self.session_cells = parse_cells(settings.session_cells)  #: `advisor.service.session_costs` figures
         self.responses = stored_responses(settings, self.config.responses)  #: `/v1/responses` kept (or None)
+        #: live steps captured for `advisor suite from-traffic` (`advisor.service.capture`), or None when off
+        self.capture = Capture(self.config.capture, self.ladder) if self.config.capture.enabled else None
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)

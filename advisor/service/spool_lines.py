@@ -1,7 +1,8 @@
 """Reading one spool segment line by line: a bad line is quarantined, never the end of the ingest.
 
 A segment line is one record: a JSON object tagged ``"record": "decision"`` or ``"attempt"`` with its
-``decision_id`` (an attempt also its ``attempt`` number). A line that is not UTF-8, not JSON, not such an object
+``decision_id`` (an attempt also its ``attempt`` number), or ``"capture"``: a captured step (with its
+``decision_id``) or a drop (with ``dropped``, why: `advisor.service.capture`). A line that is not UTF-8, not JSON, not such an object
 (a disk error, a hand edit, another program writing into the spool) is appended byte for byte to
 ``<spool>.quarantine/<segment>.bad`` beside the spool, one warning line names the segment and its line numbers,
 and the segment's other lines are ingested. A record that parses but that the store refuses for what it holds (a
@@ -20,7 +21,7 @@ from typing import Any
 
 log = logging.getLogger("advisor.spool")
 
-KINDS = ("decision", "attempt")
+KINDS = ("decision", "attempt", "capture")
 _SHOWN = 10  #: line numbers named in the warning, at most
 
 
@@ -53,7 +54,9 @@ def problem(line: bytes) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(rec, dict):
         return None, f"a JSON {type(rec).__name__}, not a record object"
     if rec.get("record") not in KINDS:
-        return None, "no 'record' tag decision or attempt"
+        return None, "no 'record' tag decision, attempt or capture"
+    if rec["record"] == "capture" and isinstance(rec.get("dropped"), str):
+        return rec, None
     if not isinstance(rec.get("decision_id"), str) or (rec["record"] == "attempt"
                                                         and not isinstance(rec.get("attempt"), int)):
         return None, "no decision_id (or attempt number)"

@@ -18,6 +18,7 @@ from advisor.errors import RecordsRejected, StoreError, first_line
 from advisor.records import CriterionResult, RunRecord, TurnRecord, now, plain
 from advisor.store._damaged import CheckedConnection, damaged, is_damage
 from advisor.store._agreement_queries import AgreementQueries
+from advisor.store._capture_queries import CaptureQueries, add_captures
 from advisor.store._live_queries import LiveQueries
 from advisor.store._policy_queries import PolicyQueries
 from advisor.store._queries import Queries
@@ -68,7 +69,7 @@ def _check_store_file(path: str) -> None:
                          "move it away or name another file with --store")
 
 
-class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQueries, RegistryQueries):
+class Store(Queries, LiveQueries, CaptureQueries, PolicyQueries, AgreementQueries, SessionQueries, RegistryQueries):
     """A DuckDB store file. Open with `Store.open(path)`; use as a context manager to close it."""
 
     def __init__(self, con, path: str):
@@ -302,8 +303,10 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
         return self.query(f"SELECT * FROM judge_agreement{where} ORDER BY measured_at DESC", params)
 
     # ----------------------------------------------------------------- routing
-    def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]]) -> tuple[int, int]:
-        """Record the routing service's decisions and attempts (dicts keyed by column) in one transaction.
+    def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]],
+                 captures: Sequence[dict[str, Any]] = ()) -> tuple[int, int]:
+        """Record the routing service's decisions and attempts (dicts keyed by column), and its captured steps
+        (`advisor.store._capture_queries.add_captures`), in one transaction.
 
         Idempotent: rows already present (same decision id / attempt) are skipped, so a segment ingested twice
         adds nothing. Returns (decisions, attempts) newly added.
@@ -323,6 +326,8 @@ class Store(Queries, LiveQueries, PolicyQueries, AgreementQueries, SessionQuerie
                         continue
                     columns = list(dict.fromkeys(k for r in rows for k in r))
                     self._bulk_insert(table, [[r.get(c) for c in columns] for r in rows], columns)
+                if captures:
+                    add_captures(self._con, captures)
         except refused as exc:
             raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first_line(exc)}") from None
         after = self.live_counts()

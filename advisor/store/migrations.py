@@ -215,6 +215,23 @@ def _m012_run_failure_kind(con) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN failure VARCHAR")
 
 
+def _m013_captured_steps(con) -> None:
+    """Live agent steps the service captured (opt-in, redacted before they were written), per tenant, and the
+    steps it dropped (over the bound, too large) counted per tenant and reason."""
+    con.execute(
+        """
+        CREATE TABLE captured_steps (
+            decision_id VARCHAR PRIMARY KEY, tenant VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+            task_class VARCHAR, session_id VARCHAR, session_step INTEGER, rung VARCHAR, status VARCHAR,
+            verdict VARCHAR, reference_ok BOOLEAN NOT NULL, simulated BOOLEAN NOT NULL, cost_usd DOUBLE,
+            request_json VARCHAR NOT NULL, reply_json VARCHAR NOT NULL, size_bytes INTEGER NOT NULL);
+        CREATE INDEX captured_steps_tenant ON captured_steps (tenant, created_at);
+        CREATE TABLE capture_drops (
+            tenant VARCHAR NOT NULL, reason VARCHAR NOT NULL, n BIGINT NOT NULL, last_at TIMESTAMP,
+            PRIMARY KEY (tenant, reason));
+        """)
+
+
 #: Ordered forward migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", _m001_initial),
@@ -229,4 +246,5 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m010_shadow_decisions", _m010_shadow_decisions),
     ("m011_router_registry", _m011_router_registry),
     ("m012_run_failure_kind", _m012_run_failure_kind),
+    ("m013_captured_steps", _m013_captured_steps),
 ]

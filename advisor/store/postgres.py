@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from advisor.errors import RecordsRejected, StoreError, first_line
 from advisor.records import now, plain
+from advisor.store._capture_queries import CaptureQueries, add_captures
 from advisor.store._live_queries import LiveQueries
 from advisor.store._registry_queries import RegistryQueries
 from advisor.store._session_queries import SessionQueries
@@ -67,7 +68,7 @@ def connect(url: str, timeout_s: float = 5.0):
         raise StoreError(f"{redact(url)}: cannot connect to PostgreSQL ({str(exc).strip().splitlines()[0]})") from None
 
 
-class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
+class PostgresStore(LiveQueries, CaptureQueries, SessionQueries, RegistryQueries):
     """A PostgreSQL database holding the live tables (see the module docstring)."""
 
     def __init__(self, con, url: str):
@@ -172,9 +173,10 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
             raw.execute("SELECT pg_advisory_unlock(%s)", [_MIGRATION_LOCK])
 
     # ----------------------------------------------------------------- live records
-    def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]]) -> tuple[int, int]:
-        """Record decisions and attempts (dicts keyed by column) in one transaction; rows already present (same
-        decision id / attempt) are skipped. Returns (decisions, attempts) newly added."""
+    def add_live(self, decisions: Sequence[dict[str, Any]], outcomes: Sequence[dict[str, Any]],
+                 captures: Sequence[dict[str, Any]] = ()) -> tuple[int, int]:
+        """Record decisions and attempts (dicts keyed by column), and captured steps, in one transaction; rows
+        already present (same decision id / attempt) are skipped. Returns (decisions, attempts) newly added."""
         # heavy dependency, imported on use: psycopg
         import psycopg
 
@@ -196,6 +198,8 @@ class PostgresStore(LiveQueries, SessionQueries, RegistryQueries):
                         cur.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _in_{table} "
                                     "ON CONFLICT DO NOTHING")
                         added.append(cur.rowcount)
+                if captures:
+                    add_captures(self._con, captures)
         except (psycopg.errors.DataError, psycopg.errors.IntegrityError,
                 psycopg.errors.UndefinedColumn) as exc:  # what the rows hold
             raise RecordsRejected(f"{self.path}: {type(exc).__name__}: {first_line(exc)}") from None
