@@ -41,6 +41,7 @@ class StopReason(_Text):
     INVALID_OUTPUT = "invalid_output"  #: unusable replies in a row
     IMPORTED = "imported"  #: an imported recorded result (how its loop ended was not recorded)
     INTERRUPTED = "interrupted"  #: the episode was cut short
+    STEP = "step"  #: a replayed live step ended at its tool call (a replay runs no tool: `advisor.agent.replay`)
 
 
 class RunKind(_Text):

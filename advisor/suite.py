@@ -100,6 +100,23 @@ class Reference(StrictModel):
     final_wrong: str | None = None  #: a plausible but wrong answer (TC loss)
 
 
+class Replay(StrictModel):
+    """A live step captured by the service (`advisor suite from-traffic`): the conversation up to the step (as
+    `advisor.agent.conversation.Conversation` data), replayed as it was on every rung; the model's one reply is
+    the episode (a tool call is not run), checked against `reference` or the class's verifier."""
+
+    conversation: dict[str, Any]
+    served_by: str = ""  #: the rung that answered it live
+    decision_id: str = ""  #: the service's decision id of the step
+    session_id: str | None = None
+    session_step: int | None = None
+    tenant: str = ""
+    check: str = Field(default="reference", pattern="^(verifier|reference|judge)$",
+                       description="What checks the replayed step: the class's verifier, equivalence with the "
+                       "reference, or the judge.")
+    reference: dict[str, Any] | None = None  #: the accepted live reply: {calls: [[name, arguments]], final: text}
+
+
 class Task(StrictModel):
     """One task of a suite."""
 
@@ -114,6 +131,7 @@ class Task(StrictModel):
     instruction_following: list[Criterion] = Field(min_length=1)
     task_completion: list[Criterion] = Field(min_length=1)
     reference: Reference | None = None
+    replay: Replay | None = None  #: a captured live step: one reply on the recorded conversation, no tool run
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @field_validator("instruction_following", "task_completion")

@@ -106,7 +106,10 @@ def check_classes(suite: Any, where: Where) -> None:
 
 
 def check_task(task: Any, i: int, where: Where, known_tools: set[str] | None) -> None:
-    """Regexes compile, tools exist, targets and paths are confined, for task number `i`."""
+    """Regexes compile, tools exist, targets and paths are confined, for task number `i`. A replayed live step's
+    checks may name the tools its conversation offered."""
+    if getattr(task, "replay", None) is not None and known_tools is not None:
+        known_tools = known_tools | {str(s.get("name")) for s in task.replay.conversation.get("specs") or []}
     for rel in task.fixtures.files:
         problem = workspace_path_problem(rel)
         if problem:

@@ -16,12 +16,13 @@ from advisor.tools.base import TOOLS
 
 
 def test_builtin_parts_are_registered():
-    assert CHECKS.names() == ["file", "json_equals", "json_schema", "judge", "python", "regex", "state", "tool_call"]
+    assert CHECKS.names() == ["file", "json_equals", "json_schema", "judge", "python", "regex", "same_step", "state",
+                              "tool_call"]
     assert get_check("judge").needs_judge and not get_check("regex").needs_judge
     assert {"list_files", "read_file", "write_file", "search_docs", "read_doc", "http_request",
             "run_python"} <= set(TOOLS.names())
     assert FORMATS.names() == ["hermes", "hermes_json", "nemotron_json", "qwen3_coder", "qwen3_xml"]
-    assert {"recorded": "runs", "tessl": "suite"} == {n: i.produces for n, i in IMPORTERS.items().items()}
+    assert {"recorded": "runs", "tessl": "suite", "traffic": "suite"} == {n: i.produces for n, i in IMPORTERS.items().items()}
 
 
 def test_unknown_names_say_did_you_mean():

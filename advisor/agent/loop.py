@@ -25,6 +25,7 @@ from typing import Any
 
 from advisor.agent.chat import ChatTemplate, system_prompt, template_for
 from advisor.agent.formats import FINAL_MARKER, format_for
+from advisor.agent.replay import run_replay_step
 from advisor.agent.turns import (OBSERVATION_CHARS, RECORD_CHARS, STUCK_CYCLES, STUCK_REPEATS, EpisodeResult, Stop,
                                  Turns, call_signature, clip_text, is_stuck, with_hint)
 from advisor.backends import ModelBackend
@@ -49,8 +50,12 @@ async def run_episode(task: Any, model: Any, client: ModelClient, env: Any, limi
 
     `limits` is `Suite.limits_for(task)`; with `condition == "skill"` the task's skill document goes into
     the system prompt. `sampling` (e.g. ``{"seed": ..., "temperature": ...}``) is sent with every call.
-    Never raises for model or tool problems: they end the episode with a stop reason.
+    Never raises for model or tool problems: they end the episode with a stop reason. A task made from a
+    captured live step (``task.replay``) is one reply on its recorded conversation (`advisor.agent.replay`).
     """
+    if getattr(task, "replay", None) is not None:
+        return await run_replay_step(task, model, client, limits, sampling=sampling, request_id=request_id,
+                                     template=template)
     fmt = format_for(model.tool_call_format)
     template = template or template_for(model)
     specs = list(env.specs())

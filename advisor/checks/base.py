@@ -98,7 +98,8 @@ class CheckType:
 
 #: Every check type by name; the builtin families register themselves when first looked up.
 CHECKS: Registry[CheckType] = Registry("check type", builtins=(
-    "advisor.checks.text", "advisor.checks.workspace", "advisor.checks.trajectory", "advisor.checks.judge"),
+    "advisor.checks.text", "advisor.checks.workspace", "advisor.checks.trajectory", "advisor.checks.judge",
+    "advisor.checks.replay"),
     entry_points="advisor.checks")
 
 

@@ -32,6 +32,7 @@ OUTPUTS: dict[tuple[str | None, str], str] = {
     ("train", "out"): "file",
     ("route", "out"): "file",
     ("tessl", "out"): "file",
+    ("from-traffic", "out"): "dir",
     (None, "pointer"): "file",
 }
 

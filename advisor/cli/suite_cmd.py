@@ -1,4 +1,4 @@
-"""`advisor suite validate|show|import tessl`: check, inspect and import task suites."""
+"""`advisor suite validate|show|import tessl|from-traffic`: check, inspect, import and capture task suites."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def register(app: typer.Typer) -> None:
     importer = typer.Typer(help="Import suites from public formats.", no_args_is_help=True)
     importer.command("tessl")(import_tessl_cmd)
     group.add_typer(importer, name="import")
+    group.command("from-traffic")(from_traffic_cmd)
     app.add_typer(group, name="suite")
 
 
@@ -126,3 +127,55 @@ def import_tessl_cmd(
     summary = import_tessl(src, out, name, class_by=class_by, assign_file=assign)
     for line in summary.lines():
         typer.echo(line)
+
+
+def since_time(text: str | None):
+    """``--since``: a duration back from now (``7d``, ``12h``, ``30m``) or an ISO date/time (UTC), as a naive UTC
+    datetime; None for None."""
+    import re
+    from datetime import datetime, timedelta
+
+    from advisor.errors import ConfigError
+    from advisor.records import now
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([dhm])\s*", text)
+    if m:
+        unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
+        return now() - timedelta(**{unit: float(m.group(1))})
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=None)
+    except ValueError:
+        raise ConfigError(f"--since {text!r}: give a duration (7d, 12h, 30m) or a date (2026-12-01)") from None
+
+
+def from_traffic_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write suite.yaml, heldout.yaml and traffic.json "
+                                      "into.")],
+    store: Annotated[str, typer.Option("--store", help="The store the service records into (DuckDB file or "
+                                       "postgresql:// URL).")] = "advisor.duckdb",
+    since: Annotated[Optional[str], typer.Option("--since", help="Steps captured since: 7d, 12h, 30m or a date.")]
+    = None,
+    tenant: Annotated[Optional[str], typer.Option("--tenant", help="Only this tenant's steps (the key's name; "
+                                                  "'default' without keys).")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, help="The service "
+                                                   "config: its classes' verifiers check the steps.")] = None,
+    heldout: Annotated[float, typer.Option("--heldout", min=0.0, max=1.0, help="Share of sessions written to "
+                                           "heldout.yaml.")] = 0.2,
+    name: Annotated[Optional[str], typer.Option("--name", help="Suite name (default traffic-<tenant|all>).")] = None,
+) -> None:
+    """Write a suite from the live steps `advisor serve` captured (capture: {enabled: true}): one task per step,
+    replayed on every rung without live tools, checked by the class's verifier or the served reply."""
+    from advisor.importers.traffic import suite_from_traffic
+    from advisor.service.config import load_config
+    from advisor.store import LiveRecords, open_store
+
+    cfg = load_config(config) if config is not None else None
+    with open_store(store, read_only=True, role=LiveRecords) as s:
+        summary = suite_from_traffic(s, out, since=since_time(since), tenant=tenant, service_config=cfg,
+                                     heldout=heldout, name=name)
+    for line in summary.lines():
+        typer.echo(line)
+    if summary.tasks.get("suite"):
+        typer.echo(f"next: advisor probe --suite {out / 'suite.yaml'}")

@@ -1,5 +1,6 @@
 """Importers of public formats, by name in `IMPORTERS`: recorded per-prompt results (``recorded``, into the
-store) and Tessl-style scenario folders (``tessl``, into a suite YAML).
+store), Tessl-style scenario folders (``tessl``, into a suite YAML) and captured live steps (``traffic``, into a
+suite folder).
 
 An importer is a function registered where it is defined with ``@register_importer(name, produces=...)``;
 ``produces`` says what it makes: ``"runs"`` (it adds runs to a `Store`) or ``"suite"`` (it writes a suite
@@ -33,7 +34,8 @@ class Importer:
 
 
 #: Every importer by name; the builtin importer modules register themselves when first looked up.
-IMPORTERS: Registry[Importer] = Registry("importer", builtins=("advisor.importers.recorded", "advisor.importers.tessl"),
+IMPORTERS: Registry[Importer] = Registry("importer", builtins=("advisor.importers.recorded", "advisor.importers.tessl",
+                                                               "advisor.importers.traffic"),
                                          entry_points="advisor.importers")
 
 

@@ -148,7 +148,7 @@ def cpu_path_problems(suite, ladder, tasks=None) -> list[str]:
                    f"{ladder.name!r} is a SIMULATED stand-in, which writes no verdict, so their runs are unscored "
                    f"(e.g. {', '.join(judged[:3])})")
     if ladder.simulated:
-        blind = [t.id for t in chosen if t.reference is None]
+        blind = [t.id for t in chosen if t.reference is None and t.replay is None]  # a replay is live traffic
         if blind:
             out.append(f"{len(blind)} of {len(chosen)} task(s) have no reference trajectory, and the SIMULATED "
                        f"stand-ins of ladder {ladder.name!r} can only act on tasks with one: they would give up "
@@ -218,7 +218,7 @@ def suite_warnings(suite, replicas: int = 3, target: float = 0.8, confidence: fl
             out.append(f"class {cls.name!r} has {n} task(s): at {replicas} replicas a cell gets {n * replicas} "
                        f"scored runs, fewer than the {need} needed to clear {target:g} at {confidence:.0%}; "
                        f"it needs {replicas_needed(n, target, confidence)} replicas or more tasks (`advisor plan`)")
-    blind = [t.id for t in suite.tasks if t.reference is None]
+    blind = [t.id for t in suite.tasks if t.reference is None and t.replay is None]
     if blind:
         out.append(f"{len(blind)} task(s) have no reference trajectory, so the SIMULATED stand-ins cannot act on "
                    f"them (the probe refuses them on a simulated ladder): {', '.join(blind[:5])}"

@@ -39,7 +39,8 @@ class StandinAgent:
         self.tasks: dict[str, Any] = {}
         for path in suite_paths:
             for task in load_suite(path).tasks:
-                self.tasks.setdefault(text_hash(task.instructions), task)
+                if task.replay is None:  # a captured live step is answered as live traffic was (tooluse, generic)
+                    self.tasks.setdefault(text_hash(task.instructions), task)
 
     # ----------------------------------------------------------------- reading the prompt
     def read(self, prompt: str) -> tuple[Any | None, bool, list[dict[str, str]]]:

@@ -1,0 +1,72 @@
+"""One captured live step, replayed on a rung: the recorded conversation in, one reply out, no tool run.
+
+A task made from traffic (`advisor.suite.Replay`, written by ``advisor suite from-traffic``) carries the
+conversation as the service rendered it for the rung that answered live (`advisor.agent.conversation`); here the
+same conversation is rendered for the rung under test and asked once. Tool results are the recorded ones (they are
+in the conversation), so no live tool runs, and the reply is the episode:
+
+- a final answer: stop ``final`` with its text (``FINAL ANSWER:`` marker and ``<think>`` block removed, as the
+  service delivers it);
+- a tool call: stop ``step`` with the call in the episode's calls (marked not run), for the checks to compare
+  with the reference call or the class's verifier;
+- an unusable reply (unparseable, cut off at the output cap): stop ``invalid_output``;
+- a failed server: ``backend_error`` as in every episode (stored unscored, retried by the next probe).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from advisor.agent.chat import ChatTemplate, template_for
+from advisor.agent.conversation import Conversation, conversation_messages
+from advisor.agent.formats import final_text, format_for
+from advisor.agent.turns import RECORD_CHARS, EpisodeResult, Stop, Turns, clip_text
+from advisor.records import Episode, StopReason, ToolCall
+
+NOT_RUN = "(not run: a replayed step ends at its tool call)"
+_THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
+_LABEL = re.compile(r"\[SIMULATED [^\]]+\] ?")
+
+
+def answer_text(text: str) -> str:
+    """What a final reply says, as the service delivers it: no ``<think>`` block, the text after the last
+    ``FINAL ANSWER:`` marker, no stand-in label."""
+    return _LABEL.sub("", final_text(_THINK.sub("", text)))
+
+
+async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sampling: dict[str, Any] | None = None,
+                          request_id: str | None = None, template: ChatTemplate | None = None) -> EpisodeResult:
+    """Ask `model` for the next step of `task.replay`'s conversation once (see the module docstring)."""
+    conversation = Conversation.from_json(task.replay.conversation)
+    fmt = format_for(model.tool_call_format)
+    template = template or template_for(model)
+    messages = conversation_messages(model, conversation)
+    specs = list(conversation.specs)
+    turns = Turns(EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS)), None, limits,
+                  sampling=sampling, request_id=request_id)
+    try:
+        turns.check_budget()
+        gen, record = await turns.ask(client, model, template, messages, specs, "the replayed step")
+        if not specs and gen.finish_reason != "length":
+            record.action = "final"
+            turns.ep.final = answer_text(gen.text or "")
+            record.observation = clip_text(turns.ep.final, RECORD_CHARS)
+            raise Stop(StopReason.FINAL)
+        parsed = turns.parse(fmt, gen, specs, model)
+        if parsed.kind == "invalid":
+            record.observation = parsed.error
+            raise Stop(StopReason.INVALID_OUTPUT, parsed.error)
+        if parsed.kind == "final":
+            turns.ep.final = answer_text(parsed.final or "")
+            record.action, record.observation = "final", clip_text(turns.ep.final, RECORD_CHARS)
+            raise Stop(StopReason.FINAL)
+        calls = list(parsed.calls or [(parsed.name, parsed.arguments)])
+        if conversation.parallel_tool_calls is False:
+            calls = calls[:1]
+        for name, arguments in calls:
+            turns.ep.calls.append(ToolCall(name, arguments, NOT_RUN, ok=True))
+        record.action, record.observation = parsed.name, NOT_RUN
+        raise Stop(StopReason.STEP)
+    except Stop as stop:
+        return turns.finish(stop)
