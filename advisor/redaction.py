@@ -46,6 +46,7 @@ SECRET_SHAPES = (
     r"\bxox[abpors]-[A-Za-z0-9-]{10,}",
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+    r"\b(?i:password|passwd|pwd|client[-_]?secret|secret[-_]?key)\s*[:=]\s*[^\s\"',;}]+",
 )
 
 

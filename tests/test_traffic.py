@@ -111,24 +111,30 @@ def test_a_secret_in_a_message_is_in_no_table(traffic):
         assert {r["tenant"] for r in redacted} == {"A", "B"}
 
 
-def test_a_suite_from_one_tenants_traffic_validates_replays_and_probes(traffic, triton_server):
-    tmp, store, ids = traffic
+@pytest.fixture(scope="module")
+def probed(traffic, triton_server):
+    """Tenant A's suite from traffic, validated, then probed into the same store: (suite, the commands' output)."""
+    tmp, store, _ = traffic
     out = tmp / "suite-a"
     made = advisor("suite", "from-traffic", "--store", str(store), "--tenant", "A", "--out", str(out),
                    "--heldout", "0")
     assert made.returncode == 0, made.stdout + made.stderr
-    suite = yaml.safe_load((out / "suite.yaml").read_text())
-    decisions = {t["replay"]["decision_id"] for t in suite["tasks"]}
-    assert decisions and decisions <= set(ids["A"]) and not decisions & set(ids["B"])
-    assert all(t["replay"]["tenant"] == "A" and t["tools"] if "tools" in t else True for t in suite["tasks"])
-    manifest = json.loads((out / "traffic.json").read_text())
-    assert manifest["tenants"] == ["A"] and manifest["steps"] == len(ids["A"])
-    assert sum(manifest["left_out"].values()) + len(suite["tasks"]) == len(ids["A"])
     valid = advisor("suite", "validate", str(out / "suite.yaml"))
     assert valid.returncode == 0, valid.stdout + valid.stderr
     probe = advisor("probe", "--suite", str(out / "suite.yaml"), "--ladder", str(DEMO), "--url",
                     triton_server.grpc_url, "--store", str(store), "--replicas", "2", "--no-report")
     assert probe.returncode == 0, probe.stdout + probe.stderr
+    return yaml.safe_load((out / "suite.yaml").read_text()), json.loads((out / "traffic.json").read_text()), probe
+
+
+def test_a_suite_from_one_tenants_traffic_validates_replays_and_probes(traffic, probed):
+    tmp, store, ids = traffic
+    suite, manifest, probe = probed
+    decisions = {t["replay"]["decision_id"] for t in suite["tasks"]}
+    assert decisions and decisions <= set(ids["A"]) and not decisions & set(ids["B"])
+    assert all(t["replay"]["tenant"] == "A" and not t.get("tools") for t in suite["tasks"])
+    assert manifest["tenants"] == ["A"] and manifest["steps"] == len(ids["A"])
+    assert sum(manifest["left_out"].values()) + len(suite["tasks"]) == len(ids["A"])
     assert "agent" in probe.stdout and "SIMULATED" in probe.stdout.upper(), probe.stdout
     from advisor.store import Store
 
@@ -138,3 +144,30 @@ def test_a_suite_from_one_tenants_traffic_validates_replays_and_probes(traffic, 
     assert runs and {r["rung"] for r in runs} == {"nano-12b", "nano-30b", "super-120b"}
     assert not [r for r in runs if r["unscored"]], runs
     assert {r["stop_reason"] for r in runs} <= {"final", "step", "invalid_output"}
+    with Store.open(store, read_only=True) as s:  # no tool ran: a replayed call is recorded, not run
+        called = s.query("SELECT t.observation FROM turns t JOIN runs r USING (run_key) WHERE r.suite_name = ? "
+                         "AND t.action <> 'final' AND t.action <> 'invalid'", [suite["name"]])
+    assert called and {c["observation"] for c in called} == {"(not run: a replayed step ends at its tool call)"}
+
+
+def test_savings_gives_every_arm_with_its_interval_and_the_report_has_the_section(traffic, probed):
+    tmp, store, _ = traffic
+    savings = advisor("savings", "--store", str(store), "--json")
+    assert savings.returncode == 0, savings.stdout + savings.stderr
+    data = json.loads(savings.stdout)
+    total = data["total"]
+    assert {a["arm"] for a in total["arms"]} == {"as served", "always largest", "always smallest",
+                                                "recommended plan", "current router", "static mix"}
+    for arm in total["arms"]:
+        assert arm["cost_interval"][0] <= arm["cost"] <= arm["cost_interval"][1]
+        assert arm["usable_interval"][0] <= arm["usable"] <= arm["usable_interval"][1]
+    largest = next(a for a in total["arms"] if a["arm"] == "always largest")
+    smallest = next(a for a in total["arms"] if a["arm"] == "always smallest")
+    assert smallest["cost"] < largest["cost"]
+    assert "static mix" in total["verdict"] and data["simulated"] is True
+    report = advisor("report", "--store", str(store), "--suite-name", "traffic-A", "--out", str(tmp / "reports"))
+    assert report.returncode == 0, report.stdout + report.stderr
+    md = (tmp / "reports" / "traffic-A-demo" / "report.md").read_text()
+    assert "## What routing saves on your traffic (SIMULATED)" in md and "cost-matched static mix" in md
+    html = (tmp / "reports" / "traffic-A-demo" / "index.html").read_text()
+    assert 'id="savings"' in html

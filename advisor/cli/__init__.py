@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "advisor.cli.suite_cmd",
     "advisor.cli.probe_cmd",
     "advisor.cli.floors_cmd",
+    "advisor.cli.savings_cmd",
     "advisor.cli.policies_cmd",
     "advisor.cli.report_cmd",
     "advisor.cli.import_cmd",

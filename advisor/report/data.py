@@ -16,6 +16,7 @@ from advisor.errors import DataError, StoreError, did_you_mean
 from advisor.floors import FloorReport, FloorSettings, find_floors, resolve_suite
 from advisor.report.analysis import recommend, stored_comparison
 from advisor.report.live import live_section
+from advisor.report.savings import report_savings
 from advisor.store import RunStore
 from advisor.store import open_store as open_role
 from advisor.version import __version__
@@ -64,6 +65,7 @@ class ReportData:
     #: (class, condition) -> (policy to run, why): `advisor.report.analysis.recommend`, computed once
     policy_advice: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     live: dict[str, Any] | None = None  #: the Live section (`advisor.report.live.live_section`), when served
+    savings: Any = None  #: `advisor.report.savings.Savings`, when the suite was made from captured traffic
 
 
 def _policy_arms(store, suite: str, settings: FloorSettings, classes: Sequence[str] | None) -> list[Any]:
@@ -117,7 +119,8 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         gaps=gap_tasks(store, name, order, settings, classes), unscored=unscored,
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
-        policies=policies, policy_advice=recommend(policies, settings.target), live=live_section(store, classes))
+        policies=policies, policy_advice=recommend(policies, settings.target), live=live_section(store, classes),
+        savings=report_savings(store, name))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

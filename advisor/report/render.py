@@ -20,6 +20,7 @@ from advisor.report.answer import (ANSWER_HEADERS, answer_notes, answer_rows, cl
 from advisor.report.decision import LARGE_LIFT, to_dict
 from advisor.report.glossary import glossary
 from advisor.report.live import drift_line, live_markdown, live_tables
+from advisor.report.savings import savings_intro, savings_markdown, savings_tables
 from advisor.report.policies import policies_markdown, policies_view
 from advisor.report.tables import Table, fmt_delta, fmt_interval, fmt_score, fmt_share, plural, table_md
 
@@ -252,6 +253,8 @@ def _view(data, dec, title: str, prices: list[dict[str, Any]] | None) -> dict[st
 
     live = data.live
     return {"live": live, "live_tables": live_tables(live) if live else [],
+            "savings": data.savings, "savings_tables": savings_tables(data.savings) if data.savings else [],
+            "savings_intro": savings_intro(data.savings) if data.savings else "",
             "live_drift": drift_line(live) if live else "",
             "title": title, "data": data, "decision": ts[0], "evidence": ts[1:], "total": total_line(dec, largest),
             "volume": volume_line(dec, data.classes), "next": next_lines(dec), "glossary": glossary(data.settings, largest,
@@ -298,6 +301,7 @@ def to_markdown(data, dec, title: str, image_files: dict[str, str] | None = None
             out.append(f"## {t}{sim}\n\n![{t}{sim}]({image_files[key]})\n\n{caption}\n")
 
     out += live_markdown(data.live)
+    out += savings_markdown(data.savings)
     out.append("## Settings\n")
     out += [f"- {k}: {val}" for k, val in v["settings"]]
     out.append("\n## Provenance\n")
@@ -314,4 +318,4 @@ def to_json(data, dec, prices: list[dict[str, Any]] | None = None) -> dict[str, 
             "floors": data.floors.to_dict(), "gaps": data.gaps, "unscored": data.unscored,
             "prices": prices or [], "provenance": data.provenance, "rung_order": data.rung_order,
             "policies": [a.to_dict() for a in data.policies], "policy_advice": advice_rows(data.policy_advice),
-            "live": data.live}
+            "live": data.live, "savings": data.savings.to_json() if data.savings else None}
