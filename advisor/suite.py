@@ -115,6 +115,9 @@ class Replay(StrictModel):
                        description="What checks the replayed step: the class's verifier, equivalence with the "
                        "reference, or the judge.")
     reference: dict[str, Any] | None = None  #: the accepted live reply: {calls: [[name, arguments]], final: text}
+    #: the live request's sampling parameters (seed, temperature, ... as sent; none: the rung's defaults): a replay
+    #: draws as the live request did, on every rung and replica, instead of the probe's seeds
+    sampling: dict[str, Any] = Field(default_factory=dict)
 
 
 class Task(StrictModel):

@@ -48,7 +48,7 @@ the same code.)
 
     .venv/bin/python benchmarks/service_overhead.py [--requests 1000] [--rounds 3] [--concurrency 1 32]
         [--client aiohttp|httpx] [--no-floor] [--against OTHER_CHECKOUT/.venv/bin/python] [--memoised] [--pin]
-        [--postgres] [--session ID]
+        [--postgres] [--capture] [--session ID]
 
 `--memoised` adds a service whose routing decisions are memoised (benchmarks/memoised_route.py: every request
 here has the same text and settings, so it decides once): the service less its routing decision, run beside the
@@ -252,12 +252,13 @@ def probe_with(python: str, url: str, store: Path) -> None:
 
 def start_services(url: str, store: Path, workers: int, against: str | None, floor: bool = True,
                    memoised: bool = False, sessions_off: bool = False,
-                   postgres_url: str | None = None) -> dict[str, tuple]:
+                   postgres_url: str | None = None, capture: bool = False) -> dict[str, tuple]:
     """The floor app (unless `floor` is false), the service under test, with `against` a second service run
     by that interpreter (another checkout's ``.venv/bin/python``: the code before a change) on a store that
     interpreter probed (`probe_with`), with `memoised` one whose routing decisions are memoised
     (`memoised_route`), with `sessions_off` the same code with ``sessions: {enabled: false}`` (every request
-    routed on its own: the service less its session step), and with `postgres_url` the same code on that
+    routed on its own: the service less its session step), with `capture` the same code with ``capture: {enabled:
+    true}`` (every step captured: `advisor.service.capture`), and with `postgres_url` the same code on that
     PostgreSQL store ('pg-store': its session latch in PostgreSQL, the router trained from `store`);
     name -> (process, base URL)."""
     import shutil
@@ -275,6 +276,12 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
         config = store.with_name("no-sessions.yaml")
         config.write_text("version: 1\nsessions: {enabled: false}\n")
         services["no-sessions"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
+    if capture:
+        other = store.with_name("capture.duckdb")
+        shutil.copy(store, other)
+        config = store.with_name("capture.yaml")
+        config.write_text("version: 1\ncapture: {enabled: true}\n")
+        services["capture"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
     if postgres_url:
         artifact = store.with_name("pg-router.json")
         subprocess.run([*ADVISOR, "router", "train", "--store", str(store), "--out", str(artifact), "--folds", "2"],
@@ -364,6 +371,9 @@ def main() -> None:
     parser.add_argument("--sessions-off", action="store_true",
                         help="Also time the same service with sessions: {enabled: false} ('no-sessions'): what the "
                              "session step adds, in the same run.")
+    parser.add_argument("--capture", action="store_true",
+                        help="Also time the same service with capture: {enabled: true} ('capture'): what capturing "
+                             "every step adds, in the same run.")
     parser.add_argument("--postgres", action="store_true",
                         help="Also time the same service on a PostgreSQL store ('pg-store', a local PostgreSQL "
                              "started for the run): its session latch lives in PostgreSQL, the service's in SQLite.")
@@ -398,7 +408,8 @@ def main() -> None:
             store = Path(tmp) / "overhead.duckdb"
             small_probe(url, store)
             services = start_services(url, store, args.workers, args.against, args.floor, args.memoised,
-                                      args.sessions_off, pg.new_database("overhead") if pg else None)
+                                      args.sessions_off, pg.new_database("overhead") if pg else None,
+                                      args.capture)
             if args.pin:
                 rest = set(range(1, os.cpu_count() or 1)) or {0}
                 for proc, _ in services.values():
@@ -439,6 +450,7 @@ def main() -> None:
           f"{args.client}" + (f", 'against' = the service run by {args.against}" if args.against else "")
           + (", 'memoised' = the service with its routing decisions memoised" if args.memoised else "")
           + (", 'no-sessions' = the service with sessions: {enabled: false}" if args.sessions_off else "")
+          + (", 'capture' = the service with capture: {enabled: true}" if args.capture else "")
           + (", 'pg-store' = the service on a local PostgreSQL store (latch in PostgreSQL)" if args.postgres else "")
           + (f", every request a step of session {args.session!r}" if args.session else "")
           + ("; PINNED: the servers on CPU 0, the load generator and Triton on the other CPUs" if args.pin else "")
@@ -448,7 +460,7 @@ def main() -> None:
           "app or service; direct: the idle service) / triton tree")
     paths = ["direct", *(["floor"] if args.floor else []), "service", *(["against"] if args.against else []),
              *(["memoised"] if args.memoised else []), *(["no-sessions"] if args.sessions_off else []),
-             *(["pg-store"] if args.postgres else [])]
+             *(["pg-store"] if args.postgres else []), *(["capture"] if args.capture else [])]
     for c in args.concurrency:
         row, path_cpu, pooled = {}, {}, {}
         for path in paths:
@@ -473,6 +485,11 @@ def main() -> None:
                         for (_, lat, _), (_, olat, _) in zip(results[("service", c)], results[(path, c)])]
                 print(f"  c={c:<3} service - {path}, p50 paired by round (median [min, max] over {len(diff)}): "
                       f"{statistics.median(diff):+.2f} ms [{min(diff):+.2f}, {max(diff):+.2f}]")
+        if "capture" in row:  # what capturing every step costs a request: capture's rounds vs the service's
+            diff = [(pct(lat, .5) - pct(slat, .5)) * 1e3
+                    for (_, lat, _), (_, slat, _) in zip(results[("capture", c)], results[("service", c)])]
+            print(f"  c={c:<3} capture - service, p50 paired by round (median [min, max] over {len(diff)}): "
+                  f"{statistics.median(diff):+.2f} ms [{min(diff):+.2f}, {max(diff):+.2f}] (goal: <= +0.3 ms)")
         if c == 1:
             for path in row:
                 print("  " + bins_line(c, path, pooled[path]))

@@ -74,20 +74,26 @@ def test_a_broken_step_is_never_a_reference_and_duplicates_are_one_task(tmp_path
         dup["request_json"] = first["request_json"]
         store.add_live([], [], [first, dup, step("dec_broken", ok=False, session="s1"),
                                 step("dec_checked", ok=False, task_class="checked", session="s2"),
-                                step("dec_final", calls=(), final="The port is 8443.", session="s3")])
-        config = ServiceConfig.model_validate({"version": 1, "classes": {"checked": {"verifier": {
-            "checks": [{"type": "tool_call", "tool": "read_file"}]}}}})
+                                step("dec_final", calls=(), final="The port is 8443.", session="s3"),
+                                step("dec_answers_call", task_class="answers", session="s4"),
+                                step("dec_answers_final", calls=(), final="8443", task_class="answers", session="s5")])
+        config = ServiceConfig.model_validate({"version": 1, "classes": {
+            "checked": {"verifier": {"checks": [{"type": "tool_call", "tool": "read_file"}]}},
+            "answers": {"verifier": {"checks": [{"type": "regex", "pattern": "\\d+"}]}}}})
         summary = suite_from_traffic(store, tmp_path / "out", service_config=config, heldout=0.0)
     suite = yaml.safe_load((tmp_path / "out" / "suite.yaml").read_text())
     tasks = {t["replay"]["decision_id"]: t for t in suite["tasks"]}
-    assert set(tasks) == {"dec_a", "dec_checked", "dec_final"}
+    assert set(tasks) == {"dec_a", "dec_checked", "dec_final", "dec_answers_call", "dec_answers_final"}
+    # an answer verifier judges final answers only (as the service does): a tool-call step keeps its reference
+    assert tasks["dec_answers_call"]["replay"]["check"] == "reference"
+    assert tasks["dec_answers_final"]["replay"]["check"] == "verifier"
     assert tasks["dec_checked"]["replay"]["check"] == "verifier" and tasks["dec_checked"]["replay"]["reference"] is None
     assert tasks["dec_a"]["replay"]["reference"]["calls"] == [["read_file", {"path": "a.txt"}]]
     assert summary.left_out == {
         "duplicates (the same conversation as another step)": 1,
         "without a check (the live reply was broken, cut or rejected, and the class has no verifier)": 1}
     loaded = load_suite(tmp_path / "out" / "suite.yaml", {"read_file"})
-    assert {t.task_class for t in loaded.tasks} == {"agent", "checked"}
+    assert {t.task_class for t in loaded.tasks} == {"agent", "checked", "answers"}
 
 
 def test_the_held_out_split_keeps_a_sessions_steps_together(tmp_path):
@@ -109,7 +115,7 @@ def _replay_task(reference: dict) -> SimpleNamespace:
     conversation = Conversation([Turn("user", "Read a.txt"), Turn("assistant", "", (("read_file", '{"path": "b"}'),)),
                                  Turn("tool", "no such file b")], SPECS)
     return SimpleNamespace(instructions="Read a.txt", skill_text=None, replay=SimpleNamespace(
-        conversation=conversation.to_json(), reference=reference))
+        conversation=conversation.to_json(), reference=reference, sampling={"seed": 7}))
 
 
 def test_a_replayed_call_is_recorded_not_run_and_compared_with_the_reference():
@@ -119,10 +125,11 @@ def test_a_replayed_call_is_recorded_not_run_and_compared_with_the_reference():
     call = format_for("hermes").render_call("read_file", {"path": " A.TXT "})
     task = _replay_task({"calls": [["read_file", {"path": "a.txt"}]], "final": None})
     client = FakeModel([call])
-    result = asyncio.run(run_episode(task, RUNG, client, None, Limits()))
+    result = asyncio.run(run_episode(task, RUNG, client, None, Limits(), sampling={"seed": 99, "temperature": 0.6}))
     ep = result.episode
     assert ep.stop_reason == "step" and [(c.name, c.arguments) for c in ep.calls] == [("read_file", {"path": " A.TXT "})]
     assert len(client.calls) == 1 and "no such file b" in client.prompts[0]  # the recorded tool result, replayed
+    assert client.sampling == [{"seed": 7}]  # drawn as the live request was, not with the probe's seed
     grade = get_check("same_step")
     assert asyncio.run(grade(SameStepCheck(type="same_step", part="content"), task, ep)).score == 1.0
     other = asyncio.run(run_episode(task, RUNG, FakeModel(["FINAL ANSWER: done"]), None, Limits())).episode

@@ -11,10 +11,16 @@ in the conversation), so no live tool runs, and the reply is the episode:
   with the reference call or the class's verifier;
 - an unusable reply (unparseable, cut off at the output cap): stop ``invalid_output``;
 - a failed server: ``backend_error`` as in every episode (stored unscored, retried by the next probe).
+
+The step is sent with the live request's sampling parameters (``replay.sampling``: its seed and temperature as the
+client sent them, or none), not the probe's seed: a replay draws from the distribution the live step drew from, so
+a step the rung answered live is answered alike when it was seeded, and varies across replicas as live traffic
+would when it was not.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -37,14 +43,15 @@ def answer_text(text: str) -> str:
 
 async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sampling: dict[str, Any] | None = None,
                           request_id: str | None = None, template: ChatTemplate | None = None) -> EpisodeResult:
-    """Ask `model` for the next step of `task.replay`'s conversation once (see the module docstring)."""
+    """Ask `model` for the next step of `task.replay`'s conversation once, with the live request's sampling (the
+    probe's `sampling` is not used: see the module docstring)."""
     conversation = Conversation.from_json(task.replay.conversation)
     fmt = format_for(model.tool_call_format)
     template = template or template_for(model)
     messages = conversation_messages(model, conversation)
     specs = list(conversation.specs)
     turns = Turns(EpisodeResult(Episode(final=None, stop_reason=StopReason.MAX_TURNS)), None, limits,
-                  sampling=sampling, request_id=request_id)
+                  sampling=dict(task.replay.sampling or {}), request_id=request_id)
     try:
         turns.check_budget()
         gen, record = await turns.ask(client, model, template, messages, specs, "the replayed step")
@@ -67,6 +74,7 @@ async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sa
         for name, arguments in calls:
             turns.ep.calls.append(ToolCall(name, arguments, NOT_RUN, ok=True))
         record.action, record.observation = parsed.name, NOT_RUN
+        record.arguments_json = json.dumps(parsed.arguments, default=str)
         raise Stop(StopReason.STEP)
     except Stop as stop:
         return turns.finish(stop)

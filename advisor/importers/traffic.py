@@ -5,10 +5,12 @@ captured (`advisor.service.capture`, table ``captured_steps``) and writes an ord
 
 - **one task per step**, in the class the service assigned (``unclassified`` when it assigned none), whose
   ``replay`` block holds the conversation up to the step as the service rendered it (tool results as they were
-  recorded: no live tool runs when it is replayed, `advisor.agent.replay`);
+  recorded: no live tool runs when it is replayed, `advisor.agent.replay`) and the request's sampling parameters
+  (a replay draws as the live request did: its seed, or none);
 - **deduplicated**: steps with the same conversation are one task (the first with a usable reference);
-- **checked**, in this order, by the class's verifier where the service config (``--config``) gives one (its
-  reply checks, or its judge rubric); else by **equivalence with the reference**, the reply the service delivered
+- **checked**, in this order, by the class's verifier where the service config (``--config``) gives one and it
+  judges the step as the service does (a final answer; a tool call only when a check looks at calls:
+  `advisor.verifier.base.judges`): its reply checks, or its judge rubric; else by **equivalence with the reference**, the reply the service delivered
   and accepted live (the same tools with equivalent arguments, or the same final answer: `advisor.checks.replay`);
   a step with neither (its live reply was broken, cut or rejected, and its class has no verifier) is left out,
   because **a broken step is never a reference**. Instruction following is the step's form (``same_step``
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.importers import register_importer
+from advisor.verifier.build import TOOL_STEP_CHECKS
 from advisor.yamlio import dump_yaml
 
 HELDOUT = 0.2
@@ -87,9 +90,13 @@ def _instructions(conversation: dict[str, Any]) -> str:
     return text or "(a replayed step)"
 
 
-def _class_checks(verifier) -> tuple[str, list[dict[str, Any]]] | None:
-    """(check kind, task-completion criteria) from a service class's verifier, or None without one."""
+def _class_checks(verifier, tool_step: bool) -> tuple[str, list[dict[str, Any]]] | None:
+    """(check kind, task-completion criteria) from a service class's verifier, or None without one or when the
+    verifier does not judge this step (a tool-call step, and no check of the verifier's looks at calls: the
+    service's own scope, `advisor.verifier.base.judges`)."""
     if verifier is None:
+        return None
+    if tool_step and not any(c.type in TOOL_STEP_CHECKS for c in verifier.checks):
         return None
     if verifier.checks:
         specs = [c.model_dump(mode="json", by_alias=True) for c in verifier.checks]
@@ -105,7 +112,8 @@ def _task(row: dict[str, Any], conversation: dict[str, Any], reply: dict[str, An
           checked: tuple[str, list[dict[str, Any]]]) -> dict[str, Any]:
     kind, completion = checked
     reference = ({"calls": reply.get("calls") or [], "final": reply.get("final")} if row["reference_ok"] else None)
-    replay = {"conversation": conversation, "served_by": row.get("rung") or "", "decision_id": row["decision_id"],
+    sampling = conversation.pop("sampling", None) or {}
+    replay = {"conversation": conversation, "sampling": sampling, "served_by": row.get("rung") or "", "decision_id": row["decision_id"],
               "session_id": row.get("session_id"), "session_step": row.get("session_step"),
               "tenant": row["tenant"], "check": kind, "reference": reference}
     return {"id": f"{_slug(task_class)}-{row['decision_id'].removeprefix('dec_')[:12]}", "class": task_class,
@@ -142,7 +150,7 @@ def suite_from_traffic(store, out: str | Path, *, since: datetime | None = None,
             continue
         task_class = row.get("task_class") or UNCLASSIFIED
         verifier = service_config.class_config(task_class).verifier if service_config is not None else None
-        checked = _class_checks(verifier)
+        checked = _class_checks(verifier, tool_step=bool(reply.get("calls")) and reply.get("final") is None)
         if checked is None and row["reference_ok"]:
             checked = ("reference", [{"name": "same step as served", "weight": 100,
                                       "check": {"type": "same_step", "part": "content"}}])

@@ -14,7 +14,7 @@ import contextlib
 import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from advisor.backends import BackendOptions, BackendPool
 from advisor.checks.base import needs_judge
@@ -143,7 +143,10 @@ def run_probe(config: ProbeConfig, planner: Any = None, on_start: Callable[[int,
         stored = planner.already_stored(rows)
         first = planner.next_wave(rows)  # decided before any server starts: nothing to run, nothing started
         if first:
-            with serving(config.url, ladder, suite_path) as (urls, served_by):
+            # a suite of replayed live steps: the stand-ins also know the suite `advisor serve` embeds by default, so
+            # that they answer a replayed step as the service's stand-ins answered it live
+            known = (default_file(DEFAULT_SUITE),) if any(t.replay is not None for t in suite.tasks) else ()
+            with serving(config.url, ladder, suite_path, known) as (urls, served_by):
                 if on_start:
                     on_start(planned, served_by)
                 outcome, result = asyncio.run(_drive(planner, ladder, suite, store, urls, config, load_rows,
@@ -217,16 +220,18 @@ def embeds(url: str | None, ladder) -> bool:
 
 
 @contextlib.contextmanager
-def serving(url: str | None, ladder, suite_path: Path) -> Iterator[tuple[dict[str, str], str]]:
+def serving(url: str | None, ladder, suite_path: Path,
+            also_known: Sequence[Path] = ()) -> Iterator[tuple[dict[str, str], str]]:
     """Where each model (rungs and roles) is served, as ``(url by model name, served_by)``.
 
     With ``--url`` every rung is at that address; a ladder the embedded Triton can serve (`embeds`) gets one,
-    whose stand-ins know the suite (started here, stopped on exit); any other uses each rung's own address.
+    whose stand-ins know the suite and `also_known` (started here, stopped on exit); any other uses each rung's
+    own address.
     """
     if url:
         yield {m.name: url for m in ladder.models()}, url
     elif embeds(url, ladder):
-        with EmbeddedTriton(ladder, suite_paths=(str(suite_path),)) as server:
+        with EmbeddedTriton(ladder, suite_paths=(str(suite_path), *map(str, also_known))) as server:
             yield {m.name: server.grpc_url for m in ladder.models()}, "embedded"
     else:
         urls = {m.name: ladder.url_of(m) for m in ladder.models()}

@@ -60,7 +60,8 @@ class Capture:
             return None
         delivered = next((a for a in reversed(out.attempts) if a.rung == out.rung and a.error is None), None)
         reply = out.reply
-        request_json = json.dumps(self._redacted(conversation_of(req).to_json()), separators=(",", ":"))
+        request_json = json.dumps(self._redacted({**conversation_of(req).to_json(), "sampling": req.sampling()}),
+                                  separators=(",", ":"), default=str)
         reply_json = json.dumps(self._redacted({"content": reply.content, "final": reply.final,
                                                 "calls": [[n, a] for n, a in reply.calls]}),
                                 separators=(",", ":"), default=str)
