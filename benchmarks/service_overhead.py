@@ -270,18 +270,16 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
         probe_with(against, url, other)
         services["against"] = start_service(url, other, workers, ["--ingest-every", "0"],
                                             advisor=[against, *ADVISOR[1:]])
+    def with_config(name: str, text: str) -> None:  # the same code and store, another service config
+        other, config = store.with_name(f"{name}.duckdb"), store.with_name(f"{name}.yaml")
+        shutil.copy(store, other)
+        config.write_text(f"version: 1\n{text}\n")
+        services[name] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
+
     if sessions_off:
-        other = store.with_name("no-sessions.duckdb")
-        shutil.copy(store, other)
-        config = store.with_name("no-sessions.yaml")
-        config.write_text("version: 1\nsessions: {enabled: false}\n")
-        services["no-sessions"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
+        with_config("no-sessions", "sessions: {enabled: false}")
     if capture:
-        other = store.with_name("capture.duckdb")
-        shutil.copy(store, other)
-        config = store.with_name("capture.yaml")
-        config.write_text("version: 1\ncapture: {enabled: true}\n")
-        services["capture"] = start_service(url, other, workers, ["--ingest-every", "0", "--config", str(config)])
+        with_config("capture", "capture: {enabled: true}")
     if postgres_url:
         artifact = store.with_name("pg-router.json")
         subprocess.run([*ADVISOR, "router", "train", "--store", str(store), "--out", str(artifact), "--folds", "2"],
