@@ -150,6 +150,9 @@ def test_a_suite_from_one_tenants_traffic_validates_replays_and_probes(traffic, 
         called = s.query("SELECT t.observation FROM turns t JOIN runs r USING (run_key) WHERE r.suite_name = ? "
                          "AND t.action <> 'final' AND t.action <> 'invalid'", [suite["name"]])
     assert called and {c["observation"] for c in called} == {"(not run: a replayed step ends at its tool call)"}
+    trained = advisor("router", "train", "--store", str(store), "--suite-name", suite["name"], "--folds", "2",
+                      "--out", str(tmp / "traffic-router.json"))  # the traffic's runs train the router
+    assert trained.returncode == 0 and "router over 3 rungs" in trained.stdout, trained.stdout + trained.stderr
 
 
 def test_savings_gives_every_arm_with_its_interval_and_the_report_has_the_section(traffic, probed):
