@@ -113,7 +113,7 @@ class Replay(StrictModel):
     tenant: str = ""
     check: str = Field(default="reference", pattern="^(verifier|reference|judge)$",
                        description="What checks the replayed step: the class's verifier, equivalence with the "
-                       "reference, or the judge.")
+                       "reference (same_step), or the judge against the reference (a final answer).")
     reference: dict[str, Any] | None = None  #: the accepted live reply: {calls: [[name, arguments]], final: text}
     #: the live request's sampling parameters (seed, temperature, ... as sent; none: the rung's defaults): a replay
     #: draws as the live request did, on every rung and replica, instead of the probe's seeds

@@ -96,6 +96,20 @@ def test_a_broken_step_is_never_a_reference_and_duplicates_are_one_task(tmp_path
     assert {t.task_class for t in loaded.tasks} == {"agent", "checked", "answers"}
 
 
+def test_with_judge_a_final_answer_is_judged_against_the_served_one(tmp_path):
+    from advisor.importers.traffic import JUDGE_RUBRIC, suite_from_traffic
+
+    with Store.open(tmp_path / "s.duckdb") as store:
+        store.add_live([], [], [step("dec_f", calls=(), final="Backups are kept 30 days [kb-backups]."),
+                                step("dec_c")])
+        suite_from_traffic(store, tmp_path / "out", heldout=0.0, judge_finals=True)
+    tasks = {t["replay"]["decision_id"]: t for t in yaml.safe_load((tmp_path / "out" / "suite.yaml").read_text())["tasks"]}
+    judged = tasks["dec_f"]["task_completion"][0]["check"]
+    assert tasks["dec_f"]["replay"]["check"] == "judge" and judged["type"] == "judge"
+    assert judged["rubric"] == JUDGE_RUBRIC + "Backups are kept 30 days [kb-backups]."
+    assert tasks["dec_c"]["replay"]["check"] == "reference"  # a tool call keeps its deterministic check
+
+
 def test_the_held_out_split_keeps_a_sessions_steps_together(tmp_path):
     from advisor.importers.traffic import suite_from_traffic
 

@@ -164,6 +164,9 @@ def from_traffic_cmd(
     heldout: Annotated[float, typer.Option("--heldout", min=0.0, max=1.0, help="Share of sessions written to "
                                            "heldout.yaml.")] = 0.2,
     name: Annotated[Optional[str], typer.Option("--name", help="Suite name (default traffic-<tenant|all>).")] = None,
+    judge: Annotated[bool, typer.Option("--judge", help="Check final answers with the ladder's judge against the "
+                                        "served answer (needs a ladder with roles.judge); default: the same text, "
+                                        "whitespace and case aside.")] = False,
 ) -> None:
     """Write a suite from the live steps `advisor serve` captured (capture: {enabled: true}): one task per step,
     replayed on every rung without live tools, checked by the class's verifier or the served reply."""
@@ -174,7 +177,7 @@ def from_traffic_cmd(
     cfg = load_config(config) if config is not None else None
     with open_store(store, read_only=True, role=LiveRecords) as s:
         summary = suite_from_traffic(s, out, since=since_time(since), tenant=tenant, service_config=cfg,
-                                     heldout=heldout, name=name)
+                                     heldout=heldout, name=name, judge_finals=judge)
     for line in summary.lines():
         typer.echo(line)
     if summary.tasks.get("suite"):

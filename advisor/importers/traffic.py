@@ -37,6 +37,9 @@ from advisor.yamlio import dump_yaml
 
 HELDOUT = 0.2
 UNCLASSIFIED = "unclassified"
+#: the rubric of a final answer judged against the served one (`judge_finals`), followed by that answer
+JUDGE_RUBRIC = ("The answer says in substance what this accepted answer to the same conversation says (the same facts, "
+                "values and ids; wording, order and length may differ). The accepted answer:\n")
 STEP_LIMITS = {"max_turns": 1, "max_tokens": 60_000, "timeout_s": 120.0, "max_invalid": 1}
 _NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -103,7 +106,7 @@ def _class_checks(verifier, tool_step: bool) -> tuple[str, list[dict[str, Any]]]
         return "verifier", [{"name": f"verifier-{i + 1}-{s['type']}", "weight": 100 / len(specs), "check": s}
                             for i, s in enumerate(specs)]
     if verifier.judge is not None:
-        return "judge", [{"name": "judge", "weight": 100, "check": {
+        return "verifier", [{"name": "verifier-judge", "weight": 100, "check": {
             "type": "judge", "rubric": verifier.judge.rubric}}]
     return None
 
@@ -131,9 +134,11 @@ def _stamp(value: Any) -> str | None:
 
 @register_importer("traffic", produces="suite")
 def suite_from_traffic(store, out: str | Path, *, since: datetime | None = None, tenant: str | None = None,
-                       service_config=None, heldout: float = HELDOUT, name: str | None = None) -> TrafficSummary:
+                       service_config=None, heldout: float = HELDOUT, name: str | None = None,
+                       judge_finals: bool = False) -> TrafficSummary:
     """Write the suite of the steps `store` captured (of `tenant`, since `since`) to folder `out` (see the module
-    docstring); `service_config` (a `ServiceConfig`) gives the classes' verifiers."""
+    docstring); `service_config` (a `ServiceConfig`) gives the classes' verifiers; with `judge_finals` a final
+    answer is checked by the ladder's judge against the served answer instead of by equal text."""
     out = Path(out)
     rows = store.captured_steps(tenant=tenant, since=since)
     summary = TrafficSummary(out, steps=len(rows))
@@ -151,6 +156,10 @@ def suite_from_traffic(store, out: str | Path, *, since: datetime | None = None,
         task_class = row.get("task_class") or UNCLASSIFIED
         verifier = service_config.class_config(task_class).verifier if service_config is not None else None
         checked = _class_checks(verifier, tool_step=bool(reply.get("calls")) and reply.get("final") is None)
+        if checked is None and row["reference_ok"] and judge_finals and reply.get("final") is not None \
+                and not reply.get("calls"):
+            checked = ("judge", [{"name": "equivalent to the served answer", "weight": 100, "check": {
+                "type": "judge", "rubric": JUDGE_RUBRIC + str(reply["final"])}}])
         if checked is None and row["reference_ok"]:
             checked = ("reference", [{"name": "same step as served", "weight": 100,
                                       "check": {"type": "same_step", "part": "content"}}])

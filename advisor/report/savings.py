@@ -14,7 +14,9 @@ of runs usable and the mean cost of one attempt; each **arm** is then priced and
   rung once when the class had no verifier, else each rung of the chain once until one is usable;
 - **cost-matched static mix**: a fixed share of requests on each of two rungs, the shares chosen per class so that
   its mean cost equals the router's: what the router is worth over a static mix of the same spend (independent
-  efforts found such a mix hard to beat). The section says plainly when the router does not beat it.
+  efforts found such a mix hard to beat). The section says plainly when the router does not beat it. A step checked
+  against the reply the service delivered (equivalence, or the judge against it) is matched by the rung that served
+  it by construction, so the router is compared with the mix only on the steps the class's verifier checks.
 
 Each arm has its mean cost per step and usable rate with a bootstrap interval (steps resampled with replacement,
 `BOOTSTRAP` draws, fixed seed, 95% percentile interval), per class and in total. Steps answered by stand-in rungs
@@ -51,7 +53,7 @@ class Step:
     verified: bool  #: the class had a verifier live (the router's chain could escalate)
     rates: dict[str, tuple[float, float]]  #: rung -> (usable share, mean cost)
     simulated: bool
-    check: str = "reference"  #: what checks the replayed step: verifier | reference | judge
+    check: str = "reference"  #: what checks the replayed step: verifier | reference | judge (against the reference)
 
 
 @dataclass
@@ -186,13 +188,13 @@ def summarise(name: str, steps: list[Step], ladder: list[str], plans: dict[str, 
         out.append(ArmResult(arm, float(cost.mean()), _interval(cost[draws].mean(axis=1)), float(usable.mean()),
                              _interval(usable[draws].mean(axis=1)), detail))
     result = ClassSavings(name, n, out)
-    fair = np.array([s.check != "reference" for s in steps])  # the served reply is not their yardstick
+    fair = np.array([s.check == "verifier" for s in steps])  # the served reply is not their yardstick
     if len(table["current router"]) == n and fair.any():
         diff = (np.array(table["current router"])[:, 1] - np.array(table["static mix"])[:, 1])[fair]
         picks = rng.integers(0, len(diff), size=(BOOTSTRAP, len(diff)))
         lo, hi = _interval(diff[picks].mean(axis=1))
         result.router_vs_mix = (float(diff.mean()), lo, hi)
-        on = f"on the {len(diff)} steps a verifier or the judge checks"
+        on = f"on the {len(diff)} steps the class's verifier checks"
         if lo > 0:
             result.verdict = (f"the router beats the cost-matched static mix {on}: {diff.mean() * 100:+.0f} points "
                               f"usable [{lo * 100:+.0f}, {hi * 100:+.0f}] at the same cost")
@@ -293,7 +295,7 @@ def compute_savings(store, suite: str | None = None, tenant: str | None = None, 
     total = summarise("all", complete, ladder, plans, mixes, {"all": "each class's own mix"})
     stamps = sorted(str(captured[s.decision_id]["created_at"])[:19] for s in complete)
     notes_out = []
-    biased = sum(s.check == "reference" for s in complete)
+    biased = sum(s.check != "verifier" for s in complete)
     if biased:
         notes_out.append(f"{biased} of {len(complete)} steps are checked against the reply the service delivered: the "
                          "rung that served a step matches it by construction, so 'as served' and 'current router' "
