@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 import time
 from typing import Any, AsyncIterator
 
@@ -37,11 +36,13 @@ import httpx
 from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, GenerationResult, Part, result_from_parts
 from advisor.backends.http_bounds import Bounds, closed, error_text, read_body, sse_payloads, within
 from advisor.backends.failures import BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError
+from advisor.backends.retry import Retry, retried
 from advisor.errors import BackendError, UnknownModelError
 from advisor.redaction import REDACTED, PieceScrubber, scrub
 from advisor.toolcalls import format_for, spec_dict
 
-#: Seconds before the first retry; doubled for each further one (plus jitter).
+#: Seconds before the first retry (`advisor.backends.retry`); doubled for each further one (plus jitter): a hosted
+#: endpoint's 429 asks for more patience than a local Triton's UNAVAILABLE.
 BACKOFF_S = 0.5
 #: HTTP statuses after which a retry may succeed.
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -136,41 +137,36 @@ class OpenAIBackend:
         return BackendFailure(f"{self._where()} answered HTTP {status}: {detail}", kind)
 
     async def _post(self, path: str, body: dict, model: str, bounds: Bounds):
-        """POST with retries on 429/5xx and dropped connections, each within `bounds`; returns the open response
-        of a 2xx answer (the caller reads its body within the bounds and closes it)."""
+        """POST with retries on 429/5xx and dropped connections (`advisor.backends.retry`), each within `bounds`;
+        returns the open response of a 2xx answer (the caller reads its body within the bounds and closes it)."""
         client = self._client()
         headers = self._headers()
-        attempt = 0
-        while True:
+
+        async def attempt(n: int):
             try:
                 request = client.build_request("POST", self.endpoint + path, json=body, headers=headers)
                 response = await within(bounds, client.send(request, stream=True))
             except httpx.TransportError as exc:
-                if attempt >= self.retries:
-                    kind = FailureKind.TIMEOUT if isinstance(exc, httpx.ReadTimeout) else FailureKind.DOWN
-                    raise BackendFailure(f"cannot reach {self._where()}: {type(exc).__name__} "
-                                         f"{self._clean(str(exc))}".rstrip(), kind) from None
-                wait = None
-            else:
-                if 200 <= response.status_code < 300:
-                    return response
-                text = await error_text(response, bounds, self._where())
-                await closed(response)
-                if response.status_code < 400:
-                    where = response.headers.get("location")
-                    raise BackendError(f"{self._where()} answered HTTP {response.status_code}"
-                                       + (f" (to {self._clean(where)})" if where else "") + ": advisor follows no "
-                                       "redirect; set the rung's url to the endpoint itself")
-                if response.status_code not in RETRY_STATUSES or attempt >= self.retries:
-                    if response.status_code in (400, 422) and "tools" in body:
-                        raise _ToolsRefused(text)
-                    raise self._refused(response.status_code, text, model)
-                wait = _retry_after(response.headers.get("retry-after"))
-            wait = wait if wait is not None else BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2)
-            if time.monotonic() + wait >= bounds.deadline:
-                raise asyncio.TimeoutError  # no time left for another try
-            await asyncio.sleep(wait)
-            attempt += 1
+                kind = FailureKind.TIMEOUT if isinstance(exc, httpx.ReadTimeout) else FailureKind.DOWN
+                raise Retry(BackendFailure(f"cannot reach {self._where()}: {type(exc).__name__} "
+                                           f"{self._clean(str(exc))}".rstrip(), kind)) from None
+            if 200 <= response.status_code < 300:
+                return response
+            text = await error_text(response, bounds, self._where())
+            await closed(response)
+            if response.status_code < 400:
+                where = response.headers.get("location")
+                raise BackendError(f"{self._where()} answered HTTP {response.status_code}"
+                                   + (f" (to {self._clean(where)})" if where else "") + ": advisor follows no "
+                                   "redirect; set the rung's url to the endpoint itself")
+            if response.status_code in (400, 422) and "tools" in body:
+                raise _ToolsRefused(text)
+            refused = self._refused(response.status_code, text, model)
+            if response.status_code not in RETRY_STATUSES:
+                raise refused
+            raise Retry(refused, _retry_after(response.headers.get("retry-after")))
+
+        return await retried(attempt, self.retries, deadline=bounds.deadline, base=BACKOFF_S)
 
     def _body(self, model: str, prompt: str, max_tokens: int, sampling: dict | None, messages, tools) -> dict:
         if max_tokens < 1:

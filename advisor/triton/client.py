@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 
 from advisor.backends.base import GenerationResult, estimate_tokens, result_from_parts
 from advisor.backends.failures import BackendFailure, FailureKind, GenerationTimeout, time_limit
+from advisor.backends.retry import Retry, retried
 from advisor.errors import BackendError, ContractError, UnknownModelError, did_you_mean
 from advisor.triton import _transport as tp
 from advisor.triton.contract import check_model
 from advisor.triton.metrics import parse_prometheus, scrape
 
-#: Seconds before the first retry; doubled for each further one (plus jitter).
+#: Seconds before the first retry (`advisor.backends.retry`); doubled for each further one (plus jitter).
 BACKOFF_S = 0.2
 #: A generation running longer than this checks every as many seconds that the server is still ready.
 HEALTH_POLL_S = 2.0
@@ -71,12 +71,12 @@ class TritonClient:
         return self._transport
 
     async def _call(self, what: str, fn, *args, limit: float | None = None):
-        """Run a transport call, retrying transient errors with backoff; map failures to BackendError.
+        """Run a transport call, retrying transient errors with backoff (`advisor.backends.retry`); map failures to
+        BackendError.
 
         `limit` bounds each attempt (seconds); generation is bounded by its caller instead.
         """
-        attempt = 0
-        while True:
+        async def attempt(n: int):
             try:
                 if limit is None:
                     return await fn(*args)
@@ -87,11 +87,10 @@ class TritonClient:
                     raise
                 raise BackendFailure(f"Triton at {self.url} did not answer ({what}) within {limit:g}s") from None
             except tp.Transient as exc:
-                if attempt >= self.retries:
-                    raise BackendFailure(f"cannot reach Triton at {self.url}: {exc} ({what}, "
-                                         f"{attempt + 1} attempt{'s' if attempt else ''})") from None
-                await asyncio.sleep(BACKOFF_S * (2 ** attempt) * (1 + random.random() / 2))
-                attempt += 1
+                raise Retry(BackendFailure(f"cannot reach Triton at {self.url}: {exc} ({what}, "
+                                           f"{n + 1} attempt{'s' if n else ''})")) from None
+
+        return await retried(attempt, self.retries, base=BACKOFF_S)
 
     async def close(self) -> None:
         """Close the channel (the client can be used again afterwards; it reconnects)."""
