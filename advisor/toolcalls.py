@@ -30,8 +30,7 @@ class ToolFormat(Protocol):
 
 
 #: Every tool-call format by name: the names a ladder's ``tool_call_format`` may use.
-FORMATS: Registry[ToolFormat] = Registry("tool-call format", builtins=("advisor.agent.formats",),
-                                         entry_points="advisor.formats")
+FORMATS: Registry[ToolFormat] = Registry("tool-call format", entry_points="advisor.formats")
 
 
 def register_format(fmt: ToolFormat) -> ToolFormat:

@@ -23,8 +23,10 @@ and the layers below it, never one above, and no two packages import each other 
 6. report;
 7. cli and the package root ``advisor`` (its ``__init__`` re-exports the public names).
 
-A lower layer reaches a higher one only through a registry (`advisor.registry.Registry` imports its builtin
-modules by name on first lookup): the tool-call formats, the backends, the stand-in responders.
+A string that names one of the package's modules (a registry's built-ins, an ``importlib.import_module``
+argument) is an edge like an import: it is loaded at run time. So a lower layer reaches a higher one only the
+way an outside package would: an entry point in pyproject.toml that a registry loads on its first lookup (the
+tool-call formats, the Triton backend, the stand-in responders, the orchestrator's routing policy).
 """
 
 from __future__ import annotations
@@ -117,10 +119,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
-    """Module -> the package's modules it imports."""
+def string_loads(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that `module` names in a string of its own (a registry's built-ins, an
+    ``importlib.import_module`` argument): loaded at run time, so edges like imports."""
+    return {node.value for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known
+            and node.value != module and "." in node.value}
+
+
+def import_graph(root: Path = PACKAGE, strings: bool = True) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, and with `strings` those it names in a string (`string_loads`:
+    layers and packages count them; the module cycle check does not, since a registry names the modules of its
+    own package that register into it)."""
     known = modules(root)
-    return {m: imported(m, p, known) for m, p in known.items()}
+    return {m: imported(m, p, known) | (string_loads(m, p, known) if strings else set()) for m, p in known.items()}
 
 
 #: Packages (the first name under ``advisor``) by layer, lowest first; see the module docstring.
@@ -204,7 +216,7 @@ def test_in_function_imports_are_for_heavy_dependencies_only():
 
 
 def test_the_package_has_no_import_cycle():
-    found = cycles(import_graph())
+    found = cycles(import_graph(strings=False))
     assert not found, "import cycles (extract the layer the modules share):\n" + "\n".join(
         " <-> ".join(c) for c in found)
 
@@ -230,6 +242,18 @@ def test_the_layer_check_fails_on_an_upward_import_and_an_unplaced_package(tmp_p
     assert found == ["stray is in no layer: add it to LAYERS", "pkg.low.a (low) imports pkg.high (high)",
                      "pkg.low.a (low) imports pkg.high.b (high)"]
     assert cycles(package_graph(import_graph(root))) == []
+
+
+def test_a_module_named_in_a_string_is_an_edge_like_an_import(tmp_path):
+    root = tmp_path / "pkg"
+    for name, text in {"__init__.py": "", "low/__init__.py": "", "high/__init__.py": "",
+                       "low/registry.py": "BUILTINS = ('pkg.high.parts', 'pkg.low.own', 'pkg.nothing')\n",
+                       "low/own.py": "", "high/parts.py": "from pkg.low import registry\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    found = upward_imports(import_graph(root), [("low", ("low",)), ("high", ("high", ""))])
+    assert found == ["pkg.low.registry (low) imports pkg.high.parts (high)"]
+    assert cycles(package_graph(import_graph(root))) == [["high", "low"]]
 
 
 @pytest.mark.parametrize("files, expected", [

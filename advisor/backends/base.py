@@ -98,7 +98,7 @@ class BackendKind:
 
 #: Backends by the name a rung's ``backend:`` gives.
 BACKENDS: Registry[BackendKind] = Registry(
-    "model backend", builtins=("advisor.triton.backend", "advisor.backends.openai"), entry_points="advisor.backends")
+    "model backend", builtins=("advisor.backends.openai",), entry_points="advisor.backends")
 
 
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)

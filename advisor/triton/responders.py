@@ -2,7 +2,8 @@
 
 The embedded server (`advisor.triton.server.EmbeddedTriton`) binds one responder per simulated rung, a function
 ``(prompt, sampling) -> Generation``, built by ``RESPONDERS.get(kind)(model, suite_paths)``. The stand-ins
-(`advisor.standin`, kind ``standin``) register theirs; the registry imports them on its first lookup, so the
+(`advisor.standin`, kind ``standin``, declared as an entry point in pyproject.toml) register theirs; the registry
+imports them on its first lookup, so the
 server, which stands below them, never imports them. `advisor.agent.fake.FakeModel.standin` answers in-process
 with the same responders.
 """
@@ -15,7 +16,7 @@ from advisor.registry import Registry
 
 #: kind -> (ladder model, suite paths) -> responder ``(prompt, sampling) -> Generation``.
 RESPONDERS: Registry[Callable[[Any, Sequence[Any]], Callable[[str, dict], Any]]] = Registry(
-    "simulated-model responder", builtins=("advisor.standin",))
+    "simulated-model responder", entry_points="advisor.responders")
 
 
 def standin_responder(model: Any, suite_paths: Sequence[Any] = ()) -> Callable[[str, dict], Any]:

@@ -48,7 +48,7 @@ from advisor.router.routing.rule import (Decision, PolicyConfig, Preferences, Ru
 
 #: Every routing policy class by name; the built-in modules register theirs on the first lookup.
 POLICIES: Registry[type] = Registry("routing policy",
-                                   builtins=("advisor.router.routing.policies", "advisor.orchestrator.policy"),
+                                   builtins=("advisor.router.routing.policies",),
                                    entry_points="advisor.policies")
 
 
