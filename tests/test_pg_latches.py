@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from advisor.service.sessions import SessionState, latches
+from advisor.service.sessions import SessionState, open_latches
 from advisor.store.latch_fallback import FallbackLatches
 from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
@@ -62,12 +62,10 @@ def test_an_idle_session_expires_by_the_database_clock(postgres_server):
 
 def test_the_service_keeps_its_latches_in_postgres_with_a_postgres_store(postgres_server, tmp_path):
     url = postgres_server.new_database("latch_service")
-    config = SimpleNamespace(sessions=SimpleNamespace(ttl_s=60.0, max_sessions=1000))
-    pg = SimpleNamespace(settings=SimpleNamespace(store_url=url, spool=str(tmp_path / "a")), config=config)
-    local = SimpleNamespace(settings=SimpleNamespace(store_url=None, spool=str(tmp_path / "b")), config=config)
-    shared = latches(pg)
+    cfg = SimpleNamespace(ttl_s=60.0, max_sessions=1000)
+    shared = open_latches(str(tmp_path / "a"), url, cfg)
     assert isinstance(shared, FallbackLatches) and isinstance(shared._try(), PgLatchStore)
-    assert isinstance(latches(local), LatchStore)
+    assert isinstance(open_latches(str(tmp_path / "b"), None, cfg), LatchStore)
 
 
 def test_an_unreachable_database_is_one_line():

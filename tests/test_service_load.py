@@ -80,8 +80,9 @@ def _rt(waits: dict[str, float], enabled: bool = True):
                                                                      window_s=5.0, min_wait_s=0.05),
                                                 limits=SimpleNamespace(attempt_timeout_s=30.0)),
                          ladder=SimpleNamespace(rungs=rungs), router=router, metrics=metrics)
-    rt._load_board = LoadBoard(rt, rt.config.load)
-    rt._load_board.waits = waits
+    rt.load_board = LoadBoard(rt, rt.config.load) if enabled else None
+    if rt.load_board is not None:
+        rt.load_board.waits = waits
     return rt
 
 

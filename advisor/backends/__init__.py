@@ -11,10 +11,10 @@ from advisor.backends.base import (BACKENDS, BackendKind, BackendOptions, Genera
                                    estimate_tokens, result_from_parts)
 from advisor.backends.failures import (BackendError, BackendFailure, FailureKind, GenerationTimeout, KeyRefusedError,
                                        failure_kind, time_limit)
-from advisor.backends.pool import BackendPool, backend_name, client_for, endpoint_of
+from advisor.backends.pool import BackendPool, backend_kind, backend_name, client_for, endpoint_of
 from advisor.backends.walk import Try, walk_attempts
 
 __all__ = ["BACKENDS", "BackendError", "BackendFailure", "BackendKind", "BackendOptions", "BackendPool", "FailureKind",
-           "GenerationResult", "GenerationTimeout", "KeyRefusedError", "ModelBackend", "Part", "backend_name",
+           "GenerationResult", "GenerationTimeout", "KeyRefusedError", "ModelBackend", "Part", "backend_kind", "backend_name",
            "Try", "client_for", "endpoint_of", "estimate_tokens", "failure_kind", "result_from_parts", "time_limit",
            "walk_attempts"]

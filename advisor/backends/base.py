@@ -94,6 +94,10 @@ class BackendKind:
     create: Callable[[str, Any, BackendOptions], ModelBackend]  #: (endpoint, ladder Model, options) -> backend
     shared: bool = True
     description: str = ""
+    #: capabilities callers read instead of the backend's name:
+    takes_messages: bool = False  #: takes chat messages and tools (else only the prompt the chat template rendered)
+    queue_metrics: bool = False  #: the server exports per-model queue metrics (load-aware routing polls them)
+    server: str = ""  #: the server advisor starts or watches for this backend ("Triton"), "" for a hosted API
 
 
 #: Backends by the name a rung's ``backend:`` gives.

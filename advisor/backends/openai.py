@@ -421,4 +421,5 @@ def _create(endpoint: str, model, options: BackendOptions) -> OpenAIBackend:
 
 
 BACKENDS.add("openai", BackendKind(_create, shared=False,
-                                   description="OpenAI-compatible /chat/completions (NIM, vLLM, llama.cpp, Ollama)"))
+                                   description="OpenAI-compatible /chat/completions (NIM, vLLM, llama.cpp, Ollama)",
+                                   takes_messages=True))

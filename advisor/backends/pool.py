@@ -11,12 +11,17 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from advisor.backends.base import BACKENDS, BackendOptions, ModelBackend
+from advisor.backends.base import BACKENDS, BackendKind, BackendOptions, ModelBackend
 
 
 def backend_name(model: Any) -> str:
     """The backend a ladder model names (``triton`` when it names none)."""
     return getattr(model, "backend", None) or "triton"
+
+
+def backend_kind(model: Any) -> BackendKind:
+    """The registered backend of a ladder model: its capabilities (`BackendKind`), read instead of its name."""
+    return BACKENDS.get(backend_name(model))
 
 
 def endpoint_of(model: Any, ladder: Any = None, url: str | None = None) -> str:

@@ -30,7 +30,6 @@ from advisor.service.response import error_response, finish, json_response, note
 from advisor.service.responses import finish_responses, parse_responses
 from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
 from advisor.service.session_routing import after_step
-from advisor.service.shadow import shadow_of
 from advisor.service.streaming import stream_response
 from advisor.service.supervision import worker_started
 from advisor.store import now as _now
@@ -49,8 +48,7 @@ def create_app(settings=None):
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
-        rt = state["rt"] = Runtime(settings)
-        shadow_of(rt)  # a shadow candidate (advisor.service.shadow) is loaded now: a bad artifact stops the start
+        rt = state["rt"] = Runtime(settings)  # a bad shadow artifact (advisor.service.shadow) stops the start
 
         gc.collect()
         gc.freeze()  # the start-up heap (router, ladder, libraries) is never garbage: keep the collector off it
@@ -139,7 +137,7 @@ def create_app(settings=None):
         rt = state["rt"]
         ok, why = await rt.readiness()
         records = rt.writer.health() if hasattr(rt.writer, "health") else {}
-        latch_trouble = getattr(getattr(rt, "_latches", None), "trouble", None)
+        latch_trouble = getattr(rt.latches, "trouble", None)
         if latch_trouble is not None and latch_trouble():  # the session latch could not be written a moment ago
             records = {**records, "records": "degraded", "records_detail": latch_trouble()}
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"

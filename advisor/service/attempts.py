@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, AsyncIterator, NamedTuple
 
-from advisor.backends import FailureKind, Try, walk_attempts
+from advisor.backends import FailureKind, Try, backend_kind, walk_attempts
 from advisor.backends.walk import Call, Check, one_attempt
 from advisor.redaction import without_urls
 from advisor.service.chat import Reply, chat_inputs, parse_reply, render_prompt
@@ -228,10 +228,12 @@ def attempt_errors(attempts) -> str:
 
 
 def triton_hint(rt, attempts) -> str:
-    """" Is Triton up?" when a rung that failed is served by Triton (the embedded one named), else nothing."""
-    if not any(getattr(rt.rungs.get(a.rung), "backend", "triton") == "triton" for a in attempts):
+    """" Is Triton up?" when a rung that failed is served by a server advisor watches (`BackendKind.server`; the
+    embedded one named), else nothing."""
+    servers = sorted({backend_kind(rt.rungs[a.rung]).server for a in attempts if a.rung in rt.rungs} - {""})
+    if not servers:
         return ""
-    return " Is Triton (embedded) up?" if rt.settings.served_by == "embedded" else " Is Triton up?"
+    return "".join(f" Is {s} (embedded) up?" if rt.settings.served_by == "embedded" else f" Is {s} up?" for s in servers)
 
 
 async def settle(rt, plan: RequestPlan, attempt: Attempt, reply: Reply) -> str:

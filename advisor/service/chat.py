@@ -22,6 +22,7 @@ from advisor.agent.chat import template_for
 from advisor.agent.conversation import Conversation, Turn, rung_messages
 from advisor.agent.formats import FINAL_MARKER, FINAL_RE, Parsed, format_for
 from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
+from advisor.backends import backend_kind
 from advisor.service.request import call_required, forced_tool, offered_names
 
 _THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
@@ -72,7 +73,7 @@ def render_prompt(model, request) -> str:
 def chat_inputs(model, request) -> dict[str, Any]:
     """The ``messages`` and ``tools`` keywords for a backend that takes chat messages (not Triton: it takes the
     rendered prompt, and gets nothing more)."""
-    if getattr(model, "backend", "triton") == "triton":
+    if not backend_kind(model).takes_messages:
         return {}
     return {"messages": prompt_messages(model, request), "tools": tool_specs(request) or None}
 

@@ -46,6 +46,7 @@ import time
 from collections import deque
 from typing import Any
 
+from advisor.backends import backend_kind
 from advisor.triton._transport import default_metrics_url
 from advisor.triton.client import parse_prometheus, scrape
 
@@ -235,7 +236,7 @@ class LoadBoard:
     async def _poll_triton(self) -> None:
         urls: dict[str, list] = {}
         for rung in self.rt.ladder.rungs:
-            if getattr(rung, "backend", "triton") == "triton":
+            if backend_kind(rung).queue_metrics:
                 urls.setdefault(self.metrics_url(rung), []).append(rung)
         found: dict[str, float] = {}
         for url, rungs in urls.items():
@@ -276,14 +277,10 @@ async def _scrape(url: str) -> dict[str, float] | None:
 # ----------------------------------------------------------------------------------------------- deciding
 def board(rt) -> LoadBoard | None:
     """The worker's `LoadBoard` (None when ``load.enabled`` is false); its poller is started on first use."""
-    cfg = rt.config.load
-    if not cfg.enabled:
-        return None
-    b = getattr(rt, "_load_board", None)
-    if b is None:
-        b = rt._load_board = LoadBoard(rt, cfg)
-    with contextlib.suppress(RuntimeError):  # no running loop (a decision outside the service): no poller
-        b.ensure_polling()
+    b = rt.load_board
+    if b is not None:
+        with contextlib.suppress(RuntimeError):  # no running loop (a decision outside the service): no poller
+            b.ensure_polling()
     return b
 
 

@@ -21,12 +21,17 @@ from advisor.scores import VerifierErrors
 from advisor.service.auth import KeyRing
 from advisor.service.capture import Capture
 from advisor.service.config import load_config
+from advisor.service.load import LoadBoard
 from advisor.service.load import board as load_board
 from advisor.service.metrics import Metrics
 from advisor.service.recording import SegmentWriter
 from advisor.service.reload import current, load_serving
 from advisor.service.shipping import DatabaseRecorder
 from advisor.service.session_costs import parse_cells
+from advisor.service.session_routing import SessionMetrics
+from advisor.service.sessions import open_latches
+from advisor.service.shadow import Shadow
+from advisor.service.step_check import StepMetrics
 from advisor.service.supervision import triton_status
 from advisor.store.responses import PgResponses, SqliteResponses
 from advisor.verifier.build import build_verifier
@@ -108,6 +113,15 @@ class Runtime:
         self.responses = stored_responses(settings, self.config.responses)  #: `/v1/responses` kept (or None)
         #: live steps captured for `advisor suite from-traffic` (`advisor.service.capture`), or None when off
         self.capture = Capture(self.config.capture, self.ladder) if self.config.capture.enabled else None
+        #: the parts a request reaches, each built here and nowhere else:
+        self.latches = open_latches(settings.spool, settings.store_url, self.config.sessions)  #: session latches
+        self.session_metrics = SessionMetrics(self.metrics)  #: `advisor.service.session_routing`'s counters
+        self.step_metrics = StepMetrics(self.metrics)  #: broken steps caught (`advisor.service.step_check`)
+        #: the shadow candidate (`advisor.service.shadow`), loaded now: a bad artifact stops the start
+        self.shadow = Shadow(self.config.shadow.artifact, self.ladder) if self.config.shadow is not None else None
+        #: expected waits per rung (`advisor.service.load`; its poller starts with the first request), or None
+        self.load_board = LoadBoard(self, self.config.load) if self.config.load.enabled else None
+        self.reload_error: str | None = None  #: why the last router reload failed (`advisor.service.reload`)
         self.semaphore_limit = self.config.limits.concurrency
         self.in_flight = 0
         self.metrics.router_info.labels(self.serving.version).set(1)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from advisor.errors import StoreError
 
 from advisor.service.session_costs import ANY_CLASS, start_options, start_rung
-from advisor.service.sessions import (SessionState, SessionStep, continued_id, first_call_ids, latch_key, latches,
+from advisor.service.sessions import (SessionState, SessionStep, continued_id, first_call_ids, latch_key,
                                       rung_above, session_of, signals, step_budget)
 from advisor.service.step_check import broken_kinds
 
@@ -33,7 +33,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
     sid, source = who
     tenant = key.name if key is not None else ""
     lid = latch_key(tenant, sid)
-    store = latches(rt)
+    store = rt.latches
     fresh = source == "derived" and not any(m.role == "assistant" for m in req.messages)
     state = None
     if source == "derived" and not fresh and first_call_ids(req):  # this run's own latch (continued_id)
@@ -53,7 +53,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
         first = SessionState(plan.chain[0], plan.chain[0], plan.task_class)
         store.update(lid, lambda old: first)
         plan.session = SessionStep(sid, source, 1, first.start_rung, first=True, tenant=tenant)
-        session_metrics(rt).count_step(plan.session, first.rung, None)
+        rt.session_metrics.count_step(plan.session, first.rung, None)
         return True
     names = [r.name for r in rt.ladder.rungs]
     moved: list[Any] = []
@@ -81,7 +81,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
         escalation = f"{reason} {old_rung}->{up}" if up else f"{reason} {old_rung} (no rung above: stays)"
     plan.session = SessionStep(sid, source, st.step, st.start_rung, escalation, tenant=tenant)
     latched_plan(rt, plan, st)
-    session_metrics(rt).count_step(plan.session, st.rung, moved[0] if moved else None)
+    rt.session_metrics.count_step(plan.session, st.rung, moved[0] if moved else None)
     return True
 
 
@@ -177,18 +177,18 @@ def after_step(rt, req, out) -> None:
         return old
 
     try:
-        latches(rt).update(s.latch_key, note)
+        rt.latches.update(s.latch_key, note)
     except StoreError:  # the latch's disk is full: the answer stands, and the next step decides afresh
         return
     if moved:
         s.escalation = f"{why} {moved[0][2]}->{moved[0][3]}"
-        session_metrics(rt).escalated(moved[0])
+        rt.session_metrics.escalated(moved[0])
 
 
 def refuse_while_away(rt) -> None:
     """Refuse a running session's step while its shared latch is away (StoreError: the app answers 503 with
     retry-after): counted, and logged at most every `_LOG_EVERY_S`."""
-    if session_metrics(rt).refused():
+    if rt.session_metrics.refused():
         log.warning("session steps refused: the shared session latch (PostgreSQL) is away; running sessions are "
                     "answered 503 until it is back (sessions.on_database_outage: refuse)")
     raise StoreError("the shared session latch is away (the PostgreSQL database does not answer): a step of a "
@@ -202,7 +202,7 @@ def own_latch(rt, plan, s: SessionStep, call_ids: list[str]) -> None:
     so that a concurrent run that opened the same way has a latch of its own."""
     first = SessionState(plan.chain[0], s.start_rung, plan.task_class)
     s.session_id = continued_id(s.session_id, call_ids)
-    latches(rt).update(s.latch_key, lambda old: first)
+    rt.latches.update(s.latch_key, lambda old: first)
 
 
 # ----------------------------------------------------------------------------------------------- records
@@ -270,11 +270,3 @@ class SessionMetrics:
     def escalated(self, moved: list) -> None:
         """One escalation ([step, reason, from, to])."""
         self.metrics.child(self.escalations, moved[1], moved[2], moved[3] or moved[2]).inc()
-
-
-def session_metrics(rt) -> SessionMetrics:
-    """The worker's session metrics (registered on first use)."""
-    sm = getattr(rt, "_session_metrics", None)
-    if sm is None:
-        sm = rt._session_metrics = SessionMetrics(rt.metrics)
-    return sm

@@ -202,17 +202,12 @@ def latch_path(spool: str | Path) -> Path:
     return Path(f"{spool}.sessions.sqlite")
 
 
-def latches(rt):
-    """The worker's latch store, opened on first use: in the PostgreSQL store's database when the service has one
-    (`advisor.store.pg_latches.PgLatchStore`, shared by every replica; while the database is away, the SQLite file
-    stands in: `advisor.store.latch_fallback`), else the SQLite file beside the spool
-    (`advisor.store.latches.LatchStore`, shared by this host's workers)."""
-    store = getattr(rt, "_latches", None)
-    if store is None:
-        cfg = rt.config.sessions
-        local = LatchStore(latch_path(rt.settings.spool), SessionState, cfg.ttl_s, cfg.max_sessions)
-        if rt.settings.store_url:
-            url = rt.settings.store_url
-            local = FallbackLatches(lambda: PgLatchStore(url, SessionState, cfg.ttl_s, cfg.max_sessions), local)
-        store = rt._latches = local
-    return store
+def open_latches(spool: str | Path, store_url: str | None, cfg):
+    """A worker's latch store (the runtime opens it at start): in the PostgreSQL store's database when the service
+    has one (`advisor.store.pg_latches.PgLatchStore`, shared by every replica, connected on first use; while the
+    database is away, the SQLite file stands in: `advisor.store.latch_fallback`), else the SQLite file beside the
+    spool (`advisor.store.latches.LatchStore`, shared by this host's workers)."""
+    local = LatchStore(latch_path(spool), SessionState, cfg.ttl_s, cfg.max_sessions)
+    if store_url:
+        return FallbackLatches(lambda: PgLatchStore(store_url, SessionState, cfg.ttl_s, cfg.max_sessions), local)
+    return local

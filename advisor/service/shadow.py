@@ -34,21 +34,12 @@ class Shadow:
         return self.serving.version
 
 
-def shadow_of(rt) -> Shadow | None:
-    """The worker's shadow candidate, loaded on first use (None when the config names none)."""
-    cfg = rt.config.shadow
-    if cfg is None:
-        return None
-    sh = getattr(rt, "_shadow", None)
-    if sh is None:
-        sh = rt._shadow = Shadow(cfg.artifact, rt.ladder)
-    return sh
 
 
 def shadow_decide(rt, plan, config, prefs) -> None:
     """The candidate's decision for a routed request, kept on the plan (`plan.shadow`) for its record; a
     candidate that cannot decide records its error instead (the request is never affected)."""
-    sh = shadow_of(rt)
+    sh = rt.shadow
     if sh is None:
         return
     model = sh.serving.model

@@ -179,7 +179,7 @@ def count_broken(rt, rung: str, reason: str) -> None:
     """Count a broken step of `rung` (``advisor_broken_steps_total``)."""
     kind = broken_kind(reason)
     if kind is not None:
-        step_metrics(rt).count(rung, kind)
+        rt.step_metrics.count(rung, kind)
 
 
 def is_soft(reason: str | None) -> bool:
@@ -217,9 +217,3 @@ class StepMetrics:
         self.metrics.child(self.broken, rung, kind).inc()
 
 
-def step_metrics(rt) -> StepMetrics:
-    """The worker's step-check metrics (registered on first use)."""
-    sm = getattr(rt, "_step_metrics", None)
-    if sm is None:
-        sm = rt._step_metrics = StepMetrics(rt.metrics)
-    return sm

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from advisor.backends import BackendError, BackendOptions, BackendPool, backend_name
+from advisor.backends import BackendError, BackendOptions, BackendPool, backend_kind
 
 #: environment variable naming the ``advisor serve`` process, for its workers
 PARENT_ENV = "ADVISOR_SERVE_PARENT"
@@ -190,7 +190,7 @@ def watched_triton(url: str | None, ladder, suite_path: Path, status_path: Path,
     status, stop = _Status(status_path), threading.Event()
     if not embeds(url, ladder):
         with serving(url, ladder, suite_path) as (urls, served_by):
-            tritons = {m.name for m in ladder.models() if backend_name(m) == "triton"}  # hosted APIs: not watched
+            tritons = {m.name for m in ladder.models() if backend_kind(m).server}  # hosted APIs: not watched
             watch = UrlProbe(ladder, {n: u for n, u in urls.items() if n in tritons}, protocol, status, stop, echo)
             watch.start()
             try:

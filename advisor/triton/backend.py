@@ -13,4 +13,5 @@ def _create(endpoint: str, model, options: BackendOptions):
 
 
 BACKENDS.add("triton", BackendKind(_create, shared=True,
-                                   description="Triton Inference Server, vLLM backend tensor contract (gRPC/HTTP)"))
+                                   description="Triton Inference Server, vLLM backend tensor contract (gRPC/HTTP)",
+                                   queue_metrics=True, server="Triton"))
