@@ -7,6 +7,10 @@ of the request head as they arrive and answers 431 past ``limits.max_header_byte
 ``limits.read_timeout_s`` from its first byte (and a new connection as long for its first byte) to arrive whole,
 else it answers 408 and closes the connection. The app sees such a request as a client that left.
 
+**`/healthz` is answered ahead of work**: a ``GET`` (or ``HEAD``) of ``/healthz`` is answered by the protocol
+itself as soon as its head is parsed, with no ASGI task, middleware or app (liveness says the process and its
+event loop answer; `/readyz` is the app's), so a liveness probe does not queue behind hundreds of requests' tasks.
+
 `advisor serve` runs uvicorn with ``http=HTTP_PROTOCOL`` (this class); the limits come from the app's lifespan
 state (``advisor_limits``, a `advisor.service.config.Limits`), the defaults before it has started.
 """
@@ -25,6 +29,8 @@ HTTP_PROTOCOL = "advisor.service.http_protocol:LimitedHttpToolsProtocol"
 STATE_KEY = "advisor_limits"
 
 _REASONS = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+HEALTH_PATH = "/healthz"
+HEALTH_BODY = b'{"status":"ok"}'
 
 
 class LimitedHttpToolsProtocol(HttpToolsProtocol):
@@ -92,7 +98,26 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._begun, self._head_bytes = False, 0
         super().on_message_complete()
 
+    def _start_asgi_task(self, cycle, app) -> None:
+        scope = cycle.scope
+        if scope.get("path") == HEALTH_PATH and scope.get("method") in ("GET", "HEAD"):
+            self._answer_health(cycle, scope["method"] == "HEAD")
+            return
+        super()._start_asgi_task(cycle, app)
+
     # internals ------------------------------------------------------------------------------------------------
+    def _answer_health(self, cycle, head_only: bool) -> None:
+        """Answer a liveness probe here (see the module docstring), keeping the connection as HTTP/1.1 says."""
+        head = [b"HTTP/1.1 200 OK", b"content-type: application/json", b"content-length: %d" % len(HEALTH_BODY)]
+        head += [b"%s: %s" % (name, value) for name, value in self.server_state.default_headers]
+        if not cycle.keep_alive:
+            head.append(b"connection: close")
+        self.transport.write(b"\r\n".join(head) + b"\r\n\r\n" + (b"" if head_only else HEALTH_BODY))
+        cycle.response_started = cycle.response_complete = True
+        if not cycle.keep_alive:
+            self.transport.close()
+        cycle.on_response()
+
     def _arm(self) -> None:
         self._disarm()
         self._read_timer = self.loop.call_later(self._limits().read_timeout_s, self._read_timed_out)
