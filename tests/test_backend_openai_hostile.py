@@ -421,13 +421,37 @@ def test_a_timed_out_call_leaves_no_upstream_connection_open(own_hostile, mode, 
                 with pytest.raises(BackendError):
                     await backend.generate("m", "hi", max_tokens=8, timeout_s=1.0)
             await asyncio.sleep(0.2)
-            return len(backend._client()._transport._pool.connections)
+            return len(backend._client()._transport._pool.connections), backend.connections()
         finally:
             await backend.close()
 
-    pooled = asyncio.run(go())
+    pooled, seen = asyncio.run(go())
     assert pooled == 0, f"{pooled} connections left in the pool"
+    assert seen == (0, 0)  # what /metrics shows (advisor_upstream_connections)
     deadline = time.monotonic() + 10
     while hostile.active and time.monotonic() < deadline:
         time.sleep(0.1)
     assert hostile.active == 0, f"{hostile.active} upstream answers still being written to a client that left"
+
+
+def test_the_pool_reports_its_open_and_busy_connections(own_hostile, monkeypatch):
+    """`connections()` (the service's ``advisor_upstream_connections``): one kept-alive connection after a good
+    call, none busy; a `BackendPool` reports it under the rung's name (nothing before its first client)."""
+    monkeypatch.setenv(KEY_ENV, UPSTREAM_KEY)
+    from advisor.backends import BackendPool
+    from advisor.ladder import Model
+
+    rung = Model.model_validate({
+        "name": "hosted", "hf_id": "example/hosted", "params_total_b": 1, "triton_model": "m", "context_length": 8192,
+        "tool_call_format": "hermes", "backend": "openai", "url": f"{own_hostile.base}/hostile/v1",
+        "api_key_env": KEY_ENV, "price": {"basis": "tokens", "usd_per_m_input": 0.1, "usd_per_m_output": 0.4,
+                                          "source": "x", "as_of": "2026-12"}})
+
+    async def go():
+        async with BackendPool() as pool:
+            before = pool.connections()
+            await pool(rung).generate("m", "hi", max_tokens=8, timeout_s=5.0)
+            return before, pool.connections()
+
+    before, after = asyncio.run(go())
+    assert before == {} and after == {"hosted": (1, 0)}

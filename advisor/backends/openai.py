@@ -126,6 +126,13 @@ class OpenAIBackend:
             self._loop = loop
         return self._http
 
+    def connections(self) -> tuple[int, int]:
+        """(open, busy) upstream connections in this client's pool, for the service's /metrics (0, 0 before the
+        first call). httpx exposes its pool only as private attributes: read defensively."""
+        pool = getattr(getattr(self._http, "_transport", None), "_pool", None)
+        conns = [c for c in getattr(pool, "connections", []) if not c.is_closed()]
+        return len(conns), sum(not c.is_idle() for c in conns)
+
     def _refused(self, status: int, text: str, model: str) -> BackendError:
         detail = self._clean(text)
         if status in (401, 403):

@@ -71,6 +71,12 @@ class BackendPool:
             client = self._clients[key] = kind.create(endpoint, model, self.options)
         return client
 
+    def connections(self) -> dict[str, tuple[int, int]]:
+        """Per model with a client of its own that reports them (the ``openai`` backend's `connections`): its
+        (open, busy) upstream connections."""
+        return {key[2]: client.connections() for key, client in self._clients.items()
+                if len(key) == 3 and hasattr(client, "connections")}
+
     async def close(self) -> None:
         """Close every client (best effort); the pool can be used again afterwards."""
         clients, self._clients = list(self._clients.values()), {}

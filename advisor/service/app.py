@@ -57,6 +57,7 @@ def create_app(settings=None):
             while True:
                 await asyncio.sleep(ROTATE_S)
                 rt.writer.rotate_if_old()
+                rt.count_connections()
 
         hup = asyncio.Event()
         on_sighup(hup)

@@ -69,6 +69,9 @@ class Metrics:
         self.load_moves = Counter("advisor_load_moves", "Decisions whose first rung was passed over because its "
                                   "expected wait broke the request's deadline (advisor.service.load).",
                                   ["from_rung", "to_rung"], registry=reg)
+        self.upstream = Gauge("advisor_upstream_connections", "Connections to a rung's own endpoint (openai backend), "
+                              "open or busy with a call, per worker summed; refreshed every second.",
+                              ["rung", "state"], registry=reg, **kwargs)
         self.expected_wait = Gauge("advisor_rung_expected_wait_seconds", "Expected wait before service per rung, "
                                    "as the decision reads it (advisor.service.load; the largest over workers).",
                                    ["rung"], registry=reg, **info)

@@ -127,6 +127,15 @@ class Runtime:
         self.metrics.router_info.labels(self.serving.version).set(1)
         self.metrics.set_reference(self.serving.model, self.config.classes)
 
+    def count_connections(self) -> None:
+        """Set ``advisor_upstream_connections`` from the backend pool (called every second by the app)."""
+        if self._pool is None:
+            return
+        m = self.metrics
+        for rung, (n_open, busy) in self._pool.connections().items():
+            m.child(m.upstream, rung, "open").set(n_open)
+            m.child(m.upstream, rung, "busy").set(busy)
+
     @property
     def router(self):
         """The router of the request being handled (pinned when it started; see `advisor.service.reload`)."""
