@@ -272,3 +272,16 @@ def test_cycles_are_found_in_function_relative_and_type_checking_imports(tmp_pat
         (root / name).parent.mkdir(exist_ok=True)
         (root / name).write_text(text)
     assert cycles(import_graph(root)) == expected
+
+
+def test_importing_a_foundation_module_loads_only_what_it_needs():
+    """The package root imports its public names on first use: ``import advisor.errors`` loads no store, ladder or
+    suite (it loaded 33 of advisor's modules when the root imported them eagerly)."""
+    import subprocess
+
+    code = "import sys, advisor.errors; print(' '.join(sorted(m for m in sys.modules if m.startswith('advisor'))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["advisor", "advisor.errors", "advisor.version"]
+    code = "import advisor; print(advisor.Store.__module__, advisor.load_suite.__module__, 'Store' in dir(advisor))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["advisor.store._store", "advisor.suite", "True"]
