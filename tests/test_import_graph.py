@@ -285,3 +285,26 @@ def test_importing_a_foundation_module_loads_only_what_it_needs():
     code = "import advisor; print(advisor.Store.__module__, advisor.load_suite.__module__, 'Store' in dir(advisor))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["advisor.store._store", "advisor.suite", "True"]
+
+
+def subpackage_graph(graph: dict[str, set[str]], root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Sub-package (``advisor.router.training``) -> the other sub-packages of its package its modules import."""
+    subs = {".".join([root.name, *p.relative_to(root).parts]) for p in root.glob("*/*")
+            if p.is_dir() and (p / "__init__.py").exists()}
+
+    def sub(module: str) -> str | None:
+        name = ".".join(module.split(".")[:3])
+        return name if name in subs else None
+
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        mine = sub(module)
+        if mine is not None:
+            out.setdefault(mine, set()).update(t for t in map(sub, targets) if t is not None and t != mine)
+    return out
+
+
+def test_no_two_subpackages_import_each_other():
+    found = cycles(subpackage_graph(import_graph()))
+    assert not found, "sub-package cycles (move what both use into the lower one):\n" + "\n".join(
+        " <-> ".join(c) for c in found)

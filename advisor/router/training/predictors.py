@@ -28,7 +28,7 @@ import numpy as np
 
 from advisor.errors import RouterError
 from advisor.registry import Registry
-from advisor.router.evaluation.metrics import aiq
+from advisor.router.model.curves import aiq
 from advisor.router.model.features import CUE_NAMES
 from advisor.router.routing.rule import PolicyConfig, RungFacts
 from advisor.router.training.linear import class_rates, fit_linear, rows_for_rung

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from advisor.router.evaluation.metrics import aiq
+from advisor.router.model.curves import aiq
 from advisor.router.routing.rule import (PolicyConfig, Preferences, RungFacts, candidate_table, chains_outcome,
                                          chosen_chains, eligible, realised_outcome, rung_value_chains, select)
 
