@@ -567,3 +567,20 @@ def test_episodic_policies_are_served_through_the_registry():
     assert served_policies(SimpleNamespace(ladder=bare)) == [] and served_policy(SimpleNamespace(ladder=bare),
                                                                                  "orchestrator") is None
     assert served_policy(SimpleNamespace(ladder=demo), "pinned") is None
+
+
+def test_only_the_runtime_module_changes_the_runtime():
+    """Every part of a worker's runtime is declared and built in `advisor.service.runtime`: no other service module
+    assigns an attribute on it or reads a private one (`getattr(rt, "_...")`)."""
+    import re
+
+    assign = re.compile(r"\brt\.[A-Za-z_]\w* *(?:=|\+=|-=)(?!=)")
+    private = re.compile(r"getattr\(\s*rt\s*,\s*[\"']_|\brt\._[a-z]")
+    found = []
+    for path in sorted((REPO / "advisor" / "service").rglob("*.py")):
+        if path.name == "runtime.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            if assign.search(line) or private.search(line):
+                found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)

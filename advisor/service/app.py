@@ -247,17 +247,15 @@ async def chat_completions(rt, request, responses_api: bool = False):
     except RequestError as exc:  # a refused body: the connection is closed after the answer, not kept alive
         m.child(m.rejected, str(exc.status)).inc()
         return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code, headers={"connection": "close"})
-    if rt.in_flight >= rt.semaphore_limit:
-        m.child(m.rejected, "429").inc()
-        return error_response(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry "
-                              f"shortly", kind="rate_limit_error", code="concurrency_limit", headers={"retry-after": "1"})
     cannot = rt.writer.refusal() if hasattr(rt.writer, "refusal") else None
     if cannot:  # the disk is full: answer nothing that could not be recorded (advisor.service.recording)
         m.child(m.rejected, "503").inc()
         return error_response(503, f"cannot record requests now: {cannot}", kind="service_unavailable",
                               code="cannot_record", headers={"retry-after": "5"})
-    rt.in_flight += 1
-    m.in_flight.inc()
+    if not rt.take_slot():
+        m.child(m.rejected, "429").inc()
+        return error_response(429, f"too many requests in flight (limit {rt.semaphore_limit} per worker); retry "
+                              f"shortly", kind="rate_limit_error", code="concurrency_limit", headers={"retry-after": "1"})
     streaming = False
     try:
         try:
@@ -287,7 +285,6 @@ async def chat_completions(rt, request, responses_api: bool = False):
         return said_ignored(finish(rt, req, out, key, started, started_at), req)
     finally:
         if not streaming:
-            rt.in_flight -= 1
-            m.in_flight.dec()
+            rt.release_slot()
 
 

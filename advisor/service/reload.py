@@ -106,13 +106,11 @@ async def check(rt) -> bool:
         new = await asyncio.to_thread(load_serving, pointer, rt.ladder)
     except Exception as exc:  # noqa: BLE001 - whatever the pointer holds, the watcher must live on
         why = str(exc) if isinstance(exc, AdvisorError) else f"{type(exc).__name__}: {exc}"
-        if rt.reload_error != why:
-            rt.reload_error = why
+        if rt.reload_failed(why):
             print(f"router reload failed (still serving {rt.serving.version}): {why}", file=sys.stderr)
             rt.metrics.reloads.labels("failed").inc()
         return False
-    rt.reload_error = None
-    rt.serving = new  # one reference: requests already running keep the router they pinned
+    rt.serve_router(new)  # one reference: requests already running keep the router they pinned
     rt.metrics.reloads.labels("ok").inc()
     rt.metrics.router_info.labels(new.version).set(1)
     rt.metrics.set_reference(new.model, rt.config.classes)

@@ -127,6 +127,32 @@ class Runtime:
         self.metrics.router_info.labels(self.serving.version).set(1)
         self.metrics.set_reference(self.serving.model, self.config.classes)
 
+    # ----------------------------------------------------------------- state a request changes, here only
+    def take_slot(self) -> bool:
+        """Take one of the worker's concurrency slots (False when all are taken: the request gets 429)."""
+        if self.in_flight >= self.semaphore_limit:
+            return False
+        self.in_flight += 1
+        self.metrics.in_flight.inc()
+        return True
+
+    def release_slot(self) -> None:
+        """Give back a slot `take_slot` took (once the response, or its stream, has ended)."""
+        self.in_flight -= 1
+        self.metrics.in_flight.dec()
+
+    def serve_router(self, new) -> None:
+        """Serve the reloaded router `new` from the next request on (`advisor.service.reload`); requests already
+        running keep the router they pinned."""
+        self.reload_error = None
+        self.serving = new
+
+    def reload_failed(self, why: str) -> bool:
+        """Note why a reload failed; True the first time this reason is seen (the caller says it once)."""
+        first = self.reload_error != why
+        self.reload_error = why
+        return first
+
     def count_connections(self) -> None:
         """Set ``advisor_upstream_connections`` from the backend pool (called every second by the app)."""
         if self._pool is None:

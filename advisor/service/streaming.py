@@ -136,5 +136,4 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
 
 
 def _release(rt) -> None:
-    rt.in_flight -= 1
-    rt.metrics.in_flight.dec()
+    rt.release_slot()
