@@ -254,8 +254,7 @@ def compute_savings(store, suite: str | None = None, tenant: str | None = None, 
     positions: dict[str, int] = {}
     for name, tasks in suites.items():
         plans.update(_plans(store, name))
-        runs = store.query("SELECT task_id, rung, rung_position, overall >= bar AS usable, cost_usd, simulated "
-                           "FROM runs WHERE suite_name = ? AND NOT unscored AND overall IS NOT NULL", [name])
+        runs = store.scored_run_rows(name)
         by_task: dict[str, dict[str, list[tuple[bool, float]]]] = defaultdict(lambda: defaultdict(list))
         sim_task: dict[str, bool] = defaultdict(bool)
         for r in runs:

@@ -73,6 +73,11 @@ class Queries:
         rows = self._con.execute("SELECT config_json FROM ladders WHERE ladder_hash = ?", [ladder_hash]).fetchall()
         return json.loads(rows[0][0]) if rows else None
 
+    def scored_run_rows(self, suite_name: str) -> list[dict[str, Any]]:
+        """Per scored run of a suite: task, rung, its position, whether it was usable, its cost, simulated."""
+        return self._rows("SELECT task_id, rung, rung_position, overall >= bar AS usable, cost_usd, simulated "
+                          "FROM runs WHERE suite_name = ? AND NOT unscored AND overall IS NOT NULL", [suite_name])
+
     def suite_config(self, suite_name: str) -> dict[str, Any] | None:
         """The newest recorded config of a suite (its classes and tasks, as probed), or None."""
         rows = self._con.execute("SELECT config_json FROM suites WHERE name = ? AND config_json IS NOT NULL "
