@@ -99,7 +99,7 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     from advisor.orchestrator.experts import EXPERT_TOOL, experts_for
     from advisor.service.attempts import RequestPlan
     from advisor.service.config import load_config
-    from advisor.service.orchestrated import run_orchestrated
+    from advisor.service.orchestrated import serve_orchestrated
     from advisor.service.request import parse_request
     from advisor.triton.client import GenerationResult
 
@@ -124,7 +124,7 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     req = parse_request({"model": "orchestrator", "messages": [{"role": "user", "content": "Refund window?"}]}, {})
     plan = RequestPlan("dec_x", "Refund window?", "a", "given", "orchestrator", "orchestrator", [], 1, Verifier(),
                 [r.name for r in ladder.rungs])
-    out = asyncio.run(run_orchestrated(rt, req, plan, time.monotonic() + 30))
+    out = asyncio.run(serve_orchestrated(rt, req, plan, time.monotonic() + 30))
     assert out.status == 200 and out.rung == expert.name and out.verdict == "accepted"
     text = metrics.render()[0].decode()
     assert f'advisor_attempts_total{{result="unverified",rung="{orch.name}",simulated="true"}} 1.0' in text

@@ -37,6 +37,27 @@ class Expert:
         return self.model.name
 
 
+@dataclass(frozen=True)
+class Handoff:
+    """An orchestrator's ``call_expert``: the alias it named, and the expert it hands the turn to, or why none."""
+
+    alias: str
+    expert: Expert | None
+    error: str | None = None
+
+
+def handoff(parsed: Any, by_alias: dict[str, Expert]) -> Handoff | None:
+    """What a parsed orchestrator reply hands over (every orchestrated turn reads it here: the probe's episode loop
+    and the routing service's ``orchestrator`` model); None when it does not call ``call_expert``."""
+    if parsed.kind != "call" or parsed.name != EXPERT_TOOL:
+        return None
+    alias = str((parsed.arguments or {}).get("expert", ""))
+    if alias in by_alias:
+        return Handoff(alias, by_alias[alias])
+    return Handoff(alias, None, f"unknown expert {alias!r}; {EXPERT_TOOL} takes one of "
+                                f"{', '.join(by_alias) or '(none offered)'}")
+
+
 def alias_of(position: int) -> str:
     """The alias of the rung at `position`."""
     return f"expert-{position + 1}"

@@ -36,7 +36,7 @@ from advisor.agent.chat import system_prompt, template_for
 from advisor.agent.formats import Parsed, format_for
 from advisor.agent.turns import EpisodeResult, Stop, Turns, with_hint
 from advisor.errors import ConfigError
-from advisor.orchestrator.experts import EXPERT_TOOL, Expert, expert_tool
+from advisor.orchestrator.experts import EXPERT_TOOL, Expert, expert_tool, handoff
 from advisor.orchestrator.prompt import PREFS_MODES, offered, orchestrator_prompt, render_preferences, violations
 from advisor.records import Condition, Episode, StopReason
 
@@ -146,18 +146,18 @@ async def run_orchestrated(task: Any, orchestrator: Any, experts: list[Expert], 
                                     own_tools, rnd, "orchestrator", None)
             by = "orchestrator"
             parsed = turns.parse(fmt, gen, own_tools, orchestrator)
-            if parsed.kind == "call" and parsed.name == EXPERT_TOOL:
-                alias = str(parsed.arguments.get("expert", ""))
+            handed = handoff(parsed, by_alias)
+            if handed is not None:
+                alias = handed.alias
                 record.action, record.arguments_json = EXPERT_TOOL, json.dumps(parsed.arguments)
-                if alias not in by_alias:
+                if handed.expert is None:
                     res.unknown_experts += 1
-                    error = (f"ERROR: unknown expert {alias!r}; call_expert takes one of "
-                             f"{', '.join(by_alias) or '(none offered)'}")
+                    error = f"ERROR: {handed.error}"
                     record.observation = error
                     steps.append(_Step(by, gen.text or "", parsed, error))
                     turns.note_action(EXPERT_TOOL, parsed.arguments)
                     continue
-                expert = by_alias[alias]
+                expert = handed.expert
                 record.observation = f"turn handed to {alias} ({expert.name})"
                 by, efmt = alias, format_for(expert.model.tool_call_format)
                 gen, record = await ask(expert.model, _expert_messages(task, skill, steps, efmt, specs, alias),

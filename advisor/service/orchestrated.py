@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.agent.formats import format_for
-from advisor.orchestrator.experts import EXPERT_TOOL, expert_tool, experts_for
+from advisor.orchestrator.experts import expert_tool, experts_for, handoff
 from advisor.orchestrator.prompt import orchestrator_prompt, render_preferences
 from advisor.router.routing.rule import Preferences
 from advisor.service.attempts import Attempt, Outcome, RequestPlan, call_model, call_rung, settle
@@ -79,7 +79,7 @@ def _orchestrator_prompt(rt: Any, req: Any, plan: RequestPlan):
     return prompt, specs, {e.alias: e for e in experts}
 
 
-async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float) -> Outcome:
+async def serve_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float) -> Outcome:
     """Ask the orchestrator, run the expert it picks (or deliver its own reply), verify once; never past
     `deadline` (a monotonic time)."""
     orch = rt.ladder.roles.orchestrator
@@ -97,10 +97,10 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
         parsed = fmt.parse(text, specs)
         if parsed.kind == "invalid":
             why = parsed.error
-        elif parsed.kind == "call" and parsed.name == EXPERT_TOOL:
-            alias = str(parsed.arguments.get("expert", ""))
-            if alias in by_alias:
-                rung = by_alias[alias].name
+        elif (handed := handoff(parsed, by_alias)) is not None:
+            alias = handed.alias
+            if handed.expert is not None:
+                rung = handed.expert.name
                 plan.chain = [rung]
                 plan.explanation["expert"] = {"alias": alias, "rung": rung}
                 rt.metrics.count_result(orch.name, plan.task_class, "unverified", rt.simulated(orch.name))
@@ -110,7 +110,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
                     out.status, out.error = 503, f"expert {rung} chosen by the orchestrator failed: {expert_attempt.error}"
                     return out
                 return await _deliver(rt, plan, out, expert_attempt, rung, reply)
-            why = f"call_expert named {alias!r}, not one of {', '.join(by_alias)}"
+            why = handed.error
         else:  # the orchestrator answered, or called one of the client's tools
             plan.chain = [orch.name]
             return await _deliver(rt, plan, out, attempt, orch.name, parse_reply(orch, text, req))
@@ -121,7 +121,7 @@ async def run_orchestrated(rt: Any, req: Any, plan: RequestPlan, deadline: float
     return out
 
 
-SERVED.add(MODEL_ID, ServedPolicy(serves_orchestrator, plan_orchestrated, run_orchestrated))
+SERVED.add(MODEL_ID, ServedPolicy(serves_orchestrator, plan_orchestrated, serve_orchestrated))
 
 
 async def _deliver(rt: Any, plan: RequestPlan, out: Outcome, attempt: Attempt, rung: str, reply: Any) -> Outcome:
