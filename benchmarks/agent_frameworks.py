@@ -8,7 +8,10 @@ session header (the sessions are derived):
   * ``openai-sdk``: the `openai` package's chat completions in a plain loop (parallel_tool_calls on);
   * ``agents-responses`` / ``agents-chat``: the OpenAI Agents SDK's `Runner.run` with its default Responses model
     and with its Chat Completions model;
-  * ``langgraph``: LangGraph's `create_react_agent` over `langchain-openai`'s `ChatOpenAI`.
+  * ``langgraph``: LangGraph's `create_react_agent` over `langchain-openai`'s `ChatOpenAI`;
+  * ``pydantic-ai``: pydantic-ai's `Agent` over its `OpenAIChatModel`, the tools plain functions;
+  * ``inspect-ai``: inspect_ai's `eval` of one sample, ``use_tools`` then ``generate`` (its own tool loop), through
+    its OpenAI-compatible provider.
 
 Per framework: runs completed (a final answer after both tools ran, no error), tool calls round-tripped (tool
 functions the framework ran), broken steps that reached the client (goal 0: a tool call whose arguments the
@@ -19,7 +22,8 @@ session's latch), session escalations (``x-advisor-escalation``), rungs per sess
 steps were answered on) and wall time per run.
 
     .venv/bin/python benchmarks/agent_frameworks.py [--ladder ladders/demo.yaml] [--runs 3]
-        [--frameworks openai-sdk agents-responses agents-chat langgraph] [--config SERVICE.yaml] [--json]
+        [--frameworks openai-sdk agents-responses agents-chat langgraph pydantic-ai inspect-ai]
+        [--config SERVICE.yaml] [--json]
         [--store FILE] [--probe-per-class 2]
 
 A ladder of real models (``ladders/cpu.yaml``: llama.cpp on CPU) is probed and served the same way, the service
@@ -46,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load_test import DEMO, KEY, SUITE, start_service, start_triton, stop  # noqa: E402
 
-FRAMEWORKS = ("openai-sdk", "agents-responses", "agents-chat", "langgraph")
+FRAMEWORKS = ("openai-sdk", "agents-responses", "agents-chat", "langgraph", "pydantic-ai", "inspect-ai")
 #: A real ladder's service limits: a step of a CPU model takes tens of seconds (a minute with a long prompt on busy
 #: cores), past the service's default 30 s per attempt and 60 s per request.
 REAL_LIMITS = {"deadline_s": 900.0, "attempt_timeout_s": 420.0}
@@ -174,6 +178,70 @@ def run_langgraph(base: str, task, obs: Observer) -> None:
     obs.answer(state["messages"][-1].content)
 
 
+def run_pydantic_ai(base: str, task, obs: Observer) -> None:
+    import httpx
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    http = httpx.AsyncClient(event_hooks={"response": [obs.async_]}, timeout=CLIENT_TIMEOUT_S)
+    model = OpenAIChatModel("auto", provider=OpenAIProvider(base_url=base + "/v1", api_key=KEY, http_client=http))
+    agent = Agent(model, system_prompt="You answer questions from the Larkspur documentation.",
+                  tools=list(docs_tools(obs)))
+    obs.answer(agent.run_sync(task.instructions).output)
+
+
+def run_inspect(base: str, task, obs: Observer) -> None:
+    """inspect_ai's own tool loop (``use_tools`` then ``generate``: it calls tools until the model answers), one
+    sample, its OpenAI-compatible provider pointed at the service; headers seen through the provider's client."""
+    import tempfile
+
+    import httpx
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.solver import generate, system_message, use_tools
+    from inspect_ai.tool import tool
+
+    search, read = docs_tools(obs)
+
+    @tool
+    def search_docs():
+        async def execute(query: str) -> str:
+            """Search the Larkspur documentation; returns matching page ids and titles.
+
+            Args:
+                query: What to search for.
+            """
+            return search(query)
+        return execute
+
+    @tool
+    def read_doc():
+        async def execute(doc_id: str) -> str:
+            """Read one documentation page by its id.
+
+            Args:
+                doc_id: The page's id.
+            """
+            return read(doc_id)
+        return execute
+
+    with tempfile.TemporaryDirectory(prefix="advisor-inspect-") as logs:
+        done = inspect_eval(
+            Task(dataset=[Sample(input=task.instructions)],
+                 solver=[system_message("You answer questions from the Larkspur documentation."),
+                         use_tools([search_docs(), read_doc()]), generate()]),
+            model=get_model("openai-api/advisor/auto", base_url=base + "/v1", api_key=KEY, memoize=False,
+                            http_client=httpx.AsyncClient(event_hooks={"response": [obs.async_]},
+                                                          timeout=CLIENT_TIMEOUT_S)),
+            log_dir=logs, display="none", max_retries=0)  # not memoized: each run's client on its own loop
+        sample = done[0].samples[0]  # read while its log file is still there
+        if sample.error is not None:
+            raise RuntimeError(sample.error.message)
+        obs.answer(sample.output.completion)
+
+
 def run_one(framework: str, base: str, task) -> dict:
     """One run of `task` by `framework`: what it saw."""
     obs = Observer(SCHEMAS)
@@ -184,6 +252,10 @@ def run_one(framework: str, base: str, task) -> dict:
             run_openai_sdk(base, task, obs)
         elif framework == "langgraph":
             run_langgraph(base, task, obs)
+        elif framework == "pydantic-ai":
+            run_pydantic_ai(base, task, obs)
+        elif framework == "inspect-ai":
+            run_inspect(base, task, obs)
         else:
             run_agents(base, task, obs, "responses" if framework == "agents-responses" else "chat")
     except Exception as exc:  # noqa: BLE001 - a run that fails is counted, with why

@@ -2,8 +2,9 @@
 
 The OpenAI Agents SDK (its default Responses model and its Chat Completions model; `Runner.run` and
 `Runner.run_streamed`; an `output_type`; `parallel_tool_calls`), LangGraph's `create_react_agent` with
-`langchain-openai` (invoke, stream, `with_structured_output` by every method) and the `openai` SDK (every
-`tool_choice` form, `response_format` json_schema, streaming with usage). Each tool task is one of the example
+`langchain-openai` (invoke, stream, `with_structured_output` by every method), pydantic-ai's `Agent`, inspect_ai's
+`eval` (its own tool loop) and the `openai` SDK (every `tool_choice` form, `response_format` json_schema,
+streaming with usage). Each tool task is one of the example
 suite's documentation tasks (search the docs, read a page, answer: the stand-ins act on the suite's tasks), run by
 the framework's own loop with the framework's own tools; the service's answers must never be a 4xx and every tool
 call must carry arguments the tool accepts. A logging transport records every HTTP status the service answered.
@@ -300,6 +301,70 @@ def test_langgraph_react_agent_invoke(service, task):
     assert "FINAL ANSWER" not in last.content and "<TOOLCALL>" not in last.content
     calls = [c for m in state["messages"] if m.type == "ai" for c in m.tool_calls]
     assert len(calls) >= 2 and all(c["name"] in ("search_docs", "read_doc") for c in calls)
+    tools.assert_round_tripped()
+    statuses.assert_no_4xx()
+
+
+# ------------------------------------------------------------------------------------------- pydantic-ai, inspect_ai
+def test_pydantic_ai_agent_runs_the_docs_task(service, task):
+    import httpx
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    statuses, tools = Statuses(), DocsTools()
+    provider = OpenAIProvider(base_url=service.base + "/v1", api_key=KEY,
+                              http_client=httpx.AsyncClient(event_hooks={"response": [statuses.async_]}))
+    agent = Agent(OpenAIChatModel("auto", provider=provider), tools=[tools.search_docs, tools.read_doc],
+                  system_prompt="You answer questions from the Larkspur documentation.")
+    answer = agent.run_sync(task.instructions).output
+    assert isinstance(answer, str) and answer.strip() and "FINAL ANSWER" not in answer and "<TOOLCALL>" not in answer
+    tools.assert_round_tripped()
+    statuses.assert_no_4xx()
+
+
+def test_inspect_ai_eval_runs_the_docs_task(service, task, tmp_path):
+    import httpx
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.solver import generate, use_tools
+    from inspect_ai.tool import tool
+
+    statuses, tools = Statuses(), DocsTools()
+
+    @tool
+    def search_docs():
+        async def execute(query: str) -> str:
+            """Search the Larkspur documentation; returns matching page ids and titles.
+
+            Args:
+                query: What to search for.
+            """
+            return tools.search_docs(query)
+        return execute
+
+    @tool
+    def read_doc():
+        async def execute(doc_id: str) -> str:
+            """Read one documentation page by its id.
+
+            Args:
+                doc_id: The page's id.
+            """
+            return tools.read_doc(doc_id)
+        return execute
+
+    logs = inspect_eval(Task(dataset=[Sample(input=task.instructions)],
+                             solver=[use_tools([search_docs(), read_doc()]), generate()]),
+                        model=get_model("openai-api/advisor/auto", base_url=service.base + "/v1", api_key=KEY,
+                                        memoize=False, http_client=httpx.AsyncClient(
+                                            event_hooks={"response": [statuses.async_]})),
+                        log_dir=str(tmp_path), display="none", max_retries=0)
+    sample = logs[0].samples[0]
+    assert sample.error is None, sample.error
+    answer = sample.output.completion
+    assert answer.strip() and "FINAL ANSWER" not in answer and "<TOOLCALL>" not in answer
     tools.assert_round_tripped()
     statuses.assert_no_4xx()
 
