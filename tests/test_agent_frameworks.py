@@ -323,6 +323,37 @@ def test_pydantic_ai_agent_runs_the_docs_task(service, task):
     statuses.assert_no_4xx()
 
 
+def test_pydantic_ai_chains_stored_responses_and_another_key_cannot(service, task):
+    """pydantic-ai's Responses model with ``openai_previous_response_id='auto'``: each step after the first names the
+    previous response instead of resending the conversation, the run completes; another tenant's key gets 404 for
+    the same id."""
+    import httpx
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIResponsesModel, OpenAIResponsesModelSettings
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    statuses, tools, sent = Statuses(), DocsTools(), []
+
+    async def body(request):
+        if request.url.path.endswith("/responses"):
+            sent.append(json.loads(request.content))
+
+    provider = OpenAIProvider(base_url=service.base + "/v1", api_key=KEY, http_client=httpx.AsyncClient(
+        event_hooks={"request": [body], "response": [statuses.async_]}))
+    agent = Agent(OpenAIResponsesModel("auto", provider=provider), tools=[tools.search_docs, tools.read_doc],
+                  system_prompt="You answer questions from the Larkspur documentation.",
+                  model_settings=OpenAIResponsesModelSettings(openai_previous_response_id="auto"))
+    answer = agent.run_sync(task.instructions).output
+    assert isinstance(answer, str) and answer.strip()
+    tools.assert_round_tripped()
+    statuses.assert_no_4xx()
+    chained = [b["previous_response_id"] for b in sent if b.get("previous_response_id")]
+    assert len(sent) >= 2 and len(chained) == len(sent) - 1, [sorted(b) for b in sent]
+    other = httpx.get(f"{service.base}/v1/responses/{chained[0]}", headers={"authorization": f"Bearer {OTHER_KEY}"})
+    mine = httpx.get(f"{service.base}/v1/responses/{chained[0]}", headers={"authorization": f"Bearer {KEY}"})
+    assert other.status_code == 404 and mine.status_code == 200
+
+
 def test_inspect_ai_eval_runs_the_docs_task(service, task, tmp_path):
     import httpx
     from inspect_ai import Task, eval as inspect_eval
