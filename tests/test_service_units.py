@@ -484,7 +484,11 @@ def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
 
     pointer = tmp_path / "promoted.json"
     serving = SimpleNamespace(pointer=str(pointer), sha256="old", version="v1")
-    rt = SimpleNamespace(serving=serving, ladder=None, metrics=SimpleNamespace(reloads=Count()))
+    from advisor.service.runtime import Runtime
+
+    rt = SimpleNamespace(serving=serving, ladder=None, metrics=SimpleNamespace(reloads=Count()), reload_error=None)
+    rt.reload_failed = lambda why: Runtime.reload_failed(rt, why)  # the runtime's own methods, on this stand-in
+    rt.serve_router = lambda new: Runtime.serve_router(rt, new)
     bodies = ["{not json", json.dumps({"format": POINTER_FORMAT, "artifact": 5, "sha256": "new"}),
               json.dumps({"format": POINTER_FORMAT, "artifact": "gone.json", "sha256": "new"})]
     for body in bodies:

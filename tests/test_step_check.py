@@ -100,7 +100,8 @@ def test_tool_choice_forms_are_checked(rungs):
         assert check_step(req, parse_reply(model, answer, req), "stop").kind == "no_call"
     auto = _req(tools=TOOLS, tool_choice="auto")
     reply = parse_reply(model, answer, auto)
-    assert check_step(auto, reply, "stop") is None and reply.content == "refunded", "the marker is not the client's"
+    assert reply.content == "refunded", "the marker is not the client's"
+    assert check_step(auto, reply, "stop").kind == "skipped_tool"  # "Refund ORD-1." answered without calling refund
     only_refund = _req(tools=TOOLS, tool_choice={"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": [
         {"type": "function", "function": {"name": "refund"}}]}})
     call = parse_reply(model, '<TOOLCALL>[{"name": "get_order", "arguments": {"order_id": "ORD-1"}}]</TOOLCALL>',
@@ -139,7 +140,7 @@ def test_a_streamed_reply_never_shows_the_label_or_the_marker(rungs):
     ("final answer:[kb-audit]", "[kb-audit]"),
 ])
 def test_the_marker_in_any_case_is_not_the_clients(rungs, text, content):
-    req = _req(tools=TOOLS)
+    req = _req(tools=TOOLS, messages=[{"role": "user", "content": "How long are audit log entries kept?"}])
     reply = parse_reply(_qwen(rungs), text, req)
     assert reply.content == content and reply.final == content and check_step(req, reply, "stop") is None
     plain = parse_reply(rungs["nano-30b"], text, _req())
@@ -191,3 +192,45 @@ def test_the_step_check_can_be_switched_off_in_the_service_config():
     assert all(needs_check(r, ApiConfig()) for r in asks)
     assert not any(needs_check(r, ApiConfig(step_check=False)) for r in asks)
     assert not needs_check(_req(), ApiConfig())
+
+
+DOC_TOOLS = [{"type": "function", "function": {"name": n, "description": d, "parameters": {
+    "type": "object", "properties": {p: {"type": "string"}}, "required": [p]}}}
+    for n, d, p in (("search_docs", "Search the docs.", "query"), ("read_doc", "Read one page.", "doc_id"))]
+ASK = "How long are backups kept? Search the documentation, read the relevant page, and answer."
+
+
+def _docs_req(*history, **fields):
+    return parse_request({"model": "auto", "tools": DOC_TOOLS, **fields, "messages": [
+        {"role": "user", "content": ASK}, *history]}, {})
+
+
+def _searched():
+    return [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "search_docs", "arguments": '{"query": "backups"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": '[{"doc_id": "kb-backups"}]'}]
+
+
+def test_an_answer_before_a_tool_the_user_asked_for_is_a_skipped_step(rungs):
+    model = rungs["nano-30b"]
+    answer = parse_reply(model, "FINAL ANSWER: Backups are kept 35 days [kb-backups].", _docs_req(*_searched()))
+    broken = check_step(_docs_req(*_searched()), answer, "stop")
+    assert broken is not None and broken.kind == "skipped_tool" and "read_doc" in broken.detail
+    read = [*_searched(), {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function",
+            "function": {"name": "read_doc", "arguments": '{"doc_id": "kb-backups"}'}}]},
+            {"role": "tool", "tool_call_id": "c2", "content": "Backups are kept 35 days."}]
+    assert check_step(_docs_req(*read), answer, "stop") is None  # both asked-for verbs were used
+    plain = parse_request({"model": "auto", "tools": DOC_TOOLS, "messages": [
+        {"role": "user", "content": "What is the capital of France?"}]}, {})
+    assert check_step(plain, parse_reply(model, "FINAL ANSWER: Paris.", plain), "stop") is None  # asked no tool
+    off = type("Api", (), {"skipped_tools": False, "give_ups": True, "give_up_patterns": ()})()
+    assert check_step(_docs_req(*_searched()), answer, "stop", off) is None
+
+
+def test_the_skipped_tool_rule_reads_words_not_nouns():
+    from advisor.service.skipped_tools import asked_for, skipped
+
+    tools = ["search_docs", "read_doc", "read_file", "list_files"]
+    assert asked_for(tools, "List the action items from the meeting notes.") == []  # no "file" word
+    assert asked_for(tools, "Skills is the list of languages; read the file.") == ["read_file"]
+    assert skipped(tools, ["read_doc"], "Read the policy doc, then read the file cv.txt.") == []  # "read" was used

@@ -246,6 +246,9 @@ class ApiConfig(StrictModel):
     give_ups: bool = Field(default=True, description="A final answer that gives up on the task or refuses it, to a "
                            "request that offers tools, is retried and escalated like a broken step (the last rung's "
                            "give-up is delivered): advisor.service.give_ups.")
+    skipped_tools: bool = Field(default=True, description="A final answer to a request that offers tools, before "
+                                "any call of a tool the user's message names by its verb (read_doc: 'read'), is a "
+                                "broken step (retried, then escalated): advisor.service.skipped_tools.")
     give_up_patterns: list[str] = Field(default_factory=list, description="Regexes (case-insensitive) a team adds to "
                                         "the built-in give-up patterns (advisor.service.give_ups.GIVE_UP_PATTERNS).")
 

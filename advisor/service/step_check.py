@@ -18,11 +18,15 @@ store), the ``x-advisor-broken-steps`` header and the ``advisor_broken_steps`` m
   content becomes the JSON alone): that is honouring the format, not a broken step;
 - ``gave_up``: the request offers tools and the reply is a final answer saying the task was not done (a give-up
   or a refusal: `advisor.service.give_ups`);
+- ``skipped_tool``: the request offers tools and the reply is a final answer although a tool the latest user
+  message names by its verb (``read`` for ``read_doc``) was never called in the conversation
+  (`advisor.service.skipped_tools`);
 - ``cut_at_cap``: the reply stopped at the length limit though the client set none (``max_tokens`` /
   ``max_completion_tokens`` / ``max_output_tokens``): it was cut at the rung's own output cap, which the client
   never asked for (a Responses client reads it as ``incomplete`` and ends its run). A cut the client asked for is
   the client's answer.
-The last two are well-formed steps: when every rung the request may use gives one, the last is delivered (`SOFT_KINDS`).
+The last three are well-formed steps: when every rung the request may use gives one, the last is delivered
+(`SOFT_KINDS`).
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.service.give_ups import gave_up
+from advisor.service.skipped_tools import skipped
 from advisor.service.request import call_required, offered_names
 
 KINDS = ("empty", "truncated", "unparseable", "not_offered", "invalid_arguments", "no_call", "not_json", "schema",
-         "gave_up", "cut_at_cap")
+         "gave_up", "skipped_tool", "cut_at_cap")
 #: Kinds of a well-formed reply that a better rung may improve on: delivered when no rung does better.
-SOFT_KINDS = ("gave_up", "cut_at_cap")
+SOFT_KINDS = ("gave_up", "skipped_tool", "cut_at_cap")
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,22 @@ def check_step(req, reply, finish_reason: str | None, api=None) -> BrokenStep | 
                         getattr(api, "give_up_patterns", ()) or ())
         if words is not None:
             return BrokenStep("gave_up", f"the answer gives up on the task ({words!r})")
+    if problem is None and req.tools and getattr(api, "skipped_tools", True):
+        missing = skipped(offered_names(req), called_names(req), latest_user_text(req))
+        if missing:
+            return BrokenStep("skipped_tool", f"the answer comes before any call of {', '.join(missing)}, which "
+                                              "the user's message asks for")
     return problem
+
+
+def called_names(req) -> list[str]:
+    """The functions the conversation's assistant messages called."""
+    return [c.function.name for m in req.messages if m.role == "assistant" for c in m.function_calls()]
+
+
+def latest_user_text(req) -> str:
+    """The text of the latest user message ("" without one)."""
+    return next((m.text() for m in reversed(req.messages) if m.role == "user"), "")
 
 
 def _calls_problem(req, reply) -> BrokenStep | None:
