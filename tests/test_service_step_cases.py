@@ -60,6 +60,8 @@ def scripted(model: str, case: str, seed: int | None, last: str) -> tuple[str, s
         return "Hello! What can I do for you?", "stop"
     if case == "lookup":  # a call, then the JSON answer once the tool result is in
         return ('FINAL ANSWER: {"order_id": "ORD-1042"}', "stop") if last == "tool" else (CALL, "stop")
+    if case == "skip-once":  # claims the refund without calling refund; the retry (another seed) calls it
+        return ("FINAL ANSWER: ORD-1042 is refunded.", "stop") if not seed else (REFUND, "stop")
     if case == "giveup":  # the stand-ins' and small models' give-up, delivered as a well-formed answer
         return "I was not able to complete this task with the tools available.", "stop"
     return (REFUND if last == "tool" else CALL), "stop"  # look the order up, then refund it
@@ -280,6 +282,15 @@ def test_a_give_up_on_the_cheapest_rung_escalates_and_moves_the_session(service)
     assert reply.choices[0].message.tool_calls, "the rung above did the work"
     _, later = _ask(service, "anything", session="gives-up")
     assert later["x-advisor-rung"] == "nano-30b" and later["x-advisor-session-step"] == "2"
+
+
+def test_an_answer_that_skips_the_tool_the_user_asked_for_is_retried(service):
+    """"Refund order ORD-1042." answered "refunded" without calling refund is a skipped step: retried on the rung
+    (another seed), which then calls refund; the client gets the call, never the claim."""
+    reply, h = _ask(service, "skip-once")
+    assert h["x-advisor-broken-steps"] == "skipped_tool@nano-12b" and h["x-advisor-rung"] == "nano-12b"
+    message = reply.choices[0].message
+    assert [c.function.name for c in message.tool_calls] == ["refund"] and "refunded" not in (message.content or "")
 
 
 def test_a_prompt_too_long_for_a_rung_passes_it_over_and_too_long_for_all_is_400(service):
