@@ -191,19 +191,9 @@ def run_pydantic_ai(base: str, task, obs: Observer) -> None:
     obs.answer(agent.run_sync(task.instructions).output)
 
 
-def run_inspect(base: str, task, obs: Observer) -> None:
-    """inspect_ai's own tool loop (``use_tools`` then ``generate``: it calls tools until the model answers), one
-    sample, its OpenAI-compatible provider pointed at the service; headers seen through the provider's client."""
-    import tempfile
-
-    import httpx
-    from inspect_ai import Task, eval as inspect_eval
-    from inspect_ai.dataset import Sample
-    from inspect_ai.model import get_model
-    from inspect_ai.solver import generate, system_message, use_tools
+def inspect_tools(search, read):
+    """`search` and `read` (plain functions) as inspect_ai tools (it reads each one's schema from its docstring)."""
     from inspect_ai.tool import tool
-
-    search, read = docs_tools(obs)
 
     @tool
     def search_docs():
@@ -226,6 +216,22 @@ def run_inspect(base: str, task, obs: Observer) -> None:
             """
             return read(doc_id)
         return execute
+
+    return search_docs, read_doc
+
+
+def run_inspect(base: str, task, obs: Observer) -> None:
+    """inspect_ai's own tool loop (``use_tools`` then ``generate``: it calls tools until the model answers), one
+    sample, its OpenAI-compatible provider pointed at the service; headers seen through the provider's client."""
+    import tempfile
+
+    import httpx
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import get_model
+    from inspect_ai.solver import generate, system_message, use_tools
+
+    search_docs, read_doc = inspect_tools(*docs_tools(obs))
 
     with tempfile.TemporaryDirectory(prefix="advisor-inspect-") as logs:
         done = inspect_eval(

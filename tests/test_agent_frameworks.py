@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sys
 
 import pytest
 
-from tests.test_service import DEMO, KEY, SUITE, Service
+from tests.test_service import DEMO, KEY, REPO, SUITE, Service
 
 pytestmark = [pytest.mark.triton, pytest.mark.slow]
 
@@ -360,32 +361,12 @@ def test_inspect_ai_eval_runs_the_docs_task(service, task, tmp_path):
     from inspect_ai.dataset import Sample
     from inspect_ai.model import get_model
     from inspect_ai.solver import generate, use_tools
-    from inspect_ai.tool import tool
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from agent_frameworks import inspect_tools
 
     statuses, tools = Statuses(), DocsTools()
-
-    @tool
-    def search_docs():
-        async def execute(query: str) -> str:
-            """Search the Larkspur documentation; returns matching page ids and titles.
-
-            Args:
-                query: What to search for.
-            """
-            return tools.search_docs(query)
-        return execute
-
-    @tool
-    def read_doc():
-        async def execute(doc_id: str) -> str:
-            """Read one documentation page by its id.
-
-            Args:
-                doc_id: The page's id.
-            """
-            return tools.read_doc(doc_id)
-        return execute
-
+    search_docs, read_doc = inspect_tools(tools.search_docs, tools.read_doc)  # the benchmark's, on this test's log
     logs = inspect_eval(Task(dataset=[Sample(input=task.instructions)],
                              solver=[use_tools([search_docs(), read_doc()]), generate()]),
                         model=get_model("openai-api/advisor/auto", base_url=service.base + "/v1", api_key=KEY,
