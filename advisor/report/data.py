@@ -120,7 +120,7 @@ def collect(store, suite: str | None = None, settings: FloorSettings | None = No
         provenance=provenance(store, name, classes), simulated=floors.simulated_runs > 0,
         simulated_runs=floors.simulated_runs, rung_order=order, classes=known,
         policies=policies, policy_advice=recommend(policies, settings.target), live=live_section(store, classes),
-        savings=report_savings(store, name))
+        savings=report_savings(store, name, floors))
 
 
 def skill_lift(rung_table: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,7 +33,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from advisor.errors import DataError
+from advisor.floors import find_floors
+from advisor.plans import chain_point
 from advisor.report.tables import Table, table_md
+from advisor.scores import PERFECT
 
 BOOTSTRAP = 1000
 SEED = 11
@@ -123,14 +126,10 @@ class Savings:
 
 # ------------------------------------------------------------------------------------------------ arms per step
 def _walk(rates: dict[str, tuple[float, float]], chain: Sequence[tuple[str, int]]) -> tuple[float, float]:
-    """(expected cost, P(usable)) of trying each rung of `chain` up to its attempts until an attempt is usable."""
-    cost, miss = 0.0, 1.0
-    for rung, attempts in chain:
-        p, c = rates[rung]
-        expected_tries = attempts if p <= 0 else (1 - (1 - p) ** attempts) / p
-        cost += miss * c * expected_tries
-        miss *= (1 - p) ** attempts
-    return cost, 1 - miss
+    """(expected cost, P(usable)) of trying each rung of `chain` up to its attempts until one is usable: the plans'
+    chain arithmetic (`advisor.plans.chain_point`) with a verifier that catches every unusable answer."""
+    return chain_point([rates[r][0] for r, _ in chain], [rates[r][1] for r, _ in chain], [k for _, k in chain],
+                       PERFECT)
 
 
 def _arms_of(step: Step, ladder: list[str], plan: list[tuple[str, int]] | None) -> dict[str, tuple[float, float]]:
@@ -139,9 +138,14 @@ def _arms_of(step: Step, ladder: list[str], plan: list[tuple[str, int]] | None) 
            "always smallest": _walk(step.rates, [(ladder[0], 1)])}
     if plan:
         out["recommended plan"] = _walk(step.rates, plan)
-    chain = [r for r in step.chain if r in step.rates] or [ladder[0]]
-    out["current router"] = _walk(step.rates, [(r, 1) for r in (chain if step.verified else chain[:1])])
+    out["current router"] = _router(step, ladder)
     return out
+
+
+def _router(step: Step, ladder: list[str]) -> tuple[float, float]:
+    """The current router's arm on a step: its recorded chain, once per rung while a verifier rejects, else once."""
+    chain = [r for r in step.chain if r in step.rates] or [ladder[0]]
+    return _walk(step.rates, [(r, 1) for r in (chain if step.verified else chain[:1])])
 
 
 def _mix(steps: list[Step], ladder: list[str], target_cost: float) -> tuple[dict[str, float], str]:
@@ -222,21 +226,20 @@ def traffic_suites(store) -> dict[str, dict[str, tuple[str, str]]]:
     return out
 
 
-def _plans(store, suite: str) -> dict[str, list[tuple[str, int]]]:
-    # lazy: the floors and plans are only needed here
-    from advisor.floors import find_floors
-
-    report = find_floors(store, suite)
+def class_plans(floors) -> dict[str, list[tuple[str, int]]]:
+    """Per class, the recommended plan (or the best one when none clears) of a `FloorReport`, baseline condition."""
     out = {}
-    for cp in report.plans:
+    for cp in floors.plans:
         chosen = cp.plan or cp.best
         if cp.condition == "baseline" and chosen is not None:
             out[cp.task_class] = [(s.rung, s.attempts) for s in chosen.steps]
     return out
 
 
-def compute_savings(store, suite: str | None = None, tenant: str | None = None, since=None) -> Savings:
-    """The savings of the captured steps replayed in `store` (of suite `suite`, else every traffic suite)."""
+def compute_savings(store, suite: str | None = None, tenant: str | None = None, since=None,
+                    floors=None) -> Savings:
+    """The savings of the captured steps replayed in `store` (of suite `suite`, else every traffic suite);
+    `floors`, the `FloorReport` of `suite` when the caller has it (the report), is not computed again."""
     suites = traffic_suites(store)
     if suite is not None:
         if suite not in suites:
@@ -253,7 +256,7 @@ def compute_savings(store, suite: str | None = None, tenant: str | None = None, 
     plans: dict[str, list[tuple[str, int]]] = {}
     positions: dict[str, int] = {}
     for name, tasks in suites.items():
-        plans.update(_plans(store, name))
+        plans.update(class_plans(floors if floors is not None and floors.suite == name else find_floors(store, name)))
         runs = store.scored_run_rows(name)
         by_task: dict[str, dict[str, list[tuple[bool, float]]]] = defaultdict(lambda: defaultdict(list))
         sim_task: dict[str, bool] = defaultdict(bool)
@@ -288,7 +291,7 @@ def compute_savings(store, suite: str | None = None, tenant: str | None = None, 
         by_class[s.task_class].append(s)
     mixes, notes = {}, {}
     for cls, group in by_class.items():
-        router_cost = float(np.mean([_arms_of(s, ladder, None)["current router"][0] for s in group]))
+        router_cost = float(np.mean([_router(s, ladder)[0] for s in group]))
         mixes[cls], notes[cls] = _mix(group, ladder, router_cost)
     classes = [summarise(cls, group, ladder, plans, mixes, notes) for cls, group in sorted(by_class.items())]
     total = summarise("all", complete, ladder, plans, mixes, {"all": "each class's own mix"})
@@ -307,12 +310,11 @@ def compute_savings(store, suite: str | None = None, tenant: str | None = None, 
 
 
 # ------------------------------------------------------------------------------------------------ in the report
-def report_savings(store, suite: str) -> Savings | None:
-    """The savings section of a report on `suite`, when it is a suite made from traffic (else None)."""
-    if suite not in traffic_suites(store):
-        return None
+def report_savings(store, suite: str, floors=None) -> Savings | None:
+    """The savings section of a report on `suite` (its `floors` reused), when it is a suite made from traffic whose
+    steps were probed on every rung (else None)."""
     try:
-        return compute_savings(store, suite=suite)
+        return compute_savings(store, suite=suite, floors=floors)
     except DataError:
         return None
 
