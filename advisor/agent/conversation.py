@@ -12,10 +12,14 @@ renders each request with it (`advisor.service.chat.prompt_messages`), and a tas
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from advisor.agent.formats import format_for
+from advisor.agent.formats import final_text, format_for
+
+#: a reasoning block, closed or cut off: never what a reply says to the client
+THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,21 @@ def conversation_messages(model: Any, conversation: Conversation) -> list[dict[s
     """`conversation` as `model` (a ladder rung) reads it."""
     c = conversation
     return rung_messages(format_for(model.tool_call_format), c.turns, c.specs, c.tool_demand, c.format_demand)
+
+
+def unlabelled(model, text: str) -> str:
+    """`text` without the stand-in's ``[SIMULATED <rung>]`` label, wherever it stands (at the start, or after the
+    ``FINAL ANSWER:`` marker of an answer after tools): a simulated answer is labelled in the response's headers,
+    model and system_fingerprint, and in the store, not inside what it says."""
+    label = f"[SIMULATED {model.name}]"
+    if label not in text:
+        return text
+    return re.sub(re.escape(label) + " ?", "", text)
+
+
+def spoken(text: str) -> str:
+    """What a reply says to the client: no ``<think>`` block, the answer after the last ``FINAL ANSWER:``
+    marker, in whatever case the model wrote it (the marker is the tool prompt's convention, not the client's)."""
+    if "<think>" in text:
+        text = THINK.sub("", text)
+    return final_text(text)

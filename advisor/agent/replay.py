@@ -5,8 +5,8 @@ conversation as the service rendered it for the rung that answered live (`adviso
 same conversation is rendered for the rung under test and asked once. Tool results are the recorded ones (they are
 in the conversation), so no live tool runs, and the reply is the episode:
 
-- a final answer: stop ``final`` with its text (``FINAL ANSWER:`` marker and ``<think>`` block removed, as the
-  service delivers it);
+- a final answer: stop ``final`` with its text as the service delivers it (`advisor.agent.conversation.spoken`: no
+  ``FINAL ANSWER:`` marker, no ``<think>`` block, no stand-in label);
 - a tool call: stop ``step`` with the call in the episode's calls (marked not run), for the checks to compare
   with the reference call or the class's verifier;
 - an unusable reply (unparseable, cut off at the output cap): stop ``invalid_output``;
@@ -21,24 +21,15 @@ would when it was not.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from advisor.agent.chat import ChatTemplate, template_for
-from advisor.agent.conversation import Conversation, conversation_messages
-from advisor.agent.formats import final_text, format_for
+from advisor.agent.conversation import Conversation, conversation_messages, spoken, unlabelled
+from advisor.agent.formats import format_for
 from advisor.agent.turns import RECORD_CHARS, EpisodeResult, Stop, Turns, clip_text
 from advisor.records import Episode, StopReason, ToolCall
 
 NOT_RUN = "(not run: a replayed step ends at its tool call)"
-_THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
-_LABEL = re.compile(r"\[SIMULATED [^\]]+\] ?")
-
-
-def answer_text(text: str) -> str:
-    """What a final reply says, as the service delivers it: no ``<think>`` block, the text after the last
-    ``FINAL ANSWER:`` marker, no stand-in label."""
-    return _LABEL.sub("", final_text(_THINK.sub("", text)))
 
 
 async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sampling: dict[str, Any] | None = None,
@@ -57,7 +48,7 @@ async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sa
         gen, record = await turns.ask(client, model, template, messages, specs, "the replayed step")
         if not specs and gen.finish_reason != "length":
             record.action = "final"
-            turns.ep.final = answer_text(gen.text or "")
+            turns.ep.final = spoken(unlabelled(model, gen.text or ""))
             record.observation = clip_text(turns.ep.final, RECORD_CHARS)
             raise Stop(StopReason.FINAL)
         parsed = turns.parse(fmt, gen, specs, model)
@@ -65,7 +56,7 @@ async def run_replay_step(task: Any, model: Any, client: Any, limits: Any, *, sa
             record.observation = parsed.error
             raise Stop(StopReason.INVALID_OUTPUT, parsed.error)
         if parsed.kind == "final":
-            turns.ep.final = answer_text(parsed.final or "")
+            turns.ep.final = spoken(unlabelled(model, parsed.final or ""))
             record.action, record.observation = "final", clip_text(turns.ep.final, RECORD_CHARS)
             raise Stop(StopReason.FINAL)
         calls = list(parsed.calls or [(parsed.name, parsed.arguments)])

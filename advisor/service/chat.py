@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.agent.chat import template_for
-from advisor.agent.conversation import Conversation, Turn, rung_messages
+from advisor.agent.conversation import THINK as _THINK
+from advisor.agent.conversation import Conversation, Turn, rung_messages, spoken, unlabelled
 from advisor.agent.formats import FINAL_MARKER, FINAL_RE, Parsed, format_for
 from advisor.agent.formats import final_text as _final  # the loop's FINAL ANSWER rule
 from advisor.backends import backend_kind
 from advisor.service.request import call_required, forced_tool, offered_names
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)\s*", re.S)
 _FENCE = re.compile(r"\s*```[A-Za-z]*\s*$")
 _TOOLS_TAG = re.compile(r"\s*<tools>\s*$")  #: an echoed tool list's opening tag before the echo
 #: where a streamed reply's shown text ends: a '<' (a tool call or ``<think>`` may start) or the marker, any case
@@ -125,24 +125,6 @@ class Reply:
         if self.tool_calls:
             out["tool_calls"] = self.tool_calls
         return out
-
-
-def unlabelled(model, text: str) -> str:
-    """`text` without the stand-in's ``[SIMULATED <rung>]`` label, wherever it stands (at the start, or after the
-    ``FINAL ANSWER:`` marker of an answer after tools): a simulated answer is labelled in the response's headers,
-    model and system_fingerprint, and in the store, not inside what it says."""
-    label = f"[SIMULATED {model.name}]"
-    if label not in text:
-        return text
-    return re.sub(re.escape(label) + " ?", "", text)
-
-
-def spoken(text: str) -> str:
-    """What a reply says to the client: no ``<think>`` block, the answer after the last ``FINAL ANSWER:``
-    marker, in whatever case the model wrote it (the marker is the tool prompt's convention, not the client's)."""
-    if "<think>" in text:
-        text = _THINK.sub("", text)
-    return _final(text)
 
 
 def parse_reply(model, text: str, request) -> Reply:
