@@ -135,12 +135,12 @@ def usage_of(rt, out) -> dict[str, Any]:
                                       "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
 
 
-def record(rt, out, key, started: float, started_at, req=None) -> list[dict]:
+def record(rt, req, out, key, started: float, started_at) -> list[dict]:
     """Count the request and write its records now (a stream, once it has ended); the rows written."""
-    return record_later(rt, out, key, started, started_at, req)()
+    return record_later(rt, req, out, key, started, started_at)()
 
 
-def record_later(rt, out, key, started: float, started_at, req=None):
+def record_later(rt, req, out, key, started: float, started_at):
     """Count the request now and return the no-argument function that builds and writes its records later
     (`finish` runs it once the response is sent, so that neither building the rows nor the segment's flush is on
     the request's latency). The latency recorded is the one measured here. With capture on, the rows end with
@@ -157,21 +157,21 @@ def record_later(rt, out, key, started: float, started_at, req=None):
 
     def write_rows() -> list[dict]:
         rows = records(rt, out, key, started_at, latency, attempts_at)
-        captured = rt.capture.record(rt, req, out, key, started_at) if rt.capture and req is not None else None
+        captured = rt.capture.record(rt, req, out, key, started_at) if rt.capture is not None else None
         rt.writer.write(rows if captured is None else [*rows, captured])
         return rows
 
     return write_rows
 
 
-def answering(rt, out, key, started: float, started_at, req=None):
+def answering(rt, req, out, key, started: float, started_at):
     """What every answer of an outcome needs: (the background task that writes its records once the response is
     sent, or None when the writer wants them on disk first and they are written now; the ``x-advisor-*``
     headers; the error response when the request failed, else None)."""
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 
-    write_rows = record_later(rt, out, key, started, started_at, req)
+    write_rows = record_later(rt, req, out, key, started, started_at)
     later = BackgroundTask(write, write_rows)
     if getattr(rt.writer, "before_reply", False):  # on disk before the answer: a killed process loses none
         write_rows()
@@ -197,7 +197,7 @@ def finish(rt, req, out, key, started: float, started_at):
     The records are built and written right after the response is sent (a background task the server awaits,
     also while draining on SIGTERM), so neither is on the request's latency.
     """
-    later, headers, failed = answering(rt, out, key, started, started_at, req)
+    later, headers, failed = answering(rt, req, out, key, started, started_at)
     if failed is not None:
         return failed
     last = out.attempts[-1] if out.attempts else None

@@ -256,7 +256,7 @@ def response_object(rt, tr: Translation, out, created: float, status: str, outpu
 
 def finish_responses(rt, req, tr: Translation, out, key, started: float, started_at):
     """Record the outcome and answer: the ``response`` object, or its events as server-sent events."""
-    later, headers, failed = answering(rt, out, key, started, started_at, req)
+    later, headers, failed = answering(rt, req, out, key, started, started_at)
     if failed is not None:
         return failed
     created = time.time()

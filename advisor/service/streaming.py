@@ -127,7 +127,7 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
                 out.status, out.error = 499, "the client went away mid-stream"
                 if not out.attempts[-1].error:
                     out.attempts[-1].fail(AttemptError.CLIENT_GONE)
-            record(rt, out, key, started, started_at, req)
+            record(rt, req, out, key, started, started_at)
             _release(rt)
 
     headers = headers_of(rt, out)
