@@ -220,7 +220,7 @@ class Suite(StrictModel):
     def config_hash(self) -> str:
         """sha256 of the resolved suite (skill texts included), recorded as provenance."""
         body = self.model_dump(mode="json", by_alias=True, exclude={"source"})
-        for task in body["tasks"]:  # a task without a replay hashes as it did before tasks could have one
+        for task in body["tasks"]:  # a task without a replay leaves no key: its suite's hash (the probe's seed) holds
             if task.get("replay") is None:
                 task.pop("replay", None)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
