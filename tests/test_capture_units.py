@@ -217,3 +217,12 @@ def test_a_chain_walk_and_a_cost_matched_mix():
     share, note = _mix(steps, ["s", "l"], 2.5)
     assert share == pytest.approx({"s": 0.5, "l": 0.5}) and note == "50% s, 50% l"
     assert _mix(steps, ["s", "l"], 0.1)[0] == {"s": 1.0}
+
+
+def test_the_postgres_store_gives_the_served_record_of_captured_steps(postgres_server):
+    with open_store(postgres_server.new_database("capture_served")) as store:
+        store.add_live([{"decision_id": "dec_s", "created_at": now(), "request_hash": "h", "policy": "router",
+                         "mode": "single", "chosen_rung": "nano-12b", "status": "ok", "final_rung": "nano-12b",
+                         "total_cost_usd": 0.002, "chain_json": '["nano-12b"]'}], [], [step("dec_s")])
+        served = store.served_cost(["dec_s", "dec_unknown"])
+    assert [(r["decision_id"], r["final_rung"], r["total_cost_usd"]) for r in served] == [("dec_s", "nano-12b", 0.002)]

@@ -22,39 +22,52 @@ STEP_COLUMNS = ("decision_id", "tenant", "created_at", "task_class", "session_id
                 "verdict", "reference_ok", "simulated", "cost_usd", "request_json", "reply_json", "size_bytes")
 
 
+#: rows per INSERT statement when steps are added (one statement per chunk, not per row)
+INSERT_CHUNK = 200
+
+
 def add_captures(con, rows: Sequence[dict[str, Any]]) -> tuple[int, int]:
     """Add capture records through `con` (inside the caller's transaction); (steps added, drops counted). A step
-    already stored (the same decision id) adds nothing."""
-    added = dropped = 0
+    already stored (the same decision id) adds nothing. A few statements per batch: the stored ids in one query,
+    retention and the count once per tenant, the new steps in chunks of `INSERT_CHUNK` rows."""
     drops: dict[tuple[str, str], int] = {}
-    kept: dict[str, int] = {}
+    steps = []
     for row in rows:
-        tenant = str(row.get("tenant") or "")
         if row.get("dropped"):
-            drops[(tenant, str(row["dropped"]))] = drops.get((tenant, str(row["dropped"])), 0) + 1
-            continue
+            key = (str(row.get("tenant") or ""), str(row["dropped"]))
+            drops[key] = drops.get(key, 0) + 1
+        else:
+            steps.append(row)
+    seen = {r[0] for r in con.execute("SELECT decision_id FROM captured_steps WHERE decision_id IN "
+                                      "(SELECT unnest(CAST(? AS VARCHAR[])))",
+                                      [[r["decision_id"] for r in steps]]).fetchall()} if steps else set()
+    kept: dict[str, int] = {}
+    new = []
+    for row in steps:
+        tenant = str(row.get("tenant") or "")
         if tenant not in kept:  # once per tenant and batch: retention, then how many are kept
-            days = row.get("keep_days")
-            if days:
+            if row.get("keep_days"):
                 con.execute("DELETE FROM captured_steps WHERE tenant = ? AND created_at < ?",
-                            [tenant, now() - timedelta(days=float(days))])
+                            [tenant, now() - timedelta(days=float(row["keep_days"]))])
             kept[tenant] = int(con.execute("SELECT count(*) FROM captured_steps WHERE tenant = ?",
                                            [tenant]).fetchone()[0])
-        if con.execute("SELECT 1 FROM captured_steps WHERE decision_id = ?", [row["decision_id"]]).fetchone():
+        if row["decision_id"] in seen:
             continue
-        bound = row.get("keep_steps")
-        if bound is not None and kept[tenant] >= int(bound):
+        seen.add(row["decision_id"])
+        if row.get("keep_steps") is not None and kept[tenant] >= int(row["keep_steps"]):
             drops[(tenant, "full")] = drops.get((tenant, "full"), 0) + 1
             continue
-        con.execute(f"INSERT INTO captured_steps ({', '.join(STEP_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' for _ in STEP_COLUMNS)})", [row.get(c) for c in STEP_COLUMNS])
         kept[tenant] += 1
-        added += 1
+        new.append([row.get(c) for c in STEP_COLUMNS])
+    one = f"({', '.join('?' for _ in STEP_COLUMNS)})"
+    for i in range(0, len(new), INSERT_CHUNK):
+        chunk = new[i:i + INSERT_CHUNK]
+        con.execute(f"INSERT INTO captured_steps ({', '.join(STEP_COLUMNS)}) VALUES {', '.join([one] * len(chunk))}",
+                    [v for values in chunk for v in values])
     for (tenant, reason), n in drops.items():
         con.execute("INSERT INTO capture_drops VALUES (?, ?, ?, ?) ON CONFLICT (tenant, reason) DO UPDATE SET "
                     "n = capture_drops.n + excluded.n, last_at = excluded.last_at", [tenant, reason, n, now()])
-        dropped += n
-    return added, dropped
+    return len(new), sum(drops.values())
 
 
 class CaptureQueries:
@@ -95,5 +108,5 @@ class CaptureQueries:
         if not decision_ids:
             return []
         return self._rows("SELECT decision_id, task_class, status, final_rung, total_cost_usd, chain_json, "
-                          "simulated FROM routing_decisions WHERE decision_id IN (SELECT unnest(?))",
-                          [list(decision_ids)])
+                          "simulated FROM routing_decisions WHERE decision_id IN "
+                          "(SELECT unnest(CAST(? AS VARCHAR[])))", [list(decision_ids)])  # typed: PostgreSQL too
