@@ -85,7 +85,8 @@ def main() -> None:
 
         name = load_suite(out / "suite.yaml").name
         passed, total, steps = self_consistency(store, name)
-        print(f"self-consistency: replays on the rung that served the step live that pass the step's own check: "
+        print(f"self-consistency (SIMULATED stand-in rungs): replays on the rung that served the step live that pass "
+              f"the step's own check: "
               f"{passed}/{total} = {passed / max(total, 1):.0%} (goal >= 90%) over {len(steps)} steps")
         for task, rung, ok, n in steps:
             if ok < n:
