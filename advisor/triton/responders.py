@@ -3,8 +3,8 @@
 The embedded server (`advisor.triton.server.EmbeddedTriton`) binds one responder per simulated rung, a function
 ``(prompt, sampling) -> Generation``, built by ``RESPONDERS.get(kind)(model, suite_paths)``. The stand-ins
 (`advisor.standin`, kind ``standin``, declared as an entry point in pyproject.toml) register theirs; the registry
-imports them on its first lookup, so the server, which stands below them, never imports them. `advisor.agent.fake.FakeModel.standin` answers in-process
-with the same responders.
+imports them on its first lookup, so the server, which stands below them, never imports them.
+`advisor.agent.fake.FakeModel.standin` answers in-process with the same responders.
 """
 
 from __future__ import annotations
