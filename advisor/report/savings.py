@@ -81,10 +81,6 @@ class ClassSavings:
     router_vs_mix: tuple[float, float, float] | None = None  #: router minus mix usable: point, interval
     verdict: str = ""
 
-    def arm(self, name: str) -> ArmResult | None:
-        """The arm called `name`."""
-        return next((a for a in self.arms if a.arm == name), None)
-
 
 @dataclass
 class Savings:
