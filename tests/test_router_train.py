@@ -158,3 +158,20 @@ def test_one_request_features_equal_batch_features_for_any_hash_width():
             row = np.zeros(f.n_sparse, np.float32)
             np.add.at(row, idx, val)
             assert np.allclose(row, xs[i].toarray().ravel(), atol=1e-6) and np.allclose(dense, xd[i])
+
+
+def test_a_rung_measured_in_one_fold_only_still_trains():
+    """A small store where one rung answered (was scored) on a single prompt: every other fold has no row of it
+    to fit on, so that fold predicts the uninformed rate instead of failing (a service starting on such a store
+    trains its router from it)."""
+    texts, hard, rng = synth(40, 3)
+    usable = np.stack([np.where(hard, TRUTH[r][1], TRUTH[r][0]) > rng.random(len(texts)) for r in TRUTH],
+                      axis=1).astype(float)
+    usable[1:, 1] = np.nan  # the large rung has one scored prompt
+    rungs = [RungModel("small", 0, 1e-6, 1e-4, 100), RungModel("large", 1, 1e-5, 1e-3, 100)]
+    data = TrainingData(texts=texts, classes=["a"] * len(texts), groups=[f"g{i}" for i in range(len(texts))],
+                        rungs=rungs, usable=usable, runs=np.ones(usable.shape), cost=np.full(usable.shape, 1e-4),
+                        input_tokens=np.full(len(texts), 10.0))
+    model = fit_router(data, folds=3, n_hash=2 ** 10)
+    P = model.predict(texts[:5], data.classes[:5])
+    assert P.shape == (5, 2) and np.isfinite(P).all()

@@ -23,10 +23,13 @@ def rows_for_rung(usable: np.ndarray, runs: np.ndarray, j: int):
 
 def fit_linear(X, y, w, C: float, seed: int):
     """An L2 logistic regression (liblinear) of weighted binary rows: (coefficients, intercept); (None, +-10)
-    when every label is the same."""
+    when every label is the same, (None, 0.0), an even chance, when there is no row (a rung scored only on
+    prompts of the held-out fold)."""
     # heavy dependency, imported on use: scikit-learn
     from sklearn.linear_model import LogisticRegression
 
+    if len(y) == 0:
+        return None, 0.0
     if len(np.unique(y)) < 2:
         return None, (10.0 if y[0] == 1 else -10.0)
     clf = LogisticRegression(C=C, solver="liblinear", max_iter=300, random_state=seed)
