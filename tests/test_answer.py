@@ -211,6 +211,31 @@ def test_progress_lines_when_not_on_a_terminal():
     assert len(lines) == n and not any(t.name == "probe-progress" for t in threading.enumerate())
 
 
+def test_wave_time_left_follows_the_slowest_lane():
+    """Two rungs side by side, one slot each: the small one's runs take 1 s, the large one's 4 s. Read every
+    half second, the estimate is the true time left (the large rung's) once the large rung has finished a run,
+    and a lower bound before; one overall rate (runs done over the wave's time) promised 12 s at 4 s, where 36 s
+    were left, and rose from there as the small rung's runs ran out."""
+    from advisor.cli.probe_cmd import wave_time_left
+
+    finish = {"small": [float(t) for t in range(1, 11)], "large": [4.0 * k for k in range(1, 11)]}
+    lanes = {name: [10, 0, 0.0] for name in finish}
+    for tick in range(1, 80):
+        now = tick / 2
+        for name, times in finish.items():
+            done = [t for t in times if t <= now]
+            lanes[name][1:] = [len(done), max(done, default=0.0)]
+        left, bound = wave_time_left(now, lanes)
+        if now < 1:
+            assert left is None
+        elif now < 4:
+            assert bound and left == pytest.approx(10 - int(now) - (now - int(now)))  # the small rung's
+        else:
+            assert not bound and left == pytest.approx(40 - now), now
+    lanes["large"][1:] = [10, 40.0]
+    assert wave_time_left(40.5, lanes) == (None, False)
+
+
 def test_floors_columns_line_up_for_long_rung_names(tmp_path, capsys):
     """`advisor floors` on a ladder with `qwen2.5-coder-1.5b`: every row's columns start where the header's do."""
     from advisor.store import Store

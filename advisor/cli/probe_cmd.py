@@ -291,6 +291,35 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
+def _lane(spec) -> str:
+    """The runs that share a server's slots: a rung's own, or a policy's (`advisor.probe.runner`: concurrency is
+    per rung and per policy, so lanes finish at their own pace)."""
+    policy = getattr(spec, "policy", "fixed")
+    return getattr(spec, "rung", "") if policy == "fixed" else f"policy:{policy}"
+
+
+def wave_time_left(elapsed: float, lanes: dict[str, list]) -> tuple[float | None, bool]:
+    """The wave's time left, `elapsed` seconds into it; `lanes`: per lane [runs planned, runs done, seconds into
+    the wave at its last finish]. Lanes run side by side, so it is the slowest lane's; a lane's pace is its time
+    per run finished (its slots busy since the wave started), counted from its last finish (the run in flight
+    is partly done), and never less than the pace of the runs after that one. (seconds, False); (seconds,
+    True) when a lane with runs left has finished none yet (the figure is then a lower bound); (None, False)
+    while no lane with runs left has finished a run. Per lane rather than over the wave: a fast rung that
+    finishes first made one overall rate promise too little, and the estimate rose as the wave ran."""
+    known, unknown = [], False
+    for planned, done, last in lanes.values():
+        if planned <= done:
+            continue
+        if done:
+            pace, left = last / done, planned - done
+            known.append(max(pace * left - (elapsed - last), pace * (left - 1)))
+        else:
+            unknown = True
+    if not known:
+        return None, False
+    return max(known), unknown
+
+
 @contextlib.contextmanager
 def _terminated_as_interrupt():
     """SIGTERM raises KeyboardInterrupt while the probe runs, so the embedded Triton and its shared memory are
@@ -319,7 +348,7 @@ def _terminated_as_interrupt():
 class _Progress:
     """Progress over the planned runs on stderr: a rich bar on a terminal; elsewhere (a file, a pipe) one plain
     line per wave and at least every `PROGRESS_EVERY_S` seconds (runs done, the wave, elapsed, ETA), written by a
-    timer thread so that a slow run does not silence it."""
+    timer thread so that a slow run does not silence it. The wave's ETA is per lane (`wave_time_left`)."""
 
     def __init__(self, console, every_s: float | None = None, tty: bool | None = None, adaptive: bool = False):
         self.console = console
@@ -332,6 +361,7 @@ class _Progress:
         self.cost = 0.0
         self.planned = 0
         self.wave = (0, 0, 0)  #: (wave number, runs in it, done when it started)
+        self.lanes: dict[str, list] = {}  #: this wave's runs per lane: [planned, done, seconds in at last done]
         self.started = 0.0
         self.wave_started = 0.0
         self._stop = None
@@ -362,6 +392,9 @@ class _Progress:
         import time
 
         self.wave, self.wave_started = (n, len(specs), self.done), time.monotonic()
+        self.lanes = {}
+        for spec in specs:
+            self.lanes.setdefault(_lane(spec), [0, 0, 0.0])[0] += 1
         if not self.tty:
             self.console.print(f"probe: wave {n}: {len(specs)} runs (stored ones skipped); {self.done} runs done so "
                                f"far, {_duration(self.wave_started - self.started)}", highlight=False, soft_wrap=True)
@@ -374,8 +407,9 @@ class _Progress:
         n, size, at = self.wave
         in_wave = self.done - at
         eta = ""
-        if in_wave and size > in_wave:
-            eta = f", about {_duration((now - self.wave_started) / in_wave * (size - in_wave))} left in this wave"
+        left, bound = wave_time_left(now - self.wave_started, self.lanes)
+        if left is not None and size > in_wave:
+            eta = f", {'more than' if bound else 'about'} {_duration(left)} left in this wave"
         wave = f" (wave {n}: {in_wave}/{size})" if n else ""
         total = f"{self.done} runs done (at most {self.planned})" if self.adaptive else \
             f"{self.done}/{self.planned} runs done"
@@ -387,8 +421,14 @@ class _Progress:
             self.console.print(self.line(), highlight=False, soft_wrap=True)
 
     def advance(self, result) -> None:
+        import time
+
         if result.status == "done":
             self.done += 1
+            lane = self.lanes.get(_lane(getattr(result, "spec", None)))
+            if lane is not None:
+                lane[1] += 1
+                lane[2] = time.monotonic() - self.wave_started
         if result.record is not None:
             self.cost += result.record.cost_usd
         if self.progress is not None:
