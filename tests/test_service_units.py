@@ -588,3 +588,20 @@ def test_only_the_runtime_module_changes_the_runtime():
             if assign.search(line) or private.search(line):
                 found.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_a_step_concludes_in_one_place():
+    """The session latch learns a step's outcome from one call (`response.conclude`), whichever way the step was
+    answered; the in-flight slot is taken in the app and given back through `Runtime.release_slot` only."""
+    import re
+
+    calls, takes = [], []
+    for path in sorted((REPO / "advisor").rglob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), start=1):
+            code = line.split("#", 1)[0]
+            if re.search(r"\bafter_step\(", code) and not code.lstrip().startswith("def "):
+                calls.append(f"{path.relative_to(REPO)}:{n}")
+            if re.search(r"\.take_slot\(", code):
+                takes.append(f"{path.relative_to(REPO)}:{n}")
+    assert calls == ["advisor/service/response.py:" + calls[0].split(":")[1]], calls
+    assert len(takes) == 1 and takes[0].startswith("advisor/service/app.py"), takes

@@ -29,7 +29,6 @@ from advisor.service.request import RequestError
 from advisor.service.response import error_response, finish, json_response, note_request, said_ignored
 from advisor.service.responses import finish_responses, parse_responses
 from advisor.service.runtime import SETTINGS_ENV, Runtime, ServeSettings
-from advisor.service.session_routing import after_step
 from advisor.service.streaming import stream_response
 from advisor.service.supervision import worker_started
 from advisor.store import now as _now
@@ -278,8 +277,6 @@ async def chat_completions(rt, request, responses_api: bool = False):
             streaming = True
             return said_ignored(await stream_response(rt, req, plan, key, started, started_at), req)
         out = await run_with_deadline(rt, req, plan)
-        if plan.session is not None:
-            after_step(rt, req, out)
         if responses_api:
             return said_ignored(finish_responses(rt, req, translation, out, key, started, started_at), req)
         return said_ignored(finish(rt, req, out, key, started, started_at), req)

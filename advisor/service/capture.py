@@ -9,7 +9,7 @@ keys ``default``). Every text is redacted before the record is built (`advisor.r
 keys, credential-shaped values, well-known key shapes, the team's ``capture.redact`` patterns).
 
 The record is built and written after the response is sent, with the request's other records
-(`advisor.service.response.record_later`), so capture adds no latency to the answer and cannot fail it: a step
+(`advisor.service.response.conclude`), so capture adds no latency to the answer and cannot fail it: a step
 larger than ``max_step_bytes`` is written as a drop (``too_large``), and the store's bounds (``keep_steps`` per
 tenant, ``keep_days``) are applied when the records are ingested (`advisor.store._capture_queries`), where a step
 past the bound is a counted drop (``full``). ``advisor suite from-traffic`` turns the captured steps into a suite.

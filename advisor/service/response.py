@@ -18,7 +18,7 @@ from advisor.redaction import without_urls
 from advisor.service.chat import Reply
 from advisor.service.dispatch import records
 from advisor.service.load import load_headers
-from advisor.service.session_routing import session_headers
+from advisor.service.session_routing import after_step, session_headers
 from advisor.service.step_check import broken_kinds
 from advisor.store import now as _now
 
@@ -135,16 +135,15 @@ def usage_of(rt, out) -> dict[str, Any]:
                                       "simulated": rt.simulated(a.rung)} for a in out.attempts]}}
 
 
-def record(rt, req, out, key, started: float, started_at) -> list[dict]:
-    """Count the request and write its records now (a stream, once it has ended); the rows written."""
-    return record_later(rt, req, out, key, started, started_at)()
-
-
-def record_later(rt, req, out, key, started: float, started_at):
-    """Count the request now and return the no-argument function that builds and writes its records later
+def conclude(rt, req, out, key, started: float, started_at):
+    """The step is over, whichever way it was answered (buffered, streamed, the Responses API), and this is the one
+    place that says so: what its outcome says for the session's next step (`session_routing.after_step`, before
+    the answer's headers are built and before a stream's last event, so the client's next step meets the moved
+    latch), the request counted, and the no-argument function that builds and writes its records later
     (`finish` runs it once the response is sent, so that neither building the rows nor the segment's flush is on
     the request's latency). The latency recorded is the one measured here. With capture on, the rows end with
     the step's capture record (`advisor.service.capture`; `req` is the chat request)."""
+    after_step(rt, req, out)
     latency = time.perf_counter() - started
     attempts_at = _now()  # the attempt rows' created_at, as if they were built now
     outcome = "error" if out.status != 200 else out.verdict
@@ -171,7 +170,7 @@ def answering(rt, req, out, key, started: float, started_at):
     async def write(write_rows):  # async: runs on the loop after the send (a sync task would hop to a thread)
         write_rows()
 
-    write_rows = record_later(rt, req, out, key, started, started_at)
+    write_rows = conclude(rt, req, out, key, started, started_at)
     later = BackgroundTask(write, write_rows)
     if getattr(rt.writer, "before_reply", False):  # on disk before the answer: a killed process loses none
         write_rows()

@@ -1,9 +1,9 @@
 """The session hooks of the dispatch path: latch or escalate a step's plan, note the step's outcome, count it.
 
 `route_session` is called by `advisor.service.dispatch.decide` for ``model: "auto"`` requests (a fresh session
-with tools starts where `session_start` says); `after_step` by the app once the step's outcome is known, and by
-`advisor.service.streaming` once a streamed reply has ended (a streamed step has no verifier: only an
-unparseable tool call is noted). The rules are in `advisor.service.sessions`.
+with tools starts where `session_start` says); `after_step` once the step's outcome is known, from the one place a
+step concludes (`advisor.service.response.conclude`: buffered, streamed and Responses API steps alike; a streamed
+step has no verifier, so only an unparseable tool call is noted). The rules are in `advisor.service.sessions`.
 """
 
 from __future__ import annotations

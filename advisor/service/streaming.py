@@ -24,8 +24,7 @@ from advisor.redaction import without_urls
 from advisor.service.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
                                       recorded, unanswered, walk_plan)
 from advisor.service.chat import chat_inputs, parse_reply, render_prompt, stream_shown
-from advisor.service.response import DONE, chunk, finish, headers_of, record, sse, usage_of
-from advisor.service.session_routing import after_step
+from advisor.service.response import DONE, chunk, conclude, finish, headers_of, sse, usage_of
 
 
 async def open_stream(rt, req, plan: RequestPlan, out: Outcome, deadline: float):
@@ -112,22 +111,24 @@ async def stream_response(rt, req, plan: RequestPlan, key, started: float, start
     cid, created = "chatcmpl-" + plan.decision_id[4:], int(time.time())
 
     async def body():
+        write_rows = None
         try:
             async for piece in relay(rt, req, out, opened, cid, created):
                 yield piece
-            if out.status == 200 and plan.session is not None:  # what the streamed reply says for the next step
-                after_step(rt, req, out)
+            write_rows = conclude(rt, req, out, key, started, started_at)  # before the last events: see conclude
             if out.status == 200 and req.stream_options and req.stream_options.include_usage:
                 yield sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": out.rung,
                            "choices": [], "usage": usage_of(rt, out)})
             yield DONE
         finally:
             await opened[2].aclose()
-            if out.attempts and out.attempts[-1].rung == out.rung and out.reply is None and out.status == 200:
-                out.status, out.error = 499, "the client went away mid-stream"
-                if not out.attempts[-1].error:
-                    out.attempts[-1].fail(AttemptError.CLIENT_GONE)
-            record(rt, req, out, key, started, started_at)
+            if write_rows is None:  # the client went away (or the relay failed) before the stream ended
+                if out.attempts and out.attempts[-1].rung == out.rung and out.reply is None and out.status == 200:
+                    out.status, out.error = 499, "the client went away mid-stream"
+                    if not out.attempts[-1].error:
+                        out.attempts[-1].fail(AttemptError.CLIENT_GONE)
+                write_rows = conclude(rt, req, out, key, started, started_at)
+            write_rows()
             _release(rt)
 
     headers = headers_of(rt, out)
