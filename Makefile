@@ -20,8 +20,9 @@ INSTALL_BWRAP ?= yes
 CHECKOV_VERSION ?= 3.3.30
 CHECKOV_VENV    ?= .venv-checkov
 
-# llama.cpp for this CPU family without -march=native (the default build can fault on CPUs advertising AMX).
-CPU_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+# llama.cpp for this CPU family without -march=native (the default build can fault on CPUs advertising AMX), and
+# without the multimodal library (LLAVA_BUILD: mtmd, loaded only by llava chat handlers, which advisor never uses)
+CPU_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF
 
 .PHONY: probe serve test test-fast setup sandbox cpu-models checkov clean
 
