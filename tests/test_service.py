@@ -342,6 +342,35 @@ def test_a_stand_in_works_a_clients_own_tools_through_the_service(service):
     assert "re_8812" in message.content and headers["x-advisor-simulated"] == "true"
 
 
+def test_two_lookups_come_back_as_parallel_tool_calls(service):
+    """Two look-ups the message names: one reply with two `tool_calls` (ids apart), both results sent back, an
+    answer from both; with `parallel_tool_calls: false` the same step gives the first call only."""
+    from test_standin_tools import LOOKUPS
+
+    tools = [{"type": "function", "function": t} for t in LOOKUPS]
+    ask = "Get order ORD-1042 and the customer ann@example.com, then tell me both."
+    results = {"get_order": '{"order_id": "ORD-1042", "status": "delivered"}',
+               "get_customer": '{"email": "ann@example.com", "name": "Ann"}'}
+    for seed in range(12):
+        messages = [{"role": "user", "content": ask}]
+        reply, _ = _chat(service.client(), model="super-120b", tools=tools, messages=messages, seed=seed)
+        calls = reply.choices[0].message.tool_calls or []
+        if len(calls) != 2:
+            continue
+        messages += [{"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in calls]},
+                     *[{"role": "tool", "tool_call_id": c.id, "content": results[c.function.name]} for c in calls]]
+        answer, _ = _chat(service.client(), model="super-120b", tools=tools, messages=messages, seed=seed)
+        if answer.choices[0].message.content and "Ann" in answer.choices[0].message.content:
+            break
+    else:
+        raise AssertionError("super-120b never made both look-ups in one reply and answered from both in 12 seeds")
+    assert [c.function.name for c in calls] == ["get_order", "get_customer"] and calls[0].id != calls[1].id
+    assert reply.choices[0].finish_reason == "tool_calls" and "delivered" in answer.choices[0].message.content
+    one, _ = _chat(service.client(), model="super-120b", tools=tools, messages=messages[:1], seed=seed,
+                   parallel_tool_calls=False)
+    assert [c.function.name for c in one.choices[0].message.tool_calls] == ["get_order"]
+
+
 def test_pinned_rung_and_unknown_rung(service):
     reply, headers = _chat(service.client(), model="nano-12b", messages=[{"role": "user", "content": "hi"}])
     assert reply.model == "nano-12b" and headers["x-advisor-chain"] == "nano-12b"

@@ -164,3 +164,42 @@ def test_a_text_argument_takes_the_value_the_prompt_names_not_the_prompt():
     assert fill_object(schema, Context("What is the weather in Lisbon right now? Use the tool.")) == {"city": "Lisbon"}
     person = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     assert fill_object(person, Context("Look up the account of Ada Lovelace, please.")) == {"name": "Ada Lovelace"}
+
+
+LOOKUPS = [
+    {"name": "get_order", "description": "Look up an order by its id.",
+     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}},
+    {"name": "get_customer", "description": "Look up a customer by e-mail address.",
+     "parameters": {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]}},
+    {"name": "read_doc", "description": "Read a document by its id.",
+     "parameters": {"type": "object", "properties": {"doc_id": {"type": "string"}}, "required": ["doc_id"]}},
+]
+
+
+@pytest.mark.parametrize("rung", ["super-120b", "nano-30b", "nano-12b"])
+def test_two_lookups_the_message_names_go_in_one_reply(ladder, rung):
+    """Two look-ups whose arguments the message gives are written as two calls in one reply (in each rung's own
+    tool-call format), each read back with its own result; a look-up that needs an earlier result waits for it."""
+    fmt = format_for(ladder.rung(rung).tool_call_format)
+    ask = "Get order ORD-1042 and the customer ann@example.com, then tell me both."
+    responder = responder_for(ladder.rung(rung))
+    for seed in range(80):
+        messages = [{"role": "system", "content": fmt.render_tools(LOOKUPS)}, {"role": "user", "content": ask}]
+        g = responder(DEFAULT.render(messages), {"seed": seed, "max_tokens": 1024})
+        parsed = fmt.parse(g.text, LOOKUPS)
+        if parsed.kind != "call" or len(parsed.calls) != 2 or parsed.later_error is not None:
+            continue
+        messages += [{"role": "assistant", "content": g.text},
+                     {"role": "tool", "content": '{"order_id": "ORD-1042", "status": "delivered"}'},
+                     {"role": "tool", "content": '{"email": "ann@example.com", "name": "Ann"}'}]
+        final = fmt.parse(responder(DEFAULT.render(messages), {"seed": seed, "max_tokens": 1024}).text, LOOKUPS)
+        if final.kind == "final" and "delivered" in final.final and "Ann" in final.final:
+            break
+    else:
+        pytest.fail(f"{rung} never wrote both look-ups in one reply and answered from both results in 80 seeds")
+    assert list(parsed.calls) == [("get_order", {"order_id": "ORD-1042"}), ("get_customer", {"email": "ann@example.com"})]
+    # the document's id comes from no message: one call, then the next when its result is known
+    from advisor.standin.tooluse import Tool, given_by_message
+
+    assert not given_by_message(Tool(**LOOKUPS[2]), "Find the refund policy and read the doc it points to.")
+    assert given_by_message(Tool(**LOOKUPS[1]), ask)

@@ -36,6 +36,7 @@ _QUOTED = re.compile(r"[\"'`]([^\"'`\n]{1,80})[\"'`]")
 _QUERY_NAMES = {"query", "q", "question", "prompt", "text", "message", "content", "body", "search", "input",
                 "topic", "description", "note", "notes", "comment", "summary", "subject"}
 _TEXT_CLIP = 200
+_GUESS_CLIP = 60  #: a text property nothing in the message fits gets the message's opening, this long
 #: a capitalised name inside a sentence (after a lower-case word): "in Lisbon", "for Ada Lovelace"
 _PROPER = re.compile(r"(?<=[a-z,;:] )([A-Z][\w'-]+(?: [A-Z][\w'-]+)*)")
 
@@ -197,7 +198,7 @@ def _string(name: str, schema: dict, ctx: Context) -> str:
     named = _PROPER.search(text)  # a name the message gives: "the weather in Lisbon" -> Lisbon
     if named:
         return named.group(1)
-    return schema.get("default") if isinstance(schema.get("default"), str) else text.strip()[:60] or name
+    return schema.get("default") if isinstance(schema.get("default"), str) else text.strip()[:_GUESS_CLIP] or name
 
 
 def fill(schema: Any, ctx: Context, name: str = "value", depth: int = 0) -> Any:
@@ -231,6 +232,16 @@ def fill(schema: Any, ctx: Context, name: str = "value", depth: int = 0) -> Any:
     if kind == "null":
         return None
     return _string(name, schema, ctx)
+
+
+def named_in_message(name: str, value: Any, ctx: Context) -> bool:
+    """Whether `value`, filled for property `name`, is one the user's message names: a scalar the message says,
+    not the message's opening that a text property gets when nothing else fits (the message itself counts for a
+    query-like name)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not ctx.mentions(value):
+        return False
+    guessed = value == ctx.user_text.strip()[:_GUESS_CLIP]
+    return not guessed or bool(set(words(name)) & _QUERY_NAMES)
 
 
 def provided(name: str, schema: Any, ctx: Context) -> bool:

@@ -11,6 +11,9 @@ would and works it with fixed rules, then makes its rung's mistakes at the rates
 2. **Arguments** for each call from its JSON schema and the conversation so far (`advisor.standin.arguments`):
    values from the user's message and from earlier tool results, so a refund takes the amount the order
    look-up returned.
+   Two look-ups in a row whose arguments both come from the user's message (`given_by_message`: the second needs
+   no result of the first) are written in one reply, as two calls; a call that needs an earlier result waits
+   for it.
 3. **Answer** after the last call: a short plain-text summary of the results, labelled ``[SIMULATED <rung>]``,
    or, when the system prompt asks for JSON (a schema, or a JSON object), the JSON alone, filled the same way.
    A tool that fails twice in a row ends the episode with an answer that says so.
@@ -38,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from advisor.agent.formats import FINAL_MARKER
-from advisor.standin.arguments import Context, decode, fill, fill_object, invalid, words
+from advisor.standin.arguments import Context, decode, fill, fill_object, invalid, named_in_message, words
 from advisor.standin.generic import generic_reply
 from advisor.standin.behaviour import DS, D0, DT, GIVE_UP_TEXT, SLIP, W_GIVE_UP, W_LOOP, W_MALFORMED, sigmoid, A
 
@@ -194,6 +197,15 @@ def choose_tools(tools: Sequence[Tool], user_text: str) -> list[Tool]:
     return [t for t, _ in picked[:MAX_CALLS]]
 
 
+def given_by_message(tool: Tool, user_text: str) -> bool:
+    """Whether every required argument of a call comes from the user's message (a value the message names, or
+    the message itself for a query), so the call needs no earlier result and can go beside another."""
+    ctx = Context(user_text, [])
+    arguments = fill_object(tool.parameters, ctx)
+    required = [k for k in tool.parameters.get("required") or [] if isinstance(k, str)]
+    return all(named_in_message(key, arguments.get(key), ctx) for key in required)
+
+
 def difficulty_of(calls: Sequence[Tool]) -> float:
     """The difficulty of an episode that makes these calls (the suites' rule: steps and distinct tools)."""
     return D0 + DS * max(1, len(calls)) + DT * max(len({t.name for t in calls}) - 1, 0)
@@ -296,13 +308,17 @@ class ToolUser:
                 return self._final(f"I could not complete the task: {name} failed ({_clip(obs)}).")
             return self._call(next((t for t in tools if t.name == name), Tool(name, "", {})), ctx, broken, args)
         todo = [t for t in plan if t.name not in done]
+        if len(todo) >= 2 and is_read(todo[0]) and is_read(todo[1]) and given_by_message(todo[1], user_text):
+            first, second = self._call(todo[0], ctx, None), self._call(todo[1], ctx, broken)
+            return Step(f"{first.text}\n{second.text}", cut=second.cut)  # a slip falls on the last call
         if todo:
             return self._call(todo[0], ctx, broken)
         return self._answer(system, ctx, made, user_text)
 
     # ------------------------------------------------------------------------- reading its own turns
     def _calls(self, turns: list[dict[str, str]], tools: Sequence[Tool]) -> list[tuple[str, dict, str | None]]:
-        """Its earlier calls in `turns`: (tool, arguments, the result that followed or None)."""
+        """Its earlier calls in `turns`: (tool, arguments, the result that followed or None); the calls of one
+        reply take the results that follow it in order."""
         specs = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
         out = []
         for i, m in enumerate(turns):
@@ -311,11 +327,13 @@ class ToolUser:
             parsed = self.format.parse(m["content"], specs)
             if parsed.kind != "call":
                 continue
-            following = turns[i + 1] if i + 1 < len(turns) else None
-            obs = None
-            if following is not None and (following["role"] == "tool" or _is_result(following["content"])):
-                obs = _unwrap(following["content"])
-            out.append((parsed.name, dict(parsed.arguments), obs))
+            results = []
+            for following in turns[i + 1:]:
+                if not (following["role"] == "tool" or _is_result(following["content"])):
+                    break
+                results.append(_unwrap(following["content"]))
+            for n, (name, arguments) in enumerate(parsed.calls or [(parsed.name, parsed.arguments)]):
+                out.append((name, dict(arguments), results[n] if n < len(results) else None))
         return out
 
     # ------------------------------------------------------------------------- writing
