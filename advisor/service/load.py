@@ -181,6 +181,8 @@ class LoadBoard:
         self.triton: dict[str, float] = {}  #: per rung, Triton's own figure at the last poll
         self._scraped: dict[str, dict[str, float]] = {}
         self._task: asyncio.Task | None = None
+        self._http = None  #: the poller's one HTTP client (an httpx.AsyncClient per poll cost 16% of a busy
+        #: worker's CPU in benchmarks/service_overhead.py: each loads the TLS trust store)
 
     def observed(self, model, client):
         """`client` with its calls timed for `model`'s rung (the same wrapper for the same client)."""
@@ -239,8 +241,13 @@ class LoadBoard:
             if backend_kind(rung).queue_metrics:
                 urls.setdefault(self.metrics_url(rung), []).append(rung)
         found: dict[str, float] = {}
+        if urls and self._http is None:
+            # heavy dependency, imported on use: httpx
+            import httpx
+
+            self._http = httpx.AsyncClient(timeout=SCRAPE_TIMEOUT_S)
         for url, rungs in urls.items():
-            parsed = await _scrape(url)
+            parsed = await _scrape(url, self._http)
             if parsed is None:
                 continue
             by_model = triton_waits(parsed, self._scraped.get(url))
@@ -258,18 +265,22 @@ class LoadBoard:
                                                                                  "localhost"))
 
     async def close(self) -> None:
-        """Stop the poller."""
+        """Stop the poller and close its HTTP client."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
 
-async def _scrape(url: str) -> dict[str, float] | None:
-    """The parsed Prometheus text of `url`, or None when it does not answer in `SCRAPE_TIMEOUT_S`."""
+async def _scrape(url: str, client=None) -> dict[str, float] | None:
+    """The parsed Prometheus text of `url` (through `client`, an httpx.AsyncClient, when given), or None when it
+    does not answer in `SCRAPE_TIMEOUT_S`."""
     try:
         async with asyncio.timeout(SCRAPE_TIMEOUT_S):
-            return parse_prometheus(await scrape(url))
+            return parse_prometheus(await scrape(url, client=client))
     except Exception:  # noqa: BLE001 - an endpoint that does not answer is left out (module docstring)
         return None
 

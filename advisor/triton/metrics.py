@@ -7,8 +7,10 @@ import math
 from advisor.errors import BackendError
 
 
-async def scrape(url: str, timeout_s: float = 10.0) -> str:
-    """GET the Prometheus text at `url` (``/metrics`` is appended when the path is empty)."""
+async def scrape(url: str, timeout_s: float = 10.0, client=None) -> str:
+    """GET the Prometheus text at `url` (``/metrics`` is appended when the path is empty); `client`: an
+    ``httpx.AsyncClient`` to reuse (a poller's: building one loads the TLS trust store, milliseconds of CPU),
+    else one for this call."""
     # heavy dependency, imported on use: httpx
     import httpx
 
@@ -17,8 +19,11 @@ async def scrape(url: str, timeout_s: float = 10.0) -> str:
     if url.rstrip("/").count("/") == 2:
         url = url.rstrip("/") + "/metrics"
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            resp = await client.get(url)
+        if client is not None:
+            resp = await client.get(url, timeout=timeout_s)
+        else:
+            async with httpx.AsyncClient(timeout=timeout_s) as own:
+                resp = await own.get(url)
     except httpx.HTTPError as exc:
         raise BackendError(f"cannot reach Triton metrics at {url}: {type(exc).__name__}: {exc}") from None
     if resp.status_code != 200:
