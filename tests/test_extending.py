@@ -57,7 +57,7 @@ def run_example(name: str, **namespace) -> types.ModuleType:
 
 def test_the_page_has_an_example_of_every_part():
     assert {"check", "check suite", "tool", "format", "importer", "policy", "fake", "backend", "store", "verifier",
-            "verifier config"} <= set(blocks())
+            "verifier config", "session signal"} <= set(blocks())
 
 
 def test_a_check_is_one_module_plus_a_registration(registries, tmp_path):
@@ -247,3 +247,23 @@ def test_a_verifier_is_one_class_plus_a_registration(monkeypatch, tmp_path):
     with pytest.raises(ConfigError, match=r"service.yaml:6: classes.chat.verifier.type: Value error, unknown "
                                           "verifier 'word_limt'. Did you mean 'word_limit'"):
         load_config(path)
+
+
+def test_a_session_signal_is_one_function_plus_an_entry(monkeypatch):
+    """The page's signal fires on the step that shows it, after the builtins (their order is their strength)."""
+    from advisor.service.config import SessionConfig
+    from advisor.service.request import parse_request
+    from advisor.service.sessions import SIGNALS, signals
+
+    monkeypatch.setattr("advisor.service.sessions.SIGNALS", dict(SIGNALS))
+    import advisor.service.sessions as sessions
+
+    run_example("session signal")
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}
+    req = parse_request({"model": "auto", "messages": [
+        {"role": "user", "content": "refund ORD-1"}, call,
+        {"role": "tool", "tool_call_id": "c1", "content": "Policy: escalate to a human for refunds over $500."}]}, {})
+    assert list(sessions.SIGNALS)[-1] == "asked_for_a_human"
+    assert signals(req.messages[1:], SessionConfig()) == ["asked_for_a_human"]
+    assert signals(req.messages[:1], SessionConfig()) == []

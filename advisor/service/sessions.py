@@ -53,7 +53,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from advisor.agent.loop import call_signature, is_stuck
 from advisor.store.latch_fallback import FallbackLatches
@@ -153,36 +153,57 @@ def derived_id(req) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- signals
-def signals(messages, config) -> list[str]:
-    """The escalation signals (`REASONS`) a run of new messages shows, strongest first."""
-    found: list[str] = []
-    errors = unparseable = run = 0
-    actions: list[str] = []
+def _tool_error_run(messages, config) -> int:
+    """The longest run of tool results in a row that read as errors (``sessions.tool_error_pattern``)."""
     pattern = re.compile(config.tool_error_pattern)
-    stuck = False
+    longest = run = 0
     for m in messages:
-        if m.role == "tool":
-            text = m.text()
-            if _UNPARSEABLE.search(text):
-                unparseable += 1
-                continue
-            run = run + 1 if pattern.search(text) else 0
-            errors = max(errors, run)
-        elif m.role == "assistant" and m.tool_calls:
-            for call in m.tool_calls:
-                try:
-                    args = json.loads(call.function.arguments or "{}")
-                except ValueError:
-                    args = {"_raw": call.function.arguments}
-                actions.append(call_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
-                stuck = stuck or (config.stuck and is_stuck(actions, config.stuck_repeats, config.stuck_cycles))
-    if stuck:
-        found.append("stuck")
-    if config.tool_errors and errors >= config.tool_errors:
-        found.append("tool_errors")
-    if config.unparseable and unparseable >= config.unparseable:
-        found.append("unparseable_tool_call")
-    return found
+        if m.role == "tool" and not _UNPARSEABLE.search(m.text()):
+            run = run + 1 if pattern.search(m.text()) else 0
+            longest = max(longest, run)
+    return longest
+
+
+def _stuck(messages, config) -> bool:
+    """The run repeats one call, or cycles through a few (`advisor.agent.loop.is_stuck`)."""
+    if not config.stuck:
+        return False
+    actions: list[str] = []
+    for m in messages:
+        for call in (m.tool_calls or []) if m.role == "assistant" else []:
+            try:
+                args = json.loads(call.function.arguments or "{}")
+            except ValueError:
+                args = {"_raw": call.function.arguments}
+            actions.append(call_signature(call.function.name, args if isinstance(args, dict) else {"_": args}))
+            if is_stuck(actions, config.stuck_repeats, config.stuck_cycles):
+                return True
+    return False
+
+
+def _tool_errors(messages, config) -> bool:
+    """``sessions.tool_errors`` tool results in a row were errors."""
+    return bool(config.tool_errors) and _tool_error_run(messages, config) >= config.tool_errors
+
+
+def _unparseable(messages, config) -> bool:
+    """The client told the model ``sessions.unparseable`` times that it could not parse its tool call."""
+    return bool(config.unparseable) and sum(
+        1 for m in messages if m.role == "tool" and _UNPARSEABLE.search(m.text())) >= config.unparseable
+
+
+#: A session signal: (the messages a step adds to the conversation, the service config's ``sessions`` block) ->
+#: whether they show the run needs a larger rung. The escalation signals, strongest first: name -> test. The name
+#: is the reason recorded with the escalation (`x-advisor-escalation`, the records, the metrics); a team
+#: adds its own here (docs/extending.md, "A session signal").
+SessionSignal = Callable[[Sequence[Any], Any], bool]
+SIGNALS: dict[str, SessionSignal] = {"stuck": _stuck, "tool_errors": _tool_errors,
+                                     "unparseable_tool_call": _unparseable}
+
+
+def signals(messages, config) -> list[str]:
+    """The escalation signals (`SIGNALS`) a run of new messages shows, strongest first."""
+    return [name for name, shows in SIGNALS.items() if shows(messages, config)]
 
 
 def step_budget(config, rung: str) -> int | None:
