@@ -296,8 +296,10 @@ def test_a_terminated_probe_stops_cleanly_keeps_its_runs_and_leaks_no_shared_mem
     import time
 
     advisor = str(Path(sys.executable).parent / "advisor")
+    # started as a shell starts `advisor probe &` in a script: SIGINT ignored (SIGTERM must still stop it)
     proc = subprocess.Popen([advisor, "probe", "--store", str(tmp_path / "t.duckdb"), "--no-report"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.monotonic() + 240
     lines = []
     while time.monotonic() < deadline:  # wait for the second wave: some runs are stored by then

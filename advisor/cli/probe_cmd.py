@@ -324,7 +324,9 @@ def wave_time_left(elapsed: float, lanes: dict[str, list]) -> tuple[float | None
 def _terminated_as_interrupt():
     """SIGTERM raises KeyboardInterrupt while the probe runs, so the embedded Triton and its shared memory are
     closed and every finished run stays stored (the default handler ends the process on the spot, and Python's
-    resource tracker then reports the shared memory it leaked)."""
+    resource tracker then reports the shared memory it leaked). A shell starts a command in the background with
+    SIGINT ignored (``advisor probe &`` in a script), which would make SIGTERM's SIGINT do nothing: while the probe
+    runs, SIGINT is Python's default then, so a ``kill`` stops it (and so does Ctrl-C on the script)."""
     def interrupt(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the cleanup (its servers' own SIGTERMs) must finish
         signal.raise_signal(signal.SIGINT)  # as Ctrl-C: inside asyncio.run its runner cancels the waves cleanly
@@ -334,6 +336,9 @@ def _terminated_as_interrupt():
     except ValueError:  # not the main thread: leave signals alone
         yield
         return
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:  # (asyncio.run installs its own SIGINT handler only over the default one)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     except KeyboardInterrupt:
@@ -343,6 +348,8 @@ def _terminated_as_interrupt():
         raise typer.Exit(130) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _Progress:
