@@ -198,7 +198,7 @@ def test_progress_lines_when_not_on_a_terminal():
     assert len(ticks) >= 2 and ticks[0].startswith("probe: 0 runs done (at most 100) (wave 1: 0/10)")
 
     class Done:
-        status, record = "done", None
+        status, record, spec = "done", None, None
 
     for _ in range(4):
         bar.advance(Done())

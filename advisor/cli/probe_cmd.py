@@ -304,8 +304,8 @@ def wave_time_left(elapsed: float, lanes: dict[str, list]) -> tuple[float | None
     per run finished (its slots busy since the wave started), counted from its last finish (the run in flight
     is partly done), and never less than the pace of the runs after that one. (seconds, False); (seconds,
     True) when a lane with runs left has finished none yet (the figure is then a lower bound); (None, False)
-    while no lane with runs left has finished a run. Per lane rather than over the wave: a fast rung that
-    finishes first made one overall rate promise too little, and the estimate rose as the wave ran."""
+    while no lane with runs left has finished a run. Per lane, because a fast rung finishes first: one rate over
+    the wave would promise too little while the slow rung's runs are left."""
     known, unknown = [], False
     for planned, done, last in lanes.values():
         if planned <= done:
@@ -399,9 +399,10 @@ class _Progress:
         import time
 
         self.wave, self.wave_started = (n, len(specs), self.done), time.monotonic()
-        self.lanes = {}
+        lanes: dict[str, list] = {}  # built whole, then swapped in: the timer thread reads it
         for spec in specs:
-            self.lanes.setdefault(_lane(spec), [0, 0, 0.0])[0] += 1
+            lanes.setdefault(_lane(spec), [0, 0, 0.0])[0] += 1
+        self.lanes = lanes
         if not self.tty:
             self.console.print(f"probe: wave {n}: {len(specs)} runs (stored ones skipped); {self.done} runs done so "
                                f"far, {_duration(self.wave_started - self.started)}", highlight=False, soft_wrap=True)
@@ -432,7 +433,7 @@ class _Progress:
 
         if result.status == "done":
             self.done += 1
-            lane = self.lanes.get(_lane(getattr(result, "spec", None)))
+            lane = self.lanes.get(_lane(result.spec))
             if lane is not None:
                 lane[1] += 1
                 lane[2] = time.monotonic() - self.wave_started

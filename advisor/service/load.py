@@ -181,8 +181,7 @@ class LoadBoard:
         self.triton: dict[str, float] = {}  #: per rung, Triton's own figure at the last poll
         self._scraped: dict[str, dict[str, float]] = {}
         self._task: asyncio.Task | None = None
-        self._http = None  #: the poller's one HTTP client (an httpx.AsyncClient per poll cost 16% of a busy
-        #: worker's CPU in benchmarks/service_overhead.py: each loads the TLS trust store)
+        self._http = None  #: the poller's one HTTP client, kept: building one loads the TLS trust store
 
     def observed(self, model, client):
         """`client` with its calls timed for `model`'s rung (the same wrapper for the same client)."""
@@ -280,7 +279,7 @@ async def _scrape(url: str, client=None) -> dict[str, float] | None:
     does not answer in `SCRAPE_TIMEOUT_S`."""
     try:
         async with asyncio.timeout(SCRAPE_TIMEOUT_S):
-            return parse_prometheus(await scrape(url, client=client))
+            return parse_prometheus(await scrape(url, SCRAPE_TIMEOUT_S, client))
     except Exception:  # noqa: BLE001 - an endpoint that does not answer is left out (module docstring)
         return None
 

@@ -61,8 +61,6 @@ from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore
 
 DERIVED_PREFIX = "drv_"
-REASONS = ("tool_errors", "stuck", "unparseable_tool_call", "step_budget", "verifier_rejected", "broken_step",
-           "gave_up")
 _UNPARSEABLE = re.compile(r"(?i)could not parse your reply|unparseable|invalid tool call")
 
 
