@@ -146,19 +146,19 @@ def _model_copies(pid: int) -> list[Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_no_model_copy_or_shared_memory_outlives_the_server(how):
-    """tritonserver copies every model PyTriton loads into /tmp/folderXXXXXX (issue 38, case 16). A clean
-    SIGTERM leaves none of them, nor the workspace or shared memory; after a SIGKILL they stay until the next
-    start's clean_leaked (run here directly) removes them, and only them."""
+    """tritonserver copies every model loaded through its API into /tmp/folderXXXXXX (issue 38, case 16); the
+    embedded Triton's models load from its workspace's repository at start, so it makes none. A clean SIGTERM
+    leaves neither the workspace nor shared memory; after a SIGKILL they stay until the next start's clean_leaked
+    (run here directly) removes them, and only them."""
     proc = _serving_triton()
     try:
-        copies = _model_copies(proc.pid)
-        assert copies, "a serving embedded Triton has its model copies in /tmp"
+        assert _leftovers(proc.pid), "a serving embedded Triton has its workspace under PYTRITON_HOME"
+        assert not _model_copies(proc.pid), "the models load from the workspace, not from copies in /tmp"
     finally:
         proc.send_signal(how)
         proc.wait(timeout=60)
     if how == signal.SIGKILL:
         time.sleep(1)
-        assert all(f.exists() for f in copies), "SIGKILL leaves them behind (nothing to clean otherwise)"
+        assert _leftovers(proc.pid), "SIGKILL leaves them behind (nothing to clean otherwise)"
         clean_leaked()
-    assert not [f for f in copies if f.exists()] and not _leftovers(proc.pid), ([f for f in copies if f.exists()],
-                                                                                _leftovers(proc.pid))
+    assert not _model_copies(proc.pid) and not _leftovers(proc.pid), _leftovers(proc.pid)

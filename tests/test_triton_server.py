@@ -189,6 +189,26 @@ async def test_slow_stand_in_serves_requests_concurrently(tmp_path, monkeypatch)
 
 
 @pytest.mark.slow
+async def test_a_stop_lets_the_requests_in_flight_finish(tmp_path):
+    """The server is started without an exit timeout (so a stop does not wait for its models to unload), and a
+    request begun before the stop is still answered whole."""
+    path = tmp_path / "slow.yaml"
+    path.write_text(SLOW_LADDER.replace("latency_ms: 400", "latency_ms: 2200"))
+    server = EmbeddedTriton(load_ladder(path)).start()
+    try:
+        asking = asyncio.ensure_future(bare_generate(server.grpc_url, "standin_slow", "q", **FLAGS,
+                                                     sampling_parameters='{"max_tokens": 4}'))
+        await asyncio.sleep(0.5)
+    finally:
+        began = time.monotonic()
+        await asyncio.to_thread(server.stop)
+        stopping = time.monotonic() - began
+    answer = await asking
+    assert answer and "text_output" in answer[0], answer
+    assert stopping < 1.7 + 3.0, f"the stop took {stopping:.1f} s"
+
+
+@pytest.mark.slow
 def test_cli_serve_prints_ready_line_and_stops_on_sigterm():
     ports = [free_port() for _ in range(3)]
     cmd = [sys.executable, "-c", "from advisor.cli import console; console()", "triton", "serve",

@@ -11,6 +11,7 @@ system prompt asks for; a conversation with tools that are no known task's is wo
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +27,18 @@ from advisor.standin.tooluse import Step, ToolUser, asked_json, json_answer
 from advisor.suite import load_suite
 
 
+def known_tasks(path: str | Path) -> tuple[Any, ...]:
+    """The tasks of the suite at `path` a stand-in acts on (a captured live step is answered as live traffic was:
+    tooluse, generic). Read once per version of the suite file: every rung of a ladder knows the same suites."""
+    stat = Path(path).stat()
+    return _known_tasks(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _known_tasks(path: str, mtime_ns: int, size: int) -> tuple[Any, ...]:
+    return tuple(task for task in load_suite(path).tasks if task.replay is None)
+
+
 class StandinAgent:
     """The simulated agent behind one stand-in model."""
 
@@ -38,9 +51,8 @@ class StandinAgent:
         self.tools = ToolUser(model.name, self.params.capability, self.params.seed, self.format)
         self.tasks: dict[str, Any] = {}
         for path in suite_paths:
-            for task in load_suite(path).tasks:
-                if task.replay is None:  # a captured live step is answered as live traffic was (tooluse, generic)
-                    self.tasks.setdefault(text_hash(task.instructions), task)
+            for task in known_tasks(path):
+                self.tasks.setdefault(text_hash(task.instructions), task)
 
     # ----------------------------------------------------------------- reading the prompt
     def read(self, prompt: str) -> tuple[Any | None, bool, list[dict[str, str]]]:
