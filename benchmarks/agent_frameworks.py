@@ -81,7 +81,7 @@ class Observer:
 
     def tool(self, name: str, args: dict) -> None:
         """A tool the framework ran: its arguments must be what the offered schema accepts."""
-        from advisor.service.step_check import schema_violation
+        from advisor.service.checks.step_check import schema_violation
 
         self.tool_calls += 1
         self.tools_run.add(name)

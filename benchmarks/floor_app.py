@@ -33,8 +33,8 @@ def create_app(url: str, rung: str, text: str):
     from starlette.routing import Route
 
     from advisor.ladder import load_ladder
-    from advisor.service.chat import render_prompt
-    from advisor.service.request import parse_request
+    from advisor.service.api.chat import render_prompt
+    from advisor.service.api.parse import parse_request
     from advisor.triton.client import TritonClient
     from load_test import DEMO
 

@@ -1,4 +1,4 @@
-"""How often the give-up patterns (`advisor.service.give_ups`) fire on answers that are not give-ups.
+"""How often the give-up patterns (`advisor.service.checks.give_ups`) fire on answers that are not give-ups.
 
     .venv/bin/python benchmarks/give_up_patterns.py                       # the example suite's reference answers
     .venv/bin/python benchmarks/give_up_patterns.py --store advisor.duckdb  # and a probe store's usable answers
@@ -25,7 +25,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from advisor.service.give_ups import gave_up  # noqa: E402
+from advisor.service.checks.give_ups import gave_up  # noqa: E402
 
 
 def reference_answers(suite: Path) -> list[str]:

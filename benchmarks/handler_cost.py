@@ -5,7 +5,7 @@ the gRPC client and the two shared cores. This benchmark isolates the handler: i
 (no HTTP server, no socket) with an instant fake Triton client that returns a fixed answer, and times each
 request with the thread's CPU clock:
 
-  * service: `advisor.service.app.create_app` (auth, validation, the routing decision on a router trained from a
+  * service: `advisor.service.http.app.create_app` (auth, validation, the routing decision on a router trained from a
              small probe of the demo ladder's SIMULATED stand-ins, prompt rendering, reply parsing, costs,
              headers, metrics, and the records written to a spool folder after the response), with the same
              body as `service_overhead.py` (``model: auto``, ``advisor.rungs: [nano-30b]``, no embeddings);
@@ -85,9 +85,9 @@ def train_router(tmp: Path) -> Path:
 
 def service_app(router: Path, spool: Path):
     """The service's ASGI app with an instant client for every rung (API key `KEY`)."""
-    from advisor.service import runtime
-    from advisor.service.app import create_app
-    from advisor.service.auth import load_keys
+    from advisor.service.process import runtime
+    from advisor.service.http.app import create_app
+    from advisor.service.process.auth import load_keys
 
     client = InstantClient()
     runtime.Runtime.client_for = lambda self, model: client
@@ -204,13 +204,13 @@ async def measure(app, n: int, rounds: int, evict) -> tuple[dict[str, list[float
 def step_calls(router: Path, spool: Path) -> dict[str, object]:
     """The steps of one service request of `BODY` (see the module docstring), each a no-argument call on the
     service's runtime, in request order."""
-    from advisor.service import runtime
-    from advisor.service.attempts import Attempt, Outcome, fill_attempt
-    from advisor.service.chat import parse_reply, render_prompt
-    from advisor.service.dispatch import decide, records
-    from advisor.service.reload import pin
-    from advisor.service.request import parse_request
-    from advisor.service.response import headers_of, usage_of
+    from advisor.service.process import runtime
+    from advisor.service.routing.attempts import Attempt, Outcome, fill_attempt
+    from advisor.service.api.chat import parse_reply, render_prompt
+    from advisor.service.routing.dispatch import decide, records
+    from advisor.service.routing.reload import pin
+    from advisor.service.api.parse import parse_request
+    from advisor.service.http.response import headers_of, usage_of
 
     rt = runtime.Runtime(runtime.ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(spool),
                                                urls={}, no_auth=True))

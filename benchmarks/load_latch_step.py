@@ -18,7 +18,7 @@ from pathlib import Path
 
 def step(store, sid: str) -> float:
     """Seconds of one step: read the latch, write the next step's state."""
-    from advisor.service.sessions import SessionState
+    from advisor.service.sessions.latch import SessionState
 
     t0 = time.perf_counter()
     store.get(sid)
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     ap.add_argument("--steps", type=int, default=200, help="steps per round and latch")
     ap.add_argument("--rounds", type=int, default=10)
     args = ap.parse_args(argv)
-    from advisor.service.sessions import SessionState
+    from advisor.service.sessions.latch import SessionState
     from advisor.store.latches import LatchStore
     from advisor.store.local_postgres import LocalPostgres
     from advisor.store.pg_latches import PgLatchStore

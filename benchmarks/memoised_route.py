@@ -1,6 +1,6 @@
 """Benchmark-only: a routing service whose decisions cost next to nothing (`service_overhead.py --memoised`).
 
-`install()` wraps `advisor.service.dispatch.route_one` so that it decides once per (router, text, class,
+`install()` wraps `advisor.service.routing.dispatch.route_one` so that it decides once per (router, text, class,
 settings) and then returns that decision again. Every request of service_overhead.py has the same text and
 settings, so the service then runs everything but the routing decision (the memo's key, the settings' text, is
 still computed per request): the difference to the real service is what the decision costs inside the worker.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 def install() -> None:
     """Memoise the service's routing decisions in this process (call before the app starts)."""
-    from advisor.service import dispatch
+    from advisor.service.routing import dispatch
 
     decide, memo = dispatch.route_one, {}
 

@@ -1,4 +1,4 @@
-"""Benchmark: what the service's request limits add to reading a chat request (advisor/service/limits.py).
+"""Benchmark: what the service's request limits add to reading a chat request (advisor/service/api/limits.py).
 
 Times, in process and on the event loop, the receive path's parsing of a request before and after the limits:
 
@@ -22,9 +22,9 @@ import time
 
 from starlette.datastructures import Headers
 
-from advisor.service.config import Limits
-from advisor.service.limits import check_header_values, parse_bounded
-from advisor.service.request import decode_body, parse_request
+from advisor.service.process.config import Limits
+from advisor.service.api.limits import check_header_values, parse_bounded
+from advisor.service.api.parse import decode_body, parse_request
 
 LIMITS = Limits()
 HEADERS = Headers(raw=[(b"host", b"x"), (b"authorization", b"Bearer sk-x"), (b"content-type", b"application/json"),

@@ -96,8 +96,8 @@ BODY = {"model": "auto", "max_tokens": MAX_TOKENS, "advisor": {"rungs": [RUNG]},
 async def direct(url: str, n: int, concurrency: int) -> list[float]:
     """n generations through advisor's Triton client at `concurrency`; latencies."""
     from advisor.ladder import load_ladder
-    from advisor.service.chat import render_prompt
-    from advisor.service.request import parse_request
+    from advisor.service.api.chat import render_prompt
+    from advisor.service.api.parse import parse_request
     from advisor.triton.client import TritonClient
 
     model = load_ladder(DEMO).rung(RUNG)
@@ -258,7 +258,7 @@ def start_services(url: str, store: Path, workers: int, against: str | None, flo
     interpreter probed (`probe_with`), with `memoised` one whose routing decisions are memoised
     (`memoised_route`), with `sessions_off` the same code with ``sessions: {enabled: false}`` (every request
     routed on its own: the service less its session step), with `capture` the same code with ``capture: {enabled:
-    true}`` (every step captured: `advisor.service.capture`), and with `postgres_url` the same code on that
+    true}`` (every step captured: `advisor.service.records.capture`), and with `postgres_url` the same code on that
     PostgreSQL store ('pg-store': its session latch in PostgreSQL, the router trained from `store`);
     name -> (process, base URL)."""
     import shutil

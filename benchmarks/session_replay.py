@@ -2,7 +2,7 @@
 
 Starts the embedded Triton (`advisor triton serve`: by default the demo ladder's SIMULATED stand-ins), probes
 the suite's tasks (`--probe-replicas` per rung, baseline: the router's training data and the session figures of
-`advisor.service.session_costs`; the router is trained once and given to every service), then starts `advisor
+`advisor.service.sessions.costs`; the router is trained once and given to every service), then starts `advisor
 serve --url` three times: sessions off (`sessions: {enabled: false}`: per-request routing), sessions on (the
 default: each session started on the least expected USD per usable trajectory), and sessions on with `start:
 router` (started by the router's policy), each with time limits a CPU model's slow steps fit in (`LIMITS`).
@@ -212,10 +212,10 @@ def summary(rows: list[dict]) -> dict:
 
 def predicted_session_usd(store_path: Path, rows: list[dict], ladder, sessions: str) -> float:
     """Predicted USD of the session arm's episodes from the probe: per episode, the expected USD of a session of
-    its class started on its start rung (`advisor.service.session_costs`: the service's escalation rule replayed
+    its class started on its start rung (`advisor.service.sessions.costs`: the service's escalation rule replayed
     over the probe's runs, escalations counted)."""
-    from advisor.service.config import SessionConfig
-    from advisor.service.session_costs import cells_from_store, parse_cells, start_options
+    from advisor.service.process.config import SessionConfig
+    from advisor.service.sessions.costs import cells_from_store, parse_cells, start_options
     from advisor.store import Store
     import yaml
 

@@ -1,4 +1,4 @@
-"""Benchmark: how often the ``skipped_tool`` step check (`advisor.service.skipped_tools`) flags a known-good answer.
+"""Benchmark: how often the ``skipped_tool`` step check (`advisor.service.checks.skipped_tools`) flags a known-good answer.
 
 Every task of the example suite that offers tools has a reference trajectory, the known-good way to do it: its
 calls, then its answer. The check is asked of the reference's final answer with the reference's calls as the
@@ -21,7 +21,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", type=Path, default=REPO / "suites" / "example" / "suite.yaml")
     args = parser.parse_args()
-    from advisor.service.skipped_tools import asked_for, skipped
+    from advisor.service.checks.skipped_tools import asked_for, skipped
     from advisor.suite import load_suite
 
     tasks = [t for t in load_suite(args.suite).tasks if t.tools and t.reference is not None]

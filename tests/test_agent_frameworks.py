@@ -69,8 +69,8 @@ def service(tmp_path_factory, triton_server):
 def generic_tools() -> bool:
     """Whether the demo stand-ins act on tools they were never shown (issue 36 item 5)."""
     from advisor.ladder import load_ladder
-    from advisor.service.chat import parse_reply, render_prompt
-    from advisor.service.request import parse_request
+    from advisor.service.api.chat import parse_reply, render_prompt
+    from advisor.service.api.parse import parse_request
     from advisor.standin import responder_for
 
     rung = load_ladder(DEMO).rung("super-120b")

@@ -73,8 +73,8 @@ def _runtime(tmp_path, slow, fast):
     """A service runtime whose first demo rung is the slow endpoint and the others the fast one (openai rungs)."""
     from advisor.backends import BackendPool
     from advisor.ladder import load_ladder
-    from advisor.service.config import load_config
-    from advisor.service.metrics import Metrics
+    from advisor.service.process.config import load_config
+    from advisor.service.records.metrics import Metrics
 
     demo = yaml.safe_load(DEMO.read_text())
     rungs = []
@@ -91,7 +91,7 @@ def _runtime(tmp_path, slow, fast):
 
 
 def _plan(rt):
-    from advisor.service.attempts import RequestPlan
+    from advisor.service.routing.attempts import RequestPlan
 
     names = [r.name for r in rt.ladder.rungs]
     return RequestPlan("dec_test", "hi", None, "given", "cascade", "single", names[:2], 1, None, names)
@@ -107,8 +107,8 @@ def _assert_timeout_then_failover(rt, attempts):
 
 
 def test_an_openai_rung_that_times_out_is_a_timeout_attempt(tmp_path, endpoints):
-    from advisor.service.dispatch import run
-    from advisor.service.request import parse_request
+    from advisor.service.routing.dispatch import run
+    from advisor.service.api.parse import parse_request
 
     rt = _runtime(tmp_path, *endpoints)
     req = parse_request({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}, {})
@@ -126,9 +126,9 @@ def test_an_openai_rung_that_times_out_is_a_timeout_attempt(tmp_path, endpoints)
 
 
 def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attempt(tmp_path, endpoints):
-    from advisor.service.attempts import Outcome
-    from advisor.service.request import parse_request
-    from advisor.service.streaming import open_stream
+    from advisor.service.routing.attempts import Outcome
+    from advisor.service.api.parse import parse_request
+    from advisor.service.http.streaming import open_stream
 
     rt = _runtime(tmp_path, *endpoints)
     req = parse_request({"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, {})

@@ -85,11 +85,11 @@ def test_the_services_walk_applies_the_plans_step_check_and_records_the_reason()
 
     from advisor.backends import GenerationResult
     from advisor.ladder import load_ladder
-    from advisor.service.attempts import RequestPlan
-    from advisor.service.config import load_config
-    from advisor.service.dispatch import run
-    from advisor.service.metrics import Metrics
-    from advisor.service.request import parse_request
+    from advisor.service.routing.attempts import RequestPlan
+    from advisor.service.process.config import load_config
+    from advisor.service.routing.dispatch import run
+    from advisor.service.records.metrics import Metrics
+    from advisor.service.api.parse import parse_request
 
     ladder = load_ladder(Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml")
     small, mid = ladder.rungs[0], ladder.rungs[1]

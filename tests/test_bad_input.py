@@ -556,9 +556,9 @@ def test_service_request_limits_refuse_with_one_line_naming_the_setting(case, ra
     refuse each hostile request with a 400 whose one-line message names the limit (no RecursionError, no 500)."""
     import asyncio
 
-    from advisor.service.config import Limits
-    from advisor.service.limits import check_header_values, parse_bounded
-    from advisor.service.request import RequestError
+    from advisor.service.process.config import Limits
+    from advisor.service.api.limits import check_header_values, parse_bounded
+    from advisor.service.api.request import RequestError
 
     async def check():
         check_header_values(headers, Limits())
@@ -572,7 +572,7 @@ def test_service_request_limits_refuse_with_one_line_naming_the_setting(case, ra
 
 def test_service_limit_settings_are_checked_with_file_key_and_line(tmp_path):
     from advisor.errors import ConfigError
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     path = _write(tmp_path, "service.yaml", "version: 1\nlimits:\n  max_json_depth: 100000\n")
     with pytest.raises(ConfigError, match=r"service.yaml:3: limits.max_json_depth: .*128"):

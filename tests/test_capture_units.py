@@ -66,7 +66,7 @@ def test_the_postgres_store_keeps_steps_within_their_bounds_and_counts_the_rest(
 # --------------------------------------------------------------------------------------------- the suite
 def test_a_broken_step_is_never_a_reference_and_duplicates_are_one_task(tmp_path):
     from advisor.importers.traffic import suite_from_traffic
-    from advisor.service.config import ServiceConfig
+    from advisor.service.process.config import ServiceConfig
 
     with Store.open(tmp_path / "s.duckdb") as store:
         first = step("dec_a", session="s1")
@@ -153,8 +153,8 @@ def test_a_replayed_call_is_recorded_not_run_and_compared_with_the_reference():
 
 
 def test_the_service_and_the_replay_render_the_same_prompt():
-    from advisor.service.chat import conversation_of, prompt_messages
-    from advisor.service.request import parse_request
+    from advisor.service.api.chat import conversation_of, prompt_messages
+    from advisor.service.api.parse import parse_request
 
     body = {"model": "auto", "tools": [{"type": "function", "function": SPECS[0]}], "tool_choice": "required",
             "messages": [{"role": "system", "content": "You help."}, {"role": "user", "content": "Read a.txt"},
@@ -169,10 +169,10 @@ def test_the_service_and_the_replay_render_the_same_prompt():
 
 # --------------------------------------------------------------------------------------------- capture
 def test_capture_redacts_before_writing_and_drops_what_is_too_large(monkeypatch):
-    from advisor.service.capture import Capture
-    from advisor.service.chat import Reply
-    from advisor.service.config import CaptureConfig
-    from advisor.service.request import parse_request
+    from advisor.service.records.capture import Capture
+    from advisor.service.api.chat import Reply
+    from advisor.service.process.config import CaptureConfig
+    from advisor.service.api.parse import parse_request
 
     monkeypatch.setenv("RUNG_KEY_FOR_TEST", "rung-secret-123456")
     ladder = SimpleNamespace(models=lambda: [SimpleNamespace(api_key_env="RUNG_KEY_FOR_TEST")])
@@ -196,8 +196,8 @@ def test_capture_redacts_before_writing_and_drops_what_is_too_large(monkeypatch)
 
 
 def test_sampling_keeps_or_leaves_a_whole_session():
-    from advisor.service.capture import Capture
-    from advisor.service.config import CaptureConfig
+    from advisor.service.records.capture import Capture
+    from advisor.service.process.config import CaptureConfig
 
     cap = Capture(CaptureConfig(enabled=True, sample=0.3), SimpleNamespace(models=lambda: []))
     kept = [cap.wants("A", "agent", f"session-{i}") for i in range(1000)]

@@ -82,7 +82,7 @@ def test_an_empty_suite_name_is_one_line(capsys, tmp_path):
 def test_a_latin1_key_file_is_one_line(capsys, tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_bytes("full caf\xe9-key\n".encode("latin-1"))
-    from advisor.service.auth import parse_key_file
+    from advisor.service.process.auth import parse_key_file
     from advisor.errors import ConfigError
 
     with pytest.raises(ConfigError, match="not UTF-8"):

@@ -227,7 +227,7 @@ def test_a_store_is_one_class_plus_a_registration(monkeypatch, tmp_path):
 
 
 def test_a_verifier_is_one_class_plus_a_registration(monkeypatch, tmp_path):
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
     from advisor.verifier.base import VERIFIERS, VerifiedText
     from advisor.verifier.build import build_verifier
 
@@ -251,12 +251,12 @@ def test_a_verifier_is_one_class_plus_a_registration(monkeypatch, tmp_path):
 
 def test_a_session_signal_is_one_function_plus_an_entry(monkeypatch):
     """The page's signal fires on the step that shows it, after the builtins (their order is their strength)."""
-    from advisor.service.config import SessionConfig
-    from advisor.service.request import parse_request
-    from advisor.service.sessions import SIGNALS, signals
+    from advisor.service.process.config import SessionConfig
+    from advisor.service.api.parse import parse_request
+    from advisor.service.sessions.latch import SIGNALS, signals
 
-    monkeypatch.setattr("advisor.service.sessions.SIGNALS", dict(SIGNALS))
-    import advisor.service.sessions as sessions
+    monkeypatch.setattr("advisor.service.sessions.latch.SIGNALS", dict(SIGNALS))
+    import advisor.service.sessions.latch as sessions
 
     run_example("session signal")
     call = {"role": "assistant", "content": None, "tool_calls": [

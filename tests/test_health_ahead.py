@@ -1,5 +1,5 @@
 """`/healthz` is answered ahead of work: by the service's HTTP protocol itself, while the app is stuck on every
-other request (a real uvicorn server with `advisor.service.http_protocol`, raw sockets)."""
+other request (a real uvicorn server with `advisor.service.process.http_protocol`, raw sockets)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from advisor.service.http_protocol import HEALTH_BODY, LimitedHttpToolsProtocol
+from advisor.service.process.http_protocol import HEALTH_BODY, LimitedHttpToolsProtocol
 
 
 async def stuck_app(scope, receive, send):

@@ -3,7 +3,7 @@ heavy dependencies only.
 
 Every `import` and `from ... import` of an advisor module, at module level and inside functions (and under ``if
 TYPE_CHECKING``), is an edge; so is the package ``__init__`` each import runs first (importing
-``advisor.service.config`` runs ``advisor/service/__init__.py``), except the importer's own packages, which are
+``advisor.service.process.config`` runs ``advisor/service/__init__.py``), except the importer's own packages, which are
 already being imported. A strongly connected component of more than one module fails the test and names its
 modules. Outside the command line (whose commands import on use so that ``--help`` stays fast), an import inside a
 function is allowed for a third-party library only, or with a comment above it saying why (``# heavy ...`` or
@@ -308,3 +308,29 @@ def test_no_two_subpackages_import_each_other():
     found = cycles(subpackage_graph(import_graph()))
     assert not found, "sub-package cycles (move what both use into the lower one):\n" + "\n".join(
         " <-> ".join(c) for c in found)
+
+
+#: The routing service's sub-packages, lowest first (advisor/service/__init__.py and docs/service.md say the same).
+SERVICE_ORDER = ["api", "checks", "sessions", "routing", "records", "process", "http"]
+
+
+def test_the_service_sub_packages_stand_in_order_and_its_modules_stay_short():
+    """A service sub-package imports only those before it in `SERVICE_ORDER` (`launch`, at the top, may import
+    any); every service module is under 450 lines; the package's docstring lists the sub-packages in that order."""
+    graph = import_graph()
+    rank = {name: i for i, name in enumerate(SERVICE_ORDER)}
+    service = PACKAGE / "service"
+    assert sorted(p.name for p in service.iterdir() if (p / "__init__.py").exists()) == sorted(SERVICE_ORDER)
+
+    def sub(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 3 and parts[1] == "service" else None
+
+    upward = [f"{m} imports {t}" for m, targets in sorted(graph.items()) for t in sorted(targets)
+              if sub(m) and sub(t) and rank[sub(t)] > rank[sub(m)]]
+    assert not upward, "\n".join(upward)
+    long = [f"{p.relative_to(PACKAGE.parent)}: {n} lines" for p in sorted(service.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) >= 450]
+    assert not long, "split these modules by concept:\n" + "\n".join(long)
+    doc = (service / "__init__.py").read_text()
+    assert sorted(SERVICE_ORDER, key=lambda name: doc.index(f"`{name}`")) == SERVICE_ORDER

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from advisor.service.sessions import SessionState, open_latches
+from advisor.service.sessions.latch import SessionState, open_latches
 from advisor.store.latch_fallback import FallbackLatches
 from advisor.store.latches import LatchStore
 from advisor.store.pg_latches import PgLatchStore

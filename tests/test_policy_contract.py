@@ -74,7 +74,7 @@ def test_an_episodic_policy_is_refused_as_a_batch_decision_in_one_line():
 
 def test_the_service_config_refuses_an_episodic_routing_policy(tmp_path):
     from advisor.errors import ConfigError
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     path = tmp_path / "service.yaml"
     path.write_text("version: 1\nrouting: {policy: orchestrator}\n")

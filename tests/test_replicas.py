@@ -150,7 +150,7 @@ def test_two_replicas_lose_nothing_through_a_kill_and_a_database_restart(postgre
 def test_a_promotion_is_served_by_every_replica_within_its_reload_interval(postgres_server, triton_server, routers,
                                                                           tmp_path):
     from advisor.router.feedback.pointers import sha256_of
-    from advisor.service.reload import CHECK_EVERY_S
+    from advisor.service.routing.reload import CHECK_EVERY_S
 
     url = postgres_server.new_database("replicas_promote")
     _promote(url, routers[0])

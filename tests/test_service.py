@@ -128,7 +128,7 @@ def suite():
 @pytest.fixture(scope="module")
 def escalation_task(suite, triton_server):
     """A task whose first step nano-12b gets wrong with a well-formed reply (no call of the first reference tool;
-    a malformed call is a broken step, retried before any verifier: advisor.service.step_check) and nano-30b
+    a malformed call is a broken step, retried before any verifier: advisor.service.checks.step_check) and nano-30b
     right."""
     for task in suite.tasks:
         tool = task.reference.steps[0].tool
@@ -646,9 +646,9 @@ def test_an_internal_error_is_a_500_in_openai_shape(workdir, monkeypatch, tmp_pa
     from starlette.testclient import TestClient
 
     from advisor.ladder import load_ladder
-    from advisor.service import app as service_app
+    from advisor.service.http import app as service_app
     from advisor.service.launch import train_from_store
-    from advisor.service.runtime import ServeSettings
+    from advisor.service.process.runtime import ServeSettings
 
     router = train_from_store(workdir / "probe.duckdb", load_ladder(DEMO)).save(tmp_path / "router.json")
 

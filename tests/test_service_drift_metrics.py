@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from advisor.service.metrics import Metrics, reference_rates
+from advisor.service.records.metrics import Metrics, reference_rates
 
 
 class _Model:
@@ -64,7 +64,7 @@ def test_drift_gauges_sum_over_worker_processes(tmp_path):
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     worker = textwrap.dedent("""
         import sys
-        from advisor.service.metrics import Metrics
+        from advisor.service.records.metrics import Metrics
         m = Metrics()
         for _ in range(int(sys.argv[1])):
             m.rung_verdicts.labels("a", "small", sys.argv[2], "true").inc()
@@ -72,7 +72,7 @@ def test_drift_gauges_sum_over_worker_processes(tmp_path):
     for n, verdict in ((15, "rejected"), (10, "accepted")):
         subprocess.run([sys.executable, "-c", worker, str(n), verdict], env=env, check=True)
     reader = textwrap.dedent("""
-        from advisor.service.metrics import Metrics
+        from advisor.service.records.metrics import Metrics
         m = Metrics()
         class Model:
             rung_names = ["small"]
@@ -97,10 +97,10 @@ def test_orchestrated_requests_count_attempts_and_verdicts_like_the_other_modes(
     from advisor.agent.formats import format_for
     from advisor.ladder import load_ladder
     from advisor.orchestrator.experts import EXPERT_TOOL, experts_for
-    from advisor.service.attempts import RequestPlan
-    from advisor.service.config import load_config
-    from advisor.service.orchestrated import serve_orchestrated
-    from advisor.service.request import parse_request
+    from advisor.service.routing.attempts import RequestPlan
+    from advisor.service.process.config import load_config
+    from advisor.service.routing.orchestrated import serve_orchestrated
+    from advisor.service.api.parse import parse_request
     from advisor.triton.client import GenerationResult
 
     ladder = load_ladder(Path(__file__).resolve().parent.parent / "ladders" / "demo.yaml")

@@ -2,7 +2,7 @@
 many tool schemas (400 naming the limit), endpoints without a key (401). `advisor serve` in a subprocess against
 the session's real tritonserver; `/healthz` is timed while the expensive cases run.
 
-The limits are `limits.*` settings of the service config (`advisor.service.config.Limits`, docs/service.md
+The limits are `limits.*` settings of the service config (`advisor.service.process.config.Limits`, docs/service.md
 "Limits"); each error names its setting.
 """
 
@@ -30,9 +30,9 @@ MSGS = [{"role": "user", "content": "hi"}]
 
 # ------------------------------------------------------------------------------------------- fast, no server
 def test_depth_is_measured_outside_strings_and_refused_naming_the_limit():
-    from advisor.service.config import Limits
-    from advisor.service.limits import check_depth, json_depth
-    from advisor.service.request import RequestError
+    from advisor.service.process.config import Limits
+    from advisor.service.api.limits import check_depth, json_depth
+    from advisor.service.api.request import RequestError
 
     assert json_depth(b'[1, {"a": "[[[[{{"}, [[]]]') == 3
     assert json_depth(b'["a\\"[[[", [1]]') == 2  # an escaped quote does not end the string
@@ -43,9 +43,10 @@ def test_depth_is_measured_outside_strings_and_refused_naming_the_limit():
 
 
 def test_tools_number_size_and_labels_are_bounded():
-    from advisor.service.config import Limits
-    from advisor.service.limits import check_header_values, check_labels, check_tools
-    from advisor.service.request import RequestError, parse_request
+    from advisor.service.process.config import Limits
+    from advisor.service.api.limits import check_header_values, check_labels, check_tools
+    from advisor.service.api.request import RequestError
+    from advisor.service.api.parse import parse_request
 
     limits = Limits()
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -67,8 +68,8 @@ def test_the_http_protocol_answers_431_and_408_and_closes_idle_connections():
     """`LimitedHttpToolsProtocol` under uvicorn with a minimal app (its limits from the lifespan state)."""
     import uvicorn
 
-    from advisor.service.config import Limits
-    from advisor.service.http_protocol import HTTP_PROTOCOL, STATE_KEY
+    from advisor.service.process.config import Limits
+    from advisor.service.process.http_protocol import HTTP_PROTOCOL, STATE_KEY
     from advisor.triton.server import free_port
 
     async def app(scope, receive, send):

@@ -1,4 +1,4 @@
-"""Load as a term in the rung choice (`advisor.service.load`): the per-rung wait estimate, the chain move, and the
+"""Load as a term in the rung choice (`advisor.service.routing.load`): the per-rung wait estimate, the chain move, and the
 real service in front of a finite-capacity stand-in (benchmarks/load_capacity.py, SIMULATED): a rung whose slots
 are full sends a deadline-bound request to the next rung; an idle ladder decides as without load-awareness."""
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from advisor.service.load import LoadBoard, RungObserver, apply, load_headers, triton_waits
+from advisor.service.routing.load import LoadBoard, RungObserver, apply, load_headers, triton_waits
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -128,7 +128,7 @@ def test_an_idle_ladder_or_the_off_switch_leaves_the_decision_as_it_was():
 
 @pytest.mark.triton
 def test_the_poller_reads_the_real_triton_metrics_endpoint(triton_server):
-    from advisor.service.load import _scrape
+    from advisor.service.routing.load import _scrape
 
     parsed = asyncio.run(_scrape(triton_server.metrics_url))
     assert parsed and any(k.startswith("nv_inference_pending_request_count") for k in parsed)

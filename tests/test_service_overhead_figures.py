@@ -67,7 +67,7 @@ def test_process_tree_finds_descendants_and_pin_tree_binds_them(bench):
 
 
 def test_decision_seconds_are_read_from_the_services_metrics(bench):
-    from advisor.service.metrics import Metrics
+    from advisor.service.records.metrics import Metrics
 
     metrics = Metrics()
     for seconds in (0.0004, 0.0006):

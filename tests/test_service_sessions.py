@@ -1,7 +1,7 @@
 """Agent sessions through the real service: `advisor serve` on the embedded Triton, driven with the openai client.
 
 A session is latched to the rung of its first step; repeated tool errors or a stuck loop escalate it once, and
-it stays above, with the reason in ``x-advisor-escalation`` and in the store (`advisor.service.sessions`).
+it stays above, with the reason in ``x-advisor-escalation`` and in the store (`advisor.service.sessions.latch`).
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def _malformed_first_step(rung: str):
 
 
 def test_a_broken_streamed_step_never_reaches_the_client(session_service):
-    """A streamed step with tools is checked before it is sent (advisor.service.step_check): the stand-in's own
+    """A streamed step with tools is checked before it is sent (advisor.service.checks.step_check): the stand-in's own
     unclosed first call is retried or escalated inside the request, the client gets a well-formed step, and the
     session stays latched where the step was answered."""
     from tests.test_service import _task_tools

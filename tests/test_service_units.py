@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_config_errors_name_file_key_and_line(tmp_path):
     from advisor.ladder import load_ladder
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     bad = tmp_path / "s.yaml"
     bad.write_text("version: 1\nclasses:\n  a:\n    verifier:\n      checks:\n        - {type: file, path: x}\n")
@@ -49,7 +49,7 @@ def test_config_errors_name_file_key_and_line(tmp_path):
 
 
 def test_class_prediction_by_rules_then_default(tmp_path):
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     path = tmp_path / "s.yaml"
     path.write_text("version: 1\ndefault_class: chat\nclasses:\n  chat: {verifier: none}\n"
@@ -63,7 +63,7 @@ def test_class_prediction_by_rules_then_default(tmp_path):
 
 
 def test_keys_are_kept_hashed_and_limit_rungs(tmp_path):
-    from advisor.service.auth import key_hash, load_keys
+    from advisor.service.process.auth import key_hash, load_keys
 
     f = tmp_path / "keys"
     f.write_text(f"# comment\nalice sk-a\nbob sha256:{key_hash('sk-b')} nano-12b\n")
@@ -80,7 +80,8 @@ def test_keys_are_kept_hashed_and_limit_rungs(tmp_path):
 
 
 def test_unhonoured_fields_are_accepted_and_named_and_header_preferences():
-    from advisor.service.request import RequestError, parse_request
+    from advisor.service.api.request import RequestError
+    from advisor.service.api.parse import parse_request
 
     msgs = [{"role": "user", "content": "hi"}]
     assert parse_request({"model": "auto", "messages": msgs, "logprobs": True}, {}).ignored == ["logprobs"]
@@ -128,7 +129,8 @@ def test_unhonoured_fields_are_accepted_and_named_and_header_preferences():
 
 
 def test_body_decoding_refuses_what_json_or_utf8_do_not_allow():
-    from advisor.service.request import RequestError, decode_body
+    from advisor.service.api.request import RequestError
+    from advisor.service.api.parse import decode_body
 
     assert decode_body('{"a": ["\\ud83d\\ude00", "\\\\ud800"]}'.encode()) == {"a": ["\U0001F600", "\\ud800"]}
     for raw, param, why in ((b'{"a": [{"b": "x \\uD800"}]}', "a.0.b", "lone UTF-16 surrogate"),
@@ -144,7 +146,8 @@ def test_body_decoding_refuses_what_json_or_utf8_do_not_allow():
 
 
 def test_fields_a_rung_would_refuse_are_refused_first():
-    from advisor.service.request import RequestError, parse_request
+    from advisor.service.api.request import RequestError
+    from advisor.service.api.parse import parse_request
 
     msgs = [{"role": "user", "content": "hi"}]
     tool = {"type": "function", "function": {"name": "get_weather"}}
@@ -194,8 +197,8 @@ def test_fields_a_rung_would_refuse_are_refused_first():
 def test_tool_calls_round_trip_through_each_format():
     from advisor.agent.chat import parse_default
     from advisor.ladder import load_ladder
-    from advisor.service.chat import parse_reply, render_prompt
-    from advisor.service.request import parse_request
+    from advisor.service.api.chat import parse_reply, render_prompt
+    from advisor.service.api.parse import parse_request
 
     ladder = load_ladder(REPO / "ladders" / "demo.yaml")
     tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file",
@@ -221,7 +224,7 @@ def test_tool_calls_round_trip_through_each_format():
 
 
 def test_segments_ingest_once_skip_torn_lines_and_wait_for_open_ones(tmp_path):
-    from advisor.service.recording import SegmentWriter, ingest
+    from advisor.service.records.recording import SegmentWriter, ingest
     from advisor.store import Store, now
 
     spool = tmp_path / "spool"
@@ -263,7 +266,7 @@ def _corrupt_segment(spool: Path, pid: int) -> Path:
 def test_a_corrupt_spool_line_is_quarantined_and_the_rest_ingested(tmp_path, caplog):
     """A 0xFF byte and a ``[1,2,3]`` line: both go byte for byte to <spool>.quarantine/, one warning names the
     segment and the lines, the good records of the same segment are stored and the segment is gone."""
-    from advisor.service.recording import ingest
+    from advisor.service.records.recording import ingest
     from advisor.store import Store
 
     spool = tmp_path / "s.duckdb.live"
@@ -284,7 +287,7 @@ def test_a_record_the_store_refuses_is_quarantined_and_the_rest_ingested(tmp_pat
     """A record that parses but that DuckDB refuses (text in a number column, a column the table lacks) does not
     hold its segment, or the ones after it, out of the store: the segment's records are tried one by one, the
     refused ones go to the quarantine with the store's reason, and a second ingest finds nothing left."""
-    from advisor.service.recording import ingest
+    from advisor.service.records.recording import ingest
     from advisor.store import Store, now
 
     spool = tmp_path / "s.duckdb.live"
@@ -359,7 +362,7 @@ def test_a_store_held_by_another_process_loses_no_record_and_says_so(tmp_path):
     from advisor.errors import RouterError, StoreError
     from advisor.ladder import load_ladder
     from advisor.service.launch import ServeOptions, final_ingest, train_from_store
-    from advisor.service.recording import SegmentWriter
+    from advisor.service.records.recording import SegmentWriter
     from advisor.store import Store, now
 
     store_path, spool = tmp_path / "s.duckdb", tmp_path / "s.duckdb.live"
@@ -403,7 +406,7 @@ def _dead_pid() -> int:
 
 def test_store_ingest_command(tmp_path, capsys):
     from advisor.cli import main
-    from advisor.service.recording import SegmentWriter
+    from advisor.service.records.recording import SegmentWriter
     from advisor.store import Store, now
 
     writer = SegmentWriter(tmp_path / "spool", "w1")
@@ -419,8 +422,9 @@ def test_store_ingest_command(tmp_path, capsys):
 
 def test_tool_choice_is_honoured_or_refused():
     from advisor.ladder import load_ladder
-    from advisor.service.chat import render_prompt
-    from advisor.service.request import RequestError, parse_request
+    from advisor.service.api.chat import render_prompt
+    from advisor.service.api.request import RequestError
+    from advisor.service.api.parse import parse_request
 
     rung = load_ladder(REPO / "ladders" / "demo.yaml").rungs[0]
     tools = [{"type": "function", "function": {"name": name, "description": f"the {name} tool"}}
@@ -449,7 +453,7 @@ def test_tool_choice_is_honoured_or_refused():
 
 def test_the_example_config_is_the_documented_one_and_loads_on_the_demo_ladder(tmp_path):
     from advisor.ladder import load_ladder
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     example = REPO / "service.example.yaml"
     docs = (REPO / "docs" / "service.md").read_text()
@@ -473,7 +477,7 @@ def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
     from types import SimpleNamespace
 
     from advisor.router.feedback.pointers import POINTER_FORMAT
-    from advisor.service.reload import check
+    from advisor.service.routing.reload import check
 
     class Count:
         def __init__(self):
@@ -484,7 +488,7 @@ def test_a_failed_hot_reload_keeps_the_router_and_the_watcher(tmp_path, capsys):
 
     pointer = tmp_path / "promoted.json"
     serving = SimpleNamespace(pointer=str(pointer), sha256="old", version="v1")
-    from advisor.service.runtime import Runtime
+    from advisor.service.process.runtime import Runtime
 
     rt = SimpleNamespace(serving=serving, ladder=None, metrics=SimpleNamespace(reloads=Count()), reload_error=None)
     rt.reload_failed = lambda why: Runtime.reload_failed(rt, why)  # the runtime's own methods, on this stand-in
@@ -504,7 +508,7 @@ def test_stop_line_says_what_the_store_holds_when_the_periodic_ingest_took_every
     """The periodic ingest moved this run's records in before the stop: the last ingest finds nothing, and the
     stop line still says what the run left in the store (not '0 decisions and 0 attempts ingested')."""
     from advisor.service.launch import final_ingest, ingest_now, live_counts, stop_line
-    from advisor.service.recording import SegmentWriter
+    from advisor.service.records.recording import SegmentWriter
     from advisor.store import now
 
     store, spool = tmp_path / "s.duckdb", tmp_path / "spool"
@@ -531,7 +535,7 @@ def test_stop_line_says_what_the_store_holds_when_the_periodic_ingest_took_every
 def test_attempt_errors_are_kinds_not_strings_matched():
     """An attempt's error is recorded as "<kind>: <detail>" (the stored column) with its kind as an enum, which
     the chain walk, the orchestrator mode and the failover metric read instead of matching the text."""
-    from advisor.service.attempts import Attempt, AttemptError
+    from advisor.service.routing.attempts import Attempt, AttemptError
 
     late = Attempt("nano").fail(AttemptError.DEADLINE, "no time left for this attempt")
     assert late.out_of_time and late.error == "deadline: no time left for this attempt" and not late.failover
@@ -544,7 +548,7 @@ def test_the_service_config_is_as_strict_as_the_ladder(tmp_path):
     """One strict base model (advisor.strict.StrictModel): "3" is no integer in a service config either."""
     from advisor.errors import ConfigError
     from advisor.ladder import Ladder
-    from advisor.service.config import ServiceConfig, load_config
+    from advisor.service.process.config import ServiceConfig, load_config
     from advisor.strict import StrictModel
 
     assert issubclass(ServiceConfig, StrictModel) and issubclass(Ladder, StrictModel)
@@ -558,11 +562,11 @@ def test_the_service_config_is_as_strict_as_the_ladder(tmp_path):
 
 def test_episodic_policies_are_served_through_the_registry():
     """``model: "orchestrator"`` is the episodic policy ``orchestrator`` of POLICIES, served because the service
-    registered it (`advisor.service.served.SERVED`) and the ladder has the role; without the role it is not
+    registered it (`advisor.service.routing.served.SERVED`) and the ladder has the role; without the role it is not
     offered, and an unknown model's 404 names what is."""
     from advisor.ladder import load_ladder
     from advisor.router.routing.policies import episodic_policies
-    from advisor.service.served import SERVED, served_policies, served_policy
+    from advisor.service.routing.served import SERVED, served_policies, served_policy
 
     demo = load_ladder(REPO / "ladders" / "demo.yaml")
     bare = demo.model_copy(update={"roles": demo.roles.model_copy(update={"orchestrator": None})})
@@ -574,7 +578,7 @@ def test_episodic_policies_are_served_through_the_registry():
 
 
 def test_only_the_runtime_module_changes_the_runtime():
-    """Every part of a worker's runtime is declared and built in `advisor.service.runtime`: no other service module
+    """Every part of a worker's runtime is declared and built in `advisor.service.process.runtime`: no other service module
     assigns an attribute on it or reads a private one (`getattr(rt, "_...")`)."""
     import re
 
@@ -592,7 +596,9 @@ def test_only_the_runtime_module_changes_the_runtime():
 
 def test_a_step_concludes_in_one_place():
     """The session latch learns a step's outcome from one call (`response.conclude`), whichever way the step was
-    answered; the in-flight slot is taken in the app and given back through `Runtime.release_slot` only."""
+    answered; the in-flight slot is taken in the app and given back in one function of it (a stream's once its
+    body has ended)."""
+    import ast
     import re
 
     calls, takes = [], []
@@ -603,5 +609,15 @@ def test_a_step_concludes_in_one_place():
                 calls.append(f"{path.relative_to(REPO)}:{n}")
             if re.search(r"\.take_slot\(", code):
                 takes.append(f"{path.relative_to(REPO)}:{n}")
-    assert len(calls) == 1 and calls[0].startswith("advisor/service/response.py:"), calls
-    assert len(takes) == 1 and takes[0].startswith("advisor/service/app.py"), takes
+    assert len(calls) == 1 and calls[0].startswith("advisor/service/http/response.py:"), calls
+    assert len(takes) == 1 and takes[0].startswith("advisor/service/http/app.py"), takes
+    def releases(node) -> bool:
+        return any(isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "release_slot" for n in ast.walk(node))
+
+    owners = set()  # the module-level functions and methods that give a slot back, however deep inside them
+    for path in sorted((REPO / "advisor").rglob("*.py")):
+        for top in ast.parse(path.read_text()).body:
+            for fn in top.body if isinstance(top, ast.ClassDef) else [top]:
+                if releases(fn):
+                    owners.add(f"{path.relative_to(REPO)}:{getattr(fn, 'name', '?')}")
+    assert owners == {"advisor/service/http/app.py:_slot_back_when_sent"}, owners

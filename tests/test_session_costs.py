@@ -1,4 +1,4 @@
-"""A session's expected cost and usable rate from probe runs, and its start rung (`advisor.service.session_costs`),
+"""A session's expected cost and usable rate from probe runs, and its start rung (`advisor.service.sessions.costs`),
 without a server: the service's escalation rule replayed over recorded turns, the figures per class and rung,
 and the start maths against hand-computed values."""
 
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from advisor.service.config import SessionConfig
-from advisor.service.session_costs import (ANY_CLASS, SessionCell, StartOption, escalation_step, session_cells,
+from advisor.service.process.config import SessionConfig
+from advisor.service.sessions.costs import (ANY_CLASS, SessionCell, StartOption, escalation_step, session_cells,
                                            start_options, start_rung)
 
 

@@ -7,9 +7,9 @@ import multiprocessing
 
 import pytest
 
-from advisor.service.config import SessionConfig
-from advisor.service.request import parse_request
-from advisor.service.sessions import SessionState, derived_id, rung_above, session_of, signals
+from advisor.service.process.config import SessionConfig
+from advisor.service.api.parse import parse_request
+from advisor.service.sessions.latch import SessionState, derived_id, rung_above, session_of, signals
 from advisor.store.latches import LatchStore
 
 
@@ -110,7 +110,7 @@ def test_workers_opening_a_new_latch_file_at_once_all_get_it(tmp_path):
 
 
 def test_the_latch_store_keeps_at_most_max_sessions(tmp_path):
-    from advisor.service.sessions import SessionState
+    from advisor.service.sessions.latch import SessionState
     from advisor.store.latches import LatchStore
 
     store = LatchStore(tmp_path / "latch.sqlite", SessionState, max_sessions=100)
@@ -139,7 +139,7 @@ def test_the_frameworks_default_tool_error_texts_are_tool_errors(result):
 
 
 def test_concurrent_runs_that_open_the_same_way_get_their_own_derived_ids():
-    from advisor.service.sessions import continued_id, first_call_ids
+    from advisor.service.sessions.latch import continued_id, first_call_ids
 
     opening = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
     base = derived_id(_req(opening))

@@ -1,5 +1,5 @@
-"""Replies as clients expect them (`advisor.service.chat.parse_reply`) and the step check that keeps a broken
-step from reaching the client (`advisor.service.step_check`), on the demo ladder's formats; the same cases run
+"""Replies as clients expect them (`advisor.service.api.chat.parse_reply`) and the step check that keeps a broken
+step from reaching the client (`advisor.service.checks.step_check`), on the demo ladder's formats; the same cases run
 through the real service in tests/test_agent_frameworks.py."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from advisor.agent.formats import format_for
 from advisor.ladder import load_ladder
-from advisor.service.chat import parse_reply, stream_shown
-from advisor.service.request import parse_request
-from advisor.service.step_check import check_step, json_in
+from advisor.service.api.chat import parse_reply, stream_shown
+from advisor.service.api.parse import parse_request
+from advisor.service.checks.step_check import check_step, json_in
 
 REPO = Path(__file__).resolve().parent.parent
 ORDER = {"type": "object", "properties": {"order_id": {"type": "string", "pattern": "^ORD-"}},
@@ -161,7 +161,7 @@ def test_a_rung_predicted_never_usable_does_not_lead_while_another_is_usable():
     from types import SimpleNamespace
 
     from advisor.router.routing.rule import PolicyConfig
-    from advisor.service.dispatch import never_usable
+    from advisor.service.routing.dispatch import never_usable
 
     rt = SimpleNamespace(ladder=SimpleNamespace(rungs=[SimpleNamespace(name=n) for n in ("smol", "qwen", "big")]))
 
@@ -184,8 +184,8 @@ def test_a_rung_predicted_never_usable_does_not_lead_while_another_is_usable():
 
 def test_the_step_check_can_be_switched_off_in_the_service_config():
     """``api: {step_check: false}``: replies go to the client as the rung wrote them (and stream as they come)."""
-    from advisor.service.config import ApiConfig
-    from advisor.service.step_check import needs_check
+    from advisor.service.process.config import ApiConfig
+    from advisor.service.checks.step_check import needs_check
 
     tools = [{"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}]
     asks = [_req(tools=tools), _req(response_format={"type": "json_object"})]
@@ -228,7 +228,7 @@ def test_an_answer_before_a_tool_the_user_asked_for_is_a_skipped_step(rungs):
 
 
 def test_the_skipped_tool_rule_reads_words_not_nouns():
-    from advisor.service.skipped_tools import asked_for, skipped
+    from advisor.service.checks.skipped_tools import asked_for, skipped
 
     tools = ["search_docs", "read_doc", "read_file", "list_files"]
     assert asked_for(tools, "List the action items from the meeting notes.") == []  # no "file" word

@@ -124,8 +124,8 @@ def test_live_overlay_reads_runs_from_duckdb_and_live_records_from_postgres(pg_u
 
 
 def test_recorder_spools_while_the_database_is_down_and_the_drain_loses_nothing(postgres_server, tmp_path):
-    from advisor.service.recording import ingest
-    from advisor.service.shipping import DatabaseRecorder
+    from advisor.service.records.recording import ingest
+    from advisor.service.records.shipping import DatabaseRecorder
 
     url = postgres_server.new_database(f"rec{int(time.time() * 1000) % 10**8}")
     rec = DatabaseRecorder(tmp_path / "spool", "w1", url, retry_s=0.2)

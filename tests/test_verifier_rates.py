@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.cli import main
-from advisor.service.config import load_config
+from advisor.service.process.config import load_config
 from advisor.store import Store
 from advisor.verifier.calibration import policy_rates, service_rates, verifier_hash
 

@@ -5,7 +5,7 @@ offered as specs (name, description, parameters), and the instructions that go w
 ``tool_choice``, a JSON reply asked by ``response_format``). `rung_messages` writes it the way one rung reads
 it: every system text and the tools (described by the rung's tool-call format) in one system message, earlier
 assistant calls written the way that rung writes them, tool results as ``tool`` messages. The routing service
-renders each request with it (`advisor.service.chat.prompt_messages`), and a task made from a captured step
+renders each request with it (`advisor.service.api.chat.prompt_messages`), and a task made from a captured step
 (`advisor.importers.traffic`) replays the very same prompt on every rung (`run_replay_step`).
 """
 

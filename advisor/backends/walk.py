@@ -1,8 +1,8 @@
 """The one attempt walker: a chain of rungs tried in order, within a deadline, with failover and failure kinds.
 
 `walk_attempts(chain, call, ...)` is an async iterator of `Try`s, one per attempt as it ends. The routing service's
-buffered path (`advisor.service.dispatch.run`), its streamed path (`advisor.service.streaming.open_stream`), its
-orchestrator mode (`advisor.service.attempts.call_model`) and the probe's cascade (`advisor.probe.chain`) all
+buffered path (`advisor.service.routing.dispatch.run`), its streamed path (`advisor.service.http.streaming.open_stream`), its
+orchestrator mode (`advisor.service.routing.attempts.call_model`) and the probe's cascade (`advisor.probe.chain`) all
 consume it; each keeps only what it does with an answer. The walk:
 
 - Each rung of `chain` is tried up to `tries` times; then the next rung is tried (an escalation, reported to

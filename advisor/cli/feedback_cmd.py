@@ -51,7 +51,7 @@ def _ladder(path: Path | None):
 
 
 def _service_config(path: Path, ladder_path: Path | None):
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
 
     return load_config(path, _ladder(ladder_path))
 

@@ -171,7 +171,7 @@ def from_traffic_cmd(
     """Write a suite from the live steps `advisor serve` captured (capture: {enabled: true}): one task per step,
     replayed on every rung without live tools, checked by the class's verifier or the served reply."""
     from advisor.importers.traffic import suite_from_traffic
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
     from advisor.store import LiveRecords, open_store
 
     cfg = load_config(config) if config is not None else None

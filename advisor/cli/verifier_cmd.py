@@ -56,7 +56,7 @@ def measure(
     newest measurement of each class's verifier (config rates when none); `advisor verifier show` lists them.
     """
     from advisor.ladder import load_ladder
-    from advisor.service.config import load_config
+    from advisor.service.process.config import load_config
     from advisor.store import RunStore, open_store
     from advisor.verifier.calibration import measure_verifiers, save_measurement
 

@@ -1,7 +1,7 @@
 """A suite from captured live traffic: each captured step becomes a task that replays it on every rung.
 
 ``advisor suite from-traffic --store URL [--since 7d] [--tenant T] --out DIR`` reads the steps the service
-captured (`advisor.service.capture`, table ``captured_steps``) and writes an ordinary suite:
+captured (`advisor.service.records.capture`, table ``captured_steps``) and writes an ordinary suite:
 
 - **one task per step**, in the class the service assigned (``unclassified`` when it assigned none), whose
   ``replay`` block holds the conversation up to the step as the service rendered it (tool results as they were

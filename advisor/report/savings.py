@@ -1,6 +1,6 @@
 """What routing saves on a team's own traffic, against honest baselines (``advisor savings``, the report's section).
 
-The window is the captured steps (`advisor.service.capture`) that a probe replayed on every rung (a suite from
+The window is the captured steps (`advisor.service.records.capture`) that a probe replayed on every rung (a suite from
 ``advisor suite from-traffic``, probed into the same store). Per step the probe's runs give, per rung, the share
 of runs usable and the mean cost of one attempt; each **arm** is then priced and scored on the same steps:
 

@@ -24,13 +24,13 @@ from advisor.ladder import load_ladder
 from advisor.probe.session import DEFAULT_LADDER, DEFAULT_SUITE, default_file
 from advisor.router.feedback.pointers import DatabasePointer, default_pointer
 from advisor.router.training.fit import fit_router, training_data_from_store
-from advisor.service.auth import ApiKey, KeyRing, key_hash, load_keys, new_key
-from advisor.service.config import load_config
-from advisor.service.recording import ingest, spool_for
-from advisor.service.reload import load_serving
-from advisor.service.runtime import SETTINGS_ENV, ServeSettings
-from advisor.service.session_costs import ANY_CLASS, cells_from_store
-from advisor.service.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
+from advisor.service.process.auth import ApiKey, KeyRing, key_hash, load_keys, new_key
+from advisor.service.process.config import load_config
+from advisor.service.records.recording import ingest, spool_for
+from advisor.service.routing.reload import load_serving
+from advisor.service.process.runtime import SETTINGS_ENV, ServeSettings
+from advisor.service.sessions.costs import ANY_CLASS, cells_from_store
+from advisor.service.process.supervision import PARENT_ENV, clean_stale_workdirs, watched_triton, workdir
 from advisor.store import LiveRecords, RunStore, is_database_url, open_store
 from advisor.store.protocols import duckdb_path, redact
 from advisor.triton.server import free_port, served_what
@@ -168,7 +168,7 @@ def serve(options: ServeOptions) -> None:
 
 
 def session_start_cells(config, ladder, store_path) -> tuple[dict, str | None]:
-    """The session figures `advisor serve` hands its workers (`advisor.service.session_costs.cells_from_store`),
+    """The session figures `advisor serve` hands its workers (`advisor.service.sessions.costs.cells_from_store`),
     read once from the DuckDB store at `store_path`, and the startup line that says what sessions start by."""
     sessions = config.sessions
     if not sessions.enabled or sessions.start != "cost_per_usable":
@@ -243,10 +243,10 @@ def _run_uvicorn(options: ServeOptions, port: int, deadline_s: float, max_header
     http = "h11"
     if _has("httptools"):
         # lazy: the protocol imports httptools, an optional dependency of uvicorn
-        from advisor.service.http_protocol import HTTP_PROTOCOL as http
+        from advisor.service.process.http_protocol import HTTP_PROTOCOL as http
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
-    uvicorn.run("advisor.service.app:create_app", factory=True, host=options.host, port=port,
+    uvicorn.run("advisor.service.http.app:create_app", factory=True, host=options.host, port=port,
                 workers=options.workers, loop="asyncio",  # uvloop measured no faster: docs/service-overhead.md
                 # httptools with the header-size (431) and read-time (408) limits; h11 bounds the head's size (400)
                 http=http, h11_max_incomplete_event_size=max_header_bytes,

@@ -1,6 +1,6 @@
 """Captured live steps (migration m013): how the service's capture records are added, and read back.
 
-A capture record is one line of a worker's spool (`advisor.service.capture`), ingested with the decisions and
+A capture record is one line of a worker's spool (`advisor.service.records.capture`), ingested with the decisions and
 attempts of the same request in one transaction. It is either a **step** (what the model saw and answered,
 redacted before it was written) or a **drop** (``dropped``: why a step was not kept). A step carries its
 tenant's bounds (``keep_steps``, ``keep_days``): when it is added, that tenant's steps older than ``keep_days``

@@ -62,7 +62,7 @@ class SessionQueries:
     def probe_run_turns(self, ladder_name: str) -> list[dict[str, Any]]:
         """Every scored fixed-rung baseline probe run of ladder `ladder_name`: class, rung, usable (overall at or
         above the run's bar) and its turns in order (action, arguments_json, observation, input and output
-        tokens): what `advisor.service.session_costs` replays the service's escalation rule over."""
+        tokens): what `advisor.service.sessions.costs` replays the service's escalation rule over."""
         rows = self._rows("""
             SELECT r.run_key, r.task_class, r.rung, r.overall >= r.bar AS usable, t.action, t.arguments_json,
                    t.observation, t.input_tokens, t.output_tokens

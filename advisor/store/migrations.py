@@ -165,7 +165,7 @@ def _m008_live_end_user(con) -> None:
 
 def _m009_sessions(con) -> None:
     """Agent sessions: per routing decision its session, step, the session's first rung and this step's
-    escalation ("reason from->to"); per attempt its session and step (`advisor.service.sessions`)."""
+    escalation ("reason from->to"); per attempt its session and step (`advisor.service.sessions.latch`)."""
     con.execute(
         """
         ALTER TABLE routing_decisions ADD COLUMN session_id VARCHAR;
@@ -181,7 +181,7 @@ def _m009_sessions(con) -> None:
 
 def _m010_shadow_decisions(con) -> None:
     """Shadow mode: per routing decision the candidate router's decision, recorded beside the serving one and not
-    applied (`advisor.service.shadow`)."""
+    applied (`advisor.service.routing.shadow`)."""
     con.execute(
         """
         ALTER TABLE routing_decisions ADD COLUMN shadow_version VARCHAR;

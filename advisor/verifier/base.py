@@ -19,7 +19,7 @@ from advisor.registry import Registry
 @dataclass
 class VerifiedText:
     """What a verifier reads of a reply: its final answer (None for a tool call) and its tool calls (name,
-    arguments). The service's `advisor.service.chat.Reply` carries both; a stored probe run is read into one.
+    arguments). The service's `advisor.service.api.chat.Reply` carries both; a stored probe run is read into one.
     A probe attempt also gives its whole `episode` (workspace, API log), which the task's checks read."""
 
     final: str | None

@@ -69,7 +69,7 @@ def split_by_time(rows: Sequence[dict[str, Any]], holdout: int) -> tuple[list[di
 
 
 def verifier_rates(config, store=None) -> dict[str, VerifierErrors]:
-    """Per class the verifier's error rates under the loaded service `config` (`advisor.service.config.load_config`):
+    """Per class the verifier's error rates under the loaded service `config` (`advisor.service.process.config.load_config`):
     measured by `advisor verifier measure` for this verifier when stored, else a judge verifier's last
     `advisor judge agreement`, else the config's."""
     out: dict[str, VerifierErrors] = {}

@@ -1,6 +1,6 @@
 """Where the promoted router is kept: a pointer file beside a DuckDB store, or a pointer row in PostgreSQL.
 
-Promotion (`advisor.router.feedback.promotion`) and the service's hot reload (`advisor.service.reload`) talk to one of
+Promotion (`advisor.router.feedback.promotion`) and the service's hot reload (`advisor.service.routing.reload`) talk to one of
 two objects with the same methods:
 
 - `FilePointer`: ``<store>.router/promoted.json`` and the artifacts copied beside it under their hash (one

@@ -4,7 +4,7 @@
 path, sha256 and router version. Promotion copies the candidate into the same folder under its hash
 (``<sha12>.json``/``.npz``, never overwritten), so a later edit of the candidate file cannot change what is
 served, and then replaces the pointer atomically (write + rename). ``advisor serve`` reads the pointer and
-watches it (`advisor.service.reload`). With a PostgreSQL store (``--store postgresql://...``) the pointer is a row
+watches it (`advisor.service.routing.reload`). With a PostgreSQL store (``--store postgresql://...``) the pointer is a row
 of that database and the artifacts are kept there by hash (`advisor.router.feedback.pointers`), so every replica of the
 service serves the same promoted router.
 
