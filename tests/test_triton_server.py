@@ -253,9 +253,11 @@ def test_started_inside_an_event_loop_no_thread_fails_after_the_loop_closes(monk
     async def start():
         return EmbeddedTriton(load_ladder(REPO / "ladders" / "demo.yaml")).start()
 
+    before = set(threading.enumerate())  # (another server's output thread, if any, runs until that one stops)
     server = asyncio.run(start())  # the loop closes here, the server runs on
     server.stop()
-    for thread in threading.enumerate():
+    for thread in set(threading.enumerate()) - before:
         if thread.name.startswith("STDOUT/ERR thread"):
             thread.join(timeout=30)
+            assert not thread.is_alive(), "the server's output thread outlived it"
     assert not failed, failed
