@@ -3,7 +3,8 @@
 #   make serve      # the OpenAI-compatible routing service on the embedded Triton (after make probe), with the
 #                   # README's config and key (ADVISOR_API_KEYS=sk-local-dev)
 #   make cpu-models # add the real CPU models of ladders/cpu.yaml (builds llama.cpp: about 5 min the first time)
-#   make test       # set up .venv with the cpu-models extra and run the whole test suite (starts its own tritonserver)
+#   make test       # set up .venv with the cpu-models extra and run the whole test suite in two workers (each starts
+#                   # its own tritonserver; TEST_WORKERS=0 for one process)
 #   make test-fast  # the same without the tests marked `slow` (fault injection, whole probes, timing tests)
 #   make checkov    # the Kubernetes manifests' policy checker, in its own venv (.venv-checkov; make test runs it)
 PYTHON ?= python3
@@ -70,11 +71,16 @@ ADVISOR_API_KEYS ?= sk-local-dev
 serve: setup
 	ADVISOR_API_KEYS=$(ADVISOR_API_KEYS) $(BIN)/advisor serve --config service.example.yaml
 
+# two pytest workers (pytest-xdist), each test file whole in one of them (its fixtures and order kept); each
+# worker starts its own tritonserver and PostgreSQL. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: setup cpu-models checkov
-	$(BIN)/python -m pytest -q --durations=30
+	$(PYTEST) --durations=30
 
 test-fast: setup checkov
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 clean:
 	rm -rf $(VENV) $(CHECKOV_VENV) advisor.duckdb advisor.duckdb.wal

@@ -15,10 +15,8 @@ from advisor.triton.server import clean_leaked
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _leftovers(pid: int) -> list[Path]:
-    from pytriton.constants import PYTRITON_HOME
-
-    return [*Path(PYTRITON_HOME).glob(f"advisor-{pid}-*"), *Path("/dev/shm").glob(f"pytrtion{pid}-*")]
+def _leftovers(pid: int, home: Path) -> list[Path]:
+    return [*home.glob(f"advisor-{pid}-*"), *Path("/dev/shm").glob(f"pytrtion{pid}-*")]
 
 
 def _children(pid: int) -> list[int]:
@@ -102,10 +100,24 @@ def test_clean_leaked_keeps_live_and_foreign_entries(tmp_path):
     assert [p.name for p in shm.iterdir()] == ["psm_123"]
 
 
-def _serving_triton() -> subprocess.Popen:
-    """`advisor triton serve` on the demo ladder in a child process, once it printed its ready line."""
+@pytest.fixture
+def home():
+    """A PyTriton home of the test's own, with a short path (PyTriton's socket paths in it must stay under the
+    kernel's 108 bytes, which pytest's tmp_path can pass)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="pt-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _serving_triton(home: Path) -> subprocess.Popen:
+    """`advisor triton serve` on the demo ladder in a child process, once it printed its ready line; its PyTriton
+    home is `home` (the tests' own: another test's server, starting meanwhile, cleans up after dead servers in the
+    shared one)."""
     code = f"from advisor.cli import main; main(['triton', 'serve', '--ladder', {str(REPO / 'ladders' / 'demo.yaml')!r}])"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTRITON_HOME": str(home)})
     deadline = time.monotonic() + 120
     for line in proc.stdout:
         if line.startswith("ready ") or time.monotonic() > deadline:
@@ -114,18 +126,21 @@ def _serving_triton() -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_killed_server_leftovers_are_removed_on_next_start():
+def test_killed_server_leftovers_are_removed_on_next_start(home, monkeypatch):
+    import pytriton.constants
+
     from advisor.ladder import load_ladder
     from advisor.triton.server import EmbeddedTriton
 
-    proc = _serving_triton()
+    monkeypatch.setattr(pytriton.constants, "PYTRITON_HOME", home)  # the next start below uses it too
+    proc = _serving_triton(home)
     try:
-        assert _leftovers(proc.pid), "a serving embedded Triton has its workspace under PYTRITON_HOME"
+        assert _leftovers(proc.pid, home), "a serving embedded Triton has its workspace under PYTRITON_HOME"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     time.sleep(1)
-    leaked = _leftovers(proc.pid)
+    leaked = _leftovers(proc.pid, home)
     assert leaked, "SIGKILL leaves the workspace behind (nothing to clean otherwise)"
     server = EmbeddedTriton(load_ladder(REPO / "ladders" / "demo.yaml")).start()
     try:
@@ -134,31 +149,29 @@ def test_killed_server_leftovers_are_removed_on_next_start():
         server.stop()
 
 
-def _model_copies(pid: int) -> list[Path]:
+def _model_copies(pid: int, home: Path) -> list[Path]:
     """The model copies tritonserver made in /tmp (``folderXXXXXX``) for the embedded Triton of process `pid`."""
-    from pytriton.constants import PYTRITON_HOME
-
     from advisor.triton.server import model_folders
 
-    return [f for f, w in model_folders(Path(PYTRITON_HOME)) if w.name.startswith(f"advisor-{pid}-")]
+    return [f for f, w in model_folders(home) if w.name.startswith(f"advisor-{pid}-")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_no_model_copy_or_shared_memory_outlives_the_server(how):
+def test_no_model_copy_or_shared_memory_outlives_the_server(how, home):
     """tritonserver copies every model loaded through its API into /tmp/folderXXXXXX (issue 38, case 16); the
     embedded Triton's models load from its workspace's repository at start, so it makes none. A clean SIGTERM
     leaves neither the workspace nor shared memory; after a SIGKILL they stay until the next start's clean_leaked
     (run here directly) removes them, and only them."""
-    proc = _serving_triton()
+    proc = _serving_triton(home)
     try:
-        assert _leftovers(proc.pid), "a serving embedded Triton has its workspace under PYTRITON_HOME"
-        assert not _model_copies(proc.pid), "the models load from the workspace, not from copies in /tmp"
+        assert _leftovers(proc.pid, home), "a serving embedded Triton has its workspace under PYTRITON_HOME"
+        assert not _model_copies(proc.pid, home), "the models load from the workspace, not from copies in /tmp"
     finally:
         proc.send_signal(how)
         proc.wait(timeout=60)
     if how == signal.SIGKILL:
         time.sleep(1)
-        assert _leftovers(proc.pid), "SIGKILL leaves them behind (nothing to clean otherwise)"
-        clean_leaked()
-    assert not _model_copies(proc.pid) and not _leftovers(proc.pid), _leftovers(proc.pid)
+        assert _leftovers(proc.pid, home), "SIGKILL leaves them behind (nothing to clean otherwise)"
+        clean_leaked(home)
+    assert not _model_copies(proc.pid, home) and not _leftovers(proc.pid, home), _leftovers(proc.pid, home)
