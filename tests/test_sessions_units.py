@@ -123,6 +123,23 @@ def test_the_latch_store_keeps_at_most_max_sessions(tmp_path):
     store.close()
 
 
+def test_a_first_step_is_put_without_a_read_and_counts_toward_the_bound(tmp_path):
+    """`put` (a session's first step) writes whatever was there, in one statement, and keeps the bound `update`
+    keeps."""
+    from advisor.service.sessions.latch import SessionState
+    from advisor.store.latches import LatchStore
+
+    store = LatchStore(tmp_path / "latch.sqlite", SessionState, max_sessions=100)
+    store.put("s0", SessionState("nano-12b", "nano-12b", None))
+    assert store.put("s0", SessionState("nano-30b", "nano-30b", "x")).rung == "nano-30b"
+    assert (store.get("s0").rung, store.get("s0").task_class) == ("nano-30b", "x")
+    for i in range(1, 250):
+        store.put(f"s{i}", SessionState("nano-12b", "nano-12b", None))
+    assert store._con.execute("SELECT count(*) FROM sessions").fetchone()[0] == 100
+    assert store.get("s149") is None and store.get("s249") is not None
+    store.close()
+
+
 @pytest.mark.parametrize("result", [
     "An error occurred while running the tool. Please try again. Error: timeout",  # OpenAI Agents SDK default
     '{"error": "file not found"}', '  {"error": {"code": 404}}',  # a tool's JSON error

@@ -68,6 +68,10 @@ class FallbackLatches:
         self._used_local = True
         return self.local.update(sid, change)
 
+    def put(self, sid: str, state: Any) -> Any:
+        """Write a session's state whatever it was before (a session's first step), where `update` would."""
+        return self.update(sid, lambda old: state)
+
     def get(self, sid: str) -> Any:
         """A session's state, from the primary when it answers (the newer one if it also moved locally)."""
         primary = self._try()

@@ -64,28 +64,46 @@ class LatchStore:
                     old = self.state_type(**json.loads(row[0]))
                 new = change(old)
                 if new is not None:
-                    new.updated = time.time()
-                    con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)",
-                                [sid, json.dumps(new.__dict__), new.updated])
-                    if row is None:
-                        self._new += 1
-                        if self._new % self._trim_every == 0:
-                            self._evict(con)
-                    self._writes += 1
-                    if self._writes % 1000 == 0:
-                        con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
+                    self._write(con, sid, new, fresh=row is None)
                 con.execute("COMMIT")
             except sqlite3.OperationalError as exc:  # the disk is full, or the file cannot be written
                 if con.in_transaction:
                     con.execute("ROLLBACK")
-                self._failed = (time.monotonic(), f"cannot write the session latch {self.path}: {exc}")
-                raise StoreError(self._failed[1]) from None
+                raise self._failure(exc) from None
             except BaseException:
                 if con.in_transaction:
                     con.execute("ROLLBACK")
                 raise
             self._failed = None
             return new
+
+    def put(self, sid: str, state: Any) -> Any:
+        """Write a session's state whatever it was before (a session's first step): one statement, no read."""
+        with self._lock:
+            try:
+                self._write(self._con, sid, state, fresh=True)
+            except sqlite3.OperationalError as exc:
+                raise self._failure(exc) from None
+            self._failed = None
+            return state
+
+    def _write(self, con, sid: str, state: Any, fresh: bool) -> None:
+        """Write `state` (stamped now); a `fresh` session counts toward the eviction's check, every write toward
+        the expiry's."""
+        state.updated = time.time()
+        con.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)", [sid, json.dumps(state.__dict__), state.updated])
+        if fresh:
+            self._new += 1
+            if self._new % self._trim_every == 0:
+                self._evict(con)
+        self._writes += 1
+        if self._writes % 1000 == 0:
+            con.execute("DELETE FROM sessions WHERE updated < ?", [time.time() - self.ttl_s])
+
+    def _failure(self, exc: Exception) -> StoreError:
+        """The error of a write that failed (the disk is full, or the file cannot be written), noted for `trouble`."""
+        self._failed = (time.monotonic(), f"cannot write the session latch {self.path}: {exc}")
+        return StoreError(self._failed[1])
 
     def trouble(self, within_s: float = 5.0) -> str | None:
         """Why the last write failed, when it did within `within_s` and none has worked since, else None."""

@@ -96,6 +96,10 @@ class PgLatchStore:
             raise StoreError(f"{self.path}: session latch {sid[:80]!r} changed by other replicas {RETRIES} times "
                              "in a row while this step tried to write it")
 
+    def put(self, sid: str, state: Any) -> Any:
+        """Write a session's state whatever it was before (a session's first step)."""
+        return self.update(sid, lambda old: state)
+
     def get(self, sid: str) -> Any:
         """A session's state (None when unknown or expired); the version read serves the next `update`."""
         with self._lock:

@@ -51,7 +51,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
             return True
         session_start(rt, req, plan)
         first = SessionState(plan.chain[0], plan.chain[0], plan.task_class)
-        store.update(lid, lambda old: first)
+        store.put(lid, first)
         plan.session = SessionStep(sid, source, 1, first.start_rung, first=True, tenant=tenant)
         rt.session_metrics.count_step(plan.session, first.rung, None)
         return True
@@ -202,7 +202,7 @@ def own_latch(rt, plan, s: SessionStep, call_ids: list[str]) -> None:
     so that a concurrent run that opened the same way has a latch of its own."""
     first = SessionState(plan.chain[0], s.start_rung, plan.task_class)
     s.session_id = continued_id(s.session_id, call_ids)
-    rt.latches.update(s.latch_key, lambda old: first)
+    rt.latches.put(s.latch_key, first)
 
 
 # ----------------------------------------------------------------------------------------------- records
