@@ -96,6 +96,19 @@ def test_a_broken_step_is_never_a_reference_and_duplicates_are_one_task(tmp_path
     assert {t.task_class for t in loaded.tasks} == {"agent", "checked", "answers"}
 
 
+def test_several_tenants_are_mixed_in_one_suite_only_when_asked(tmp_path):
+    from advisor.errors import ConfigError
+    from advisor.importers.traffic import suite_from_traffic
+
+    with Store.open(tmp_path / "s.duckdb") as store:
+        store.add_live([], [], [step("dec_a1", tenant="A"), step("dec_b1", tenant="B")])
+        with pytest.raises(ConfigError, match=r"2 tenants \(A, B\): give --tenant NAME .* or --all-tenants"):
+            suite_from_traffic(store, tmp_path / "out", heldout=0.0)
+        assert not (tmp_path / "out").exists()
+        assert suite_from_traffic(store, tmp_path / "a", tenant="A", heldout=0.0).tenants == ["A"]
+        assert suite_from_traffic(store, tmp_path / "ab", heldout=0.0, all_tenants=True).tenants == ["A", "B"]
+
+
 def test_with_judge_a_final_answer_is_judged_against_the_served_one(tmp_path):
     from advisor.importers.traffic import JUDGE_RUBRIC, suite_from_traffic
 

@@ -159,6 +159,8 @@ def from_traffic_cmd(
     = None,
     tenant: Annotated[Optional[str], typer.Option("--tenant", help="Only this tenant's steps (the key's name; "
                                                   "'default' without keys).")] = None,
+    all_tenants: Annotated[bool, typer.Option("--all-tenants", help="Without --tenant, mix the steps of several "
+                                              "tenants in one suite (refused otherwise).")] = False,
     config: Annotated[Optional[Path], typer.Option("--config", exists=True, dir_okay=False, help="The service "
                                                    "config: its classes' verifiers check the steps.")] = None,
     heldout: Annotated[float, typer.Option("--heldout", min=0.0, max=1.0, help="Share of sessions written to "
@@ -177,7 +179,7 @@ def from_traffic_cmd(
     cfg = load_config(config) if config is not None else None
     with open_store(store, read_only=True, role=LiveRecords) as s:
         summary = suite_from_traffic(s, out, since=since_time(since), tenant=tenant, service_config=cfg,
-                                     heldout=heldout, name=name, judge_finals=judge)
+                                     heldout=heldout, name=name, judge_finals=judge, all_tenants=all_tenants)
     for line in summary.lines():
         typer.echo(line)
     if summary.tasks.get("suite"):

@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from advisor.errors import ConfigError
 from advisor.importers import register_importer
 from advisor.verifier.build import TOOL_STEP_CHECKS
 from advisor.yamlio import dump_yaml
@@ -135,16 +136,23 @@ def _stamp(value: Any) -> str | None:
 @register_importer("traffic", produces="suite")
 def suite_from_traffic(store, out: str | Path, *, since: datetime | None = None, tenant: str | None = None,
                        service_config=None, heldout: float = HELDOUT, name: str | None = None,
-                       judge_finals: bool = False) -> TrafficSummary:
+                       judge_finals: bool = False, all_tenants: bool = False) -> TrafficSummary:
     """Write the suite of the steps `store` captured (of `tenant`, since `since`) to folder `out` (see the module
     docstring); `service_config` (a `ServiceConfig`) gives the classes' verifiers; with `judge_finals` a final
-    answer is checked by the ladder's judge against the served answer instead of by equal text."""
+    answer is checked by the ladder's judge against the served answer instead of by equal text. Without a
+    `tenant`, steps of several tenants are mixed in one suite only with `all_tenants` (ConfigError otherwise: one
+    team's conversations would become tasks another team's probe and report show)."""
     out = Path(out)
     rows = store.captured_steps(tenant=tenant, since=since)
+    tenants = sorted({r["tenant"] for r in rows})
+    if tenant is None and len(tenants) > 1 and not all_tenants:
+        raise ConfigError(f"the captured steps are of {len(tenants)} tenants ({', '.join(tenants[:10])}"
+                          f"{', ...' if len(tenants) > 10 else ''}): give --tenant NAME for one tenant's suite, or "
+                          f"--all-tenants to mix them in one")
     summary = TrafficSummary(out, steps=len(rows))
     if rows:
         summary.first, summary.last = _stamp(rows[0]["created_at"]), _stamp(rows[-1]["created_at"])
-    summary.tenants = sorted({r["tenant"] for r in rows})
+    summary.tenants = tenants
     left, seen = Counter(), set()
     splits: dict[str, list[dict[str, Any]]] = {"suite": [], "heldout": []}
     for row in sorted(rows, key=lambda r: (not r["reference_ok"], r["created_at"], r["decision_id"])):
