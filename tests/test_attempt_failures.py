@@ -51,10 +51,7 @@ class _Endpoint:
                     self._send(json.dumps({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
                                            "usage": usage}).encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.url = _serve(Handler)
 
     def close(self):
         self.server.shutdown()
@@ -97,6 +94,22 @@ def _plan(rt):
     return RequestPlan("dec_test", "hi", None, "given", "cascade", "single", names[:2], 1, None, names)
 
 
+def _buffered(rt):
+    """The outcome of a buffered ``hi`` through the service's walk of `_plan`."""
+    from advisor.service.api.parse import parse_request
+    from advisor.service.routing.dispatch import run
+
+    req = parse_request({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}, {})
+
+    async def go():
+        try:
+            return await run(rt, req, _plan(rt))
+        finally:
+            await rt.client_for.close()
+
+    return asyncio.run(go())
+
+
 def _assert_timeout_then_failover(rt, attempts):
     slow = rt.ladder.rungs[0].name
     assert attempts[0].rung == slow and attempts[0].error.startswith("timeout: ") and attempts[0].failover
@@ -107,19 +120,8 @@ def _assert_timeout_then_failover(rt, attempts):
 
 
 def test_an_openai_rung_that_times_out_is_a_timeout_attempt(tmp_path, endpoints):
-    from advisor.service.routing.dispatch import run
-    from advisor.service.api.parse import parse_request
-
     rt = _runtime(tmp_path, *endpoints)
-    req = parse_request({"model": "auto", "messages": [{"role": "user", "content": "hi"}]}, {})
-
-    async def go():
-        try:
-            return await run(rt, req, _plan(rt))
-        finally:
-            await rt.client_for.close()
-
-    out = asyncio.run(go())
+    out = _buffered(rt)
     assert out.status == 200 and out.rung == rt.ladder.rungs[1].name and out.reply.content == "hello"
     _assert_timeout_then_failover(rt, out.attempts)
     assert out.attempts[1].error is None and out.attempts[1].input_tokens == 7
@@ -146,3 +148,86 @@ def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attem
     opened = asyncio.run(go())
     assert opened[0] == rt.ladder.rungs[1].name and opened[1].text == "hello"
     _assert_timeout_then_failover(rt, out.attempts)
+
+
+def _serve(handler) -> tuple[ThreadingHTTPServer, str]:
+    """`handler` served on a free loopback port in a thread: the server and its ``/v1`` URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+class _Breaking(_Endpoint):
+    """An OpenAI-compatible endpoint whose stream sends one token, then its connection ends mid-body."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["content-length"]))
+                piece = f"data: {json.dumps({'choices': [{'delta': {'content': 'hel'}, 'finish_reason': None}]})}\n\n"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", "100000")  # promised, never sent
+                self.end_headers()
+                self.wfile.write(piece.encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+        self.server, self.url = _serve(Handler)
+
+
+def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_stream_too(tmp_path, endpoints):
+    """A relayed stream's attempt has its tokens and cost, its call and its result counted (as a buffered
+    attempt's are); a rung whose stream breaks after its first token is a ``stream broke`` attempt, the client
+    gets an error event, and the failed call is counted."""
+    from advisor.service.api.parse import parse_request
+    from advisor.service.http.streaming import open_stream, relay
+    from advisor.service.routing.attempts import Outcome
+
+    breaking = _Breaking()
+    try:
+        rt = _runtime(tmp_path, breaking, endpoints[1])
+        req = parse_request({"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, {})
+        first, second = (r.name for r in rt.ladder.rungs[:2])
+
+        async def streamed(rung: str):
+            plan = _plan(rt)
+            plan.chain, plan.mode = [rung], "pinned"
+            out = Outcome(plan, [])
+            opened = await open_stream(rt, req, plan, out, time.monotonic() + 30)
+            events = [e async for e in relay(rt, req, out, opened, "chatcmpl-x", 0)]
+            await opened[2].aclose()
+            return out, b"".join(events).decode()
+
+        async def go():
+            try:
+                return await streamed(second), await streamed(first)
+            finally:
+                await rt.client_for.close()
+
+        (whole, sent), (broken, cut) = asyncio.run(go())
+    finally:
+        breaking.close()
+    done = whole.attempts[-1]
+    assert (whole.status, whole.rung, whole.verdict, whole.reply.content) == (200, second, "unverified", "hello")
+    assert done.error is None and done.input_tokens == 7 and done.cost_usd > 0 and '"hello"' in sent
+    assert broken.status == 502 and broken.attempts[-1].error.startswith("stream broke") and "rung_failed" in cut
+    text = rt.metrics.render()[0].decode()
+    assert f'advisor_attempts_total{{result="error",rung="{first}",simulated="false"}} 1.0' in text, text
+    assert f'rung="{second}"' in text and "unverified" in text
+
+
+def test_an_answer_whose_connection_ends_before_its_body_is_a_down_attempt_and_failed_over(tmp_path, endpoints):
+    breaking = _Breaking()
+    try:
+        rt = _runtime(tmp_path, breaking, endpoints[1])
+        out = _buffered(rt)
+    finally:
+        breaking.close()
+    assert out.status == 200 and out.rung == rt.ladder.rungs[1].name and out.reply.content == "hello"
+    assert out.attempts[0].error.startswith("down: ") and "broke off its answer" in out.attempts[0].error
+    assert out.attempts[0].failover

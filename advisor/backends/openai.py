@@ -143,6 +143,11 @@ class OpenAIBackend:
         kind = FailureKind.OVERLOADED if status == 429 else FailureKind.DOWN
         return BackendFailure(f"{self._where()} answered HTTP {status}: {detail}", kind)
 
+    def _broke_off(self, exc: Exception) -> BackendFailure:
+        """The failure of an answer whose connection ended before its body did (a ``down`` rung)."""
+        return BackendFailure(f"{self._where()} broke off its answer: {type(exc).__name__} "
+                              f"{self._clean(str(exc))}".rstrip(), FailureKind.DOWN)
+
     async def _post(self, path: str, body: dict, model: str, bounds: Bounds):
         """POST with retries on 429/5xx and dropped connections (`advisor.backends.retry`), each within `bounds`;
         returns the open response of a 2xx answer (the caller reads its body within the bounds and closes it)."""
@@ -256,6 +261,8 @@ class OpenAIBackend:
         response = await self._open(body, model, bounds)
         try:
             raw = await read_body(response, bounds, self._where())
+        except httpx.TransportError as exc:
+            raise self._broke_off(exc) from None
         finally:
             await closed(response)
         try:
@@ -284,6 +291,8 @@ class OpenAIBackend:
                     yield part
             finally:
                 await closed(response)
+        except httpx.TransportError as exc:
+            raise self._broke_off(exc) from None
         except asyncio.TimeoutError:
             raise GenerationTimeout(f"generation on {self._where()} timed out after {limit:g}s "
                                     f"(streamed; no chunk for {min(limit, self.timeout_s):g}s, or not done)") from None

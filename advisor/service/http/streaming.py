@@ -19,10 +19,10 @@ from typing import AsyncIterator
 
 from starlette.responses import StreamingResponse
 
-from advisor.backends import BackendError
+from advisor.backends import BackendError, Try
 from advisor.redaction import without_urls
-from advisor.service.routing.attempts import (Attempt, AttemptError, Outcome, RequestPlan, fill_attempt, generation_args,
-                                      recorded, unanswered, walk_plan)
+from advisor.service.routing.attempts import (Attempt, AttemptError, Outcome, RequestPlan, deliver, generation_args,
+                                              recorded, settle, unanswered, walk_plan)
 from advisor.service.api.chat import chat_inputs, parse_reply, render_prompt, stream_shown
 from advisor.service.http.response import DONE, chunk, conclude, finish, headers_of, sse, usage_of
 
@@ -77,15 +77,16 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
     except BackendError as exc:
         attempt.fail(AttemptError.STREAM_BROKE, str(exc))
         attempt.latency_s = time.perf_counter() - started
+        rt.metrics.count_call(attempt, rt.simulated(rung))
         out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {without_urls(str(exc))}"
         yield sse({"error": {"message": out.error, "type": "server_error", "param": None, "code": "rung_failed"}})
         return
-    attempt.latency_s = time.perf_counter() - started
-    fill_attempt(attempt, model, rt.client_for(model).result(model.model_id, prompt, collected, attempt.latency_s))
-    rt.metrics.count_call(attempt, rt.simulated(rung))
-    rt.metrics.count_result(rung, out.plan.task_class, "unverified", rt.simulated(rung))
+    # the ended stream is recorded, counted and settled as every mode's attempt is (`recorded`, `settle`)
+    latency_s = time.perf_counter() - started
+    result = rt.client_for(model).result(model.model_id, prompt, collected, latency_s)
+    attempt = out.attempts[-1] = recorded(rt, Try(rung, 1, answer=result, latency_s=latency_s), model, result)
     reply = parse_reply(model, text, req)
-    out.reply, out.rung, out.verdict = reply, rung, "unverified"
+    deliver(out, rung, reply, await settle(rt, out.plan, attempt, reply))
     if reply.content and len(reply.content) > sent and reply.content.startswith(shown[:sent]):
         yield sse(chunk(cid, created, rung, {"content": reply.content[sent:]}))
     if reply.tool_calls:
