@@ -4,6 +4,8 @@ stop and restart) is tests/test_replicas.py."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 from advisor.errors import StoreError
@@ -57,6 +59,7 @@ def test_steps_go_on_locally_while_the_primary_is_away_and_the_newer_state_wins_
     assert primary.closed == 1
     primary.down = False
     assert latches.get("s").rung == "large", "the escalation made during the outage is not undone"
+    _until(lambda: not latches.primary_away())  # reopened in a thread of its own
     kept = latches.update("s", lambda old: old)
     assert kept.rung == "large" and primary.inner.get("s").rung == "large"
     assert latches.trouble() is None and len(opened) == 2
@@ -91,4 +94,35 @@ def test_readiness_sees_the_primary_back_without_a_step(tmp_path):
     latches.update("s", lambda old: State("small"))
     assert "cannot connect" in (latches.trouble() or "")
     primary.down = False
-    assert latches.trouble() is None
+    _until(lambda: latches.trouble() is None)
+
+
+def test_a_step_never_waits_for_the_primary_to_connect(tmp_path):
+    """An unreachable host holds a connection for its whole timeout: the primary is opened again in a thread, and
+    the steps meanwhile go to the stand-by at once."""
+    primary = Flaky(tmp_path / "primary.sqlite")
+    slow = threading.Event()
+
+    def open_primary():
+        if slow.is_set():
+            time.sleep(3)  # a connect to a host that does not answer
+        if primary.down:
+            raise StoreError("postgresql://x/db: cannot connect to PostgreSQL (timeout expired)")
+        return primary
+
+    latches = FallbackLatches(open_primary, LatchStore(tmp_path / "local.sqlite", State), retry_s=0.0)
+    primary.down = True
+    slow.set()
+    began = time.monotonic()
+    for i in range(5):
+        assert latches.update(f"s{i}", lambda old: State("small")).rung == "small"
+    assert time.monotonic() - began < 1.0, "a step waited for the connection"
+    assert latches.primary_away() and "cannot connect" in (latches.trouble() or "")
+    latches.close()
+
+
+def _until(condition, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.02)

@@ -4,8 +4,9 @@ With a PostgreSQL store the session latch lives in the database (`advisor.store.
 by every replica. When the database cannot be reached (stopped, restarting, refusing the password), the
 service's records wait in the spool and its answers go on; the latch does the same: the step is latched in this
 host's SQLite file (`advisor.store.latches.LatchStore`, beside the spool) and `trouble()` says why, so `/readyz`
-reports "degraded". The database is tried again after `retry_s`, not on every step (a connection attempt can
-take seconds). Once it answers again, a session that moved during the outage keeps the newer of the two states
+reports "degraded". The database is tried again after `retry_s`, not on every step, and in a thread of its own
+(a connection to an unreachable host waits its whole timeout: a step, on the event loop, never waits for it; steps
+go to the stand-by meanwhile). Once it answers again, a session that moved during the outage keeps the newer of the two states
 (by their ``updated`` clock), so an escalation made on the stand-by is not undone.
 """
 
@@ -27,22 +28,36 @@ class FallbackLatches:
         self._down: tuple[float, str] | None = None  #: (when, why) the primary last failed, until it works again
         self._used_local = False  #: some session was latched locally: reconcile with the primary on each step
         self._lock = threading.Lock()
-        self._try()
+        self._opening = False  #: a thread is opening the primary now
+        self._closed = False
+        self._open()  # at start, in the caller's thread: the service starts on the primary when it answers
 
     def _try(self) -> Any:
-        """The primary, or None while it is down (opened again once `retry_s` passed since its last failure)."""
+        """The primary, or None while it is down; once `retry_s` has passed since its last failure, a thread opens
+        it again (and this returns None: the step goes to the stand-by)."""
         with self._lock:
             if self._primary is not None:
                 return self._primary
-            if self._down is not None and time.monotonic() - self._down[0] < self.retry_s:
+            if self._opening or (self._down is not None and time.monotonic() - self._down[0] < self.retry_s):
                 return None
-            try:
-                self._primary = self._open_primary()
-            except StoreError as exc:
-                self._down = (time.monotonic(), str(exc))
-                return None
-            self._down = None
-            return self._primary
+            self._opening = True
+        threading.Thread(target=self._open, name="latch-primary", daemon=True).start()
+        return None
+
+    def _open(self) -> None:
+        """Open the primary; noted as down (with why) when that fails."""
+        try:
+            primary = self._open_primary()
+        except StoreError as exc:
+            with self._lock:
+                self._down, self._opening = (time.monotonic(), str(exc)), False
+            return
+        with self._lock:
+            self._opening = False
+            if not self._closed:
+                self._primary, self._down = primary, None
+                return
+        primary.close()  # opened after `close`
 
     def _failed(self, exc: Exception) -> None:
         with self._lock:
@@ -93,7 +108,7 @@ class FallbackLatches:
     def trouble(self, within_s: float = 5.0) -> str | None:
         """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure. While
         the primary is away it is tried again here once `retry_s` has passed, so `/readyz`'s poll sees it back
-        within `retry_s` of its return, with no step needed."""
+        within `retry_s` (and a connection's time) of its return, with no step needed."""
         down = self._down
         if down is not None and self._try() is None:
             return self._down[1] if self._down is not None else down[1]
@@ -101,8 +116,11 @@ class FallbackLatches:
 
     def close(self) -> None:
         """Close both."""
-        if self._primary is not None:
-            self._primary.close()
+        with self._lock:
+            self._closed = True
+            primary, self._primary = self._primary, None
+        if primary is not None:
+            primary.close()
         self.local.close()
 
 
