@@ -42,3 +42,44 @@ def test_an_old_response_reads_as_unknown(make):
         assert store.get("a", "resp_old") is None
     finally:
         store.close()
+
+
+def test_a_database_away_costs_one_wait_then_calls_fail_at_once_until_it_is_back(postgres_server, monkeypatch):
+    """A connection to a database that does not answer waits its timeout; the service's requests meet that wait
+    once: later calls fail at once, the next connection is made in a thread once `retry_s` has passed, and calls
+    work again when it is made."""
+    import advisor.store.responses as responses
+    from advisor.errors import StoreError
+
+    real, away, tries = responses.connect, [True], []
+
+    def connect(url):
+        tries.append(time.monotonic())
+        if away[0]:
+            time.sleep(1.0)  # a host that does not answer
+            raise StoreError("postgresql://x/db: cannot connect to PostgreSQL (timeout expired)")
+        return real(url)
+
+    monkeypatch.setattr(responses, "connect", connect)
+    store = PgResponses(postgres_server.new_database("responses_away"), ttl_s=3600, max_bytes=2048, max_responses=5)
+    store.retry_s = 0.0
+    try:
+        with pytest.raises(StoreError, match="timeout expired"):
+            store.get("a", "resp_1")  # the one wait
+        began = time.monotonic()
+        for _ in range(20):
+            with pytest.raises(StoreError, match="timeout expired"):
+                store.get("a", "resp_1")
+        assert time.monotonic() - began < 0.5, "a call waited for a connection"
+        away[0] = False
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert store.put("a", "resp_1", {"i": 1}) and store.get("a", "resp_1") == {"i": 1}
+                break
+            except StoreError:
+                assert time.monotonic() < deadline, "the database never came back"
+                time.sleep(0.05)
+        assert len(tries) >= 3
+    finally:
+        store.close()

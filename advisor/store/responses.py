@@ -110,18 +110,50 @@ class PgResponses(_Responses):
     _evict_sql = (f"DELETE FROM {TABLE} WHERE (tenant, id) IN (SELECT tenant, id FROM {TABLE} ORDER BY created DESC "
                   "OFFSET ?)")
 
+    retry_s = 5.0  #: after a failed connection, how long calls fail at once before one is tried again
+
     def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int):
         super().__init__()
         self.path, self.ttl_s, self.max_bytes, self.max_responses = redact(url), ttl_s, max_bytes, max_responses
         self._url = url
         self._con: Any = None  #: connected on first use: a database that is away at start stops nothing
+        self._down: tuple[float, str] | None = None  #: (when, why) the last connection failed, until one works
+        self._opening = False  #: a thread is connecting now
+        self._state = threading.Lock()  #: guards the three above (`_exec` runs under the instance's lock)
 
     def _connected(self):
-        if self._con is None or self._con.closed or self._con.broken:
-            self._con = connect(self._url)  # StoreError when the database cannot be reached
-            self._con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
-                              "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
+        """The open connection. After a failed one, calls fail at once (StoreError) and the next connection is
+        made in a thread of its own once `retry_s` has passed: a request, on the event loop, waits for at most
+        the one connection that found the database away, never one per request."""
+        if self._con is not None and not (self._con.closed or self._con.broken):
+            return self._con
+        with self._state:
+            down = self._down
+            if down is not None:
+                if not self._opening and time.monotonic() - down[0] >= self.retry_s:
+                    self._opening = True
+                    threading.Thread(target=self._connect, name="responses-db", daemon=True).start()
+                raise StoreError(down[1])
+        self._connect()
+        if self._down is not None:
+            raise StoreError(self._down[1])
         return self._con
+
+    def _connect(self) -> None:
+        # heavy dependency, imported on use: psycopg
+        import psycopg
+
+        try:
+            con = connect(self._url)  # StoreError when the database cannot be reached
+            con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
+                        "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
+        except (StoreError, psycopg.Error) as exc:
+            with self._state:
+                why = str(exc) if isinstance(exc, StoreError) else f"{self.path}: {str(exc).strip()[:300]}"
+                self._down, self._opening = (time.monotonic(), why), False
+            return
+        with self._state:
+            self._con, self._down, self._opening = con, None, False
 
     def _exec(self, sql: str, params: list[Any]):
         """One statement (``?`` as psycopg's ``%s``); a connection lost (the database restarted) is reopened once;
