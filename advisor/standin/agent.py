@@ -30,7 +30,10 @@ from advisor.suite import load_suite
 def known_tasks(path: str | Path) -> tuple[Any, ...]:
     """The tasks of the suite at `path` a stand-in acts on (a captured live step is answered as live traffic was:
     tooluse, generic). Read once per version of the suite file: every rung of a ladder knows the same suites."""
-    stat = Path(path).stat()
+    try:
+        stat = Path(path).stat()
+    except OSError:  # load_suite says what is wrong with the path
+        return _known_tasks(str(path), -1, -1)
     return _known_tasks(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
 
 
