@@ -83,3 +83,18 @@ def test_a_database_away_costs_one_wait_then_calls_fail_at_once_until_it_is_back
         assert len(tries) >= 3
     finally:
         store.close()
+
+
+def test_a_continuation_while_they_cannot_be_read_is_a_503_that_names_no_address():
+    from advisor.errors import StoreError
+    from advisor.service.api.request import RequestError
+    from advisor.service.http.responses import previous_messages
+
+    class Away:
+        def get(self, tenant, rid):
+            raise StoreError("postgresql://advisor@db.internal:5432/advisor: cannot connect to PostgreSQL (timeout)")
+
+    with pytest.raises(RequestError) as refused:
+        previous_messages("resp_1", Away(), "a")
+    assert (refused.value.status, refused.value.code) == (503, "store_unavailable")
+    assert "db.internal" not in str(refused.value) and "cannot connect" in str(refused.value)

@@ -87,7 +87,8 @@ def create_app(settings=None):
         try:
             found = rt.responses.get(tenant, rid) if rt.responses is not None else None
         except StoreError as exc:  # the database that keeps them is away
-            return error_response(503, f"stored responses cannot be read now: {exc}", kind="service_unavailable",
+            return error_response(503, f"stored responses cannot be read now: {without_urls(str(exc))}",
+                                  kind="service_unavailable",
                                   code="store_unavailable", headers={"retry-after": "5"})
         if found is None:
             return error_response(404, f"No response found with id {rid!r}.", param="response_id", code="not_found")

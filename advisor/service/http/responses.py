@@ -36,6 +36,7 @@ from typing import Any
 from starlette.responses import StreamingResponse
 
 from advisor.errors import StoreError
+from advisor.redaction import without_urls
 from advisor.service.api.limits import check_depth, check_labels, check_tools
 from advisor.service.api.request import RequestError, schema_cached
 from advisor.service.api.parse import decode_body, parse_request
@@ -187,7 +188,7 @@ async def parse_responses(raw: bytes, headers, limits, stored=None, tenant: str 
 
 def previous_messages(rid: Any, stored, tenant: str) -> list[dict[str, Any]]:
     """The conversation of the stored response `rid` (RequestError: 400 when nothing is kept or `rid` is no
-    string, 404 when this tenant has no such response)."""
+    string, 404 when this tenant has no such response, 503 when they cannot be read now)."""
     if rid is None:
         return []
     if not isinstance(rid, str):
@@ -197,7 +198,11 @@ def previous_messages(rid: Any, stored, tenant: str) -> list[dict[str, Any]]:
         raise RequestError("previous_response_id: this service keeps no responses (responses: {store: false} in its "
                            "config); send the whole conversation as input", param="previous_response_id",
                            code="unsupported_parameter")
-    record = stored.get(tenant, rid)
+    try:
+        record = stored.get(tenant, rid)
+    except StoreError as exc:  # the database that keeps them is away: the client may retry
+        raise RequestError(f"stored responses cannot be read now: {without_urls(str(exc))}", status=503,
+                           param="previous_response_id", code="store_unavailable", kind="service_unavailable") from None
     if record is None:
         raise RequestError(f"Previous response with id {rid!r} not found.", status=404,
                            param="previous_response_id", code="previous_response_not_found")
