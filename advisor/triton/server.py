@@ -234,14 +234,12 @@ class EmbeddedTriton:
                     self.stop()
                     raise
                 self._llamas.append(server)
-                triton.bind(model_name=model.triton_model,
-                            infer_func=llama_model.infer_function(server),
+                triton.bind(model_name=model.triton_model, infer_func=llama_model.infer_function(server),
                             inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
                 continue
             respond = standin_responder(model, self.suite_paths)
             latency_s = model.standin.latency_ms / 1000.0 if model.standin else 0.0
-            infer = infer_function(respond, latency_s, self._executor)
-            triton.bind(model_name=model.triton_model, infer_func=infer,
+            triton.bind(model_name=model.triton_model, infer_func=infer_function(respond, latency_s, self._executor),
                         inputs=inputs, outputs=outputs, config=ModelConfig(decoupled=True, batching=False))
         self._triton = triton
         try:
@@ -377,7 +375,7 @@ def _quiet_triton_class():
 
     class QuietTriton(Triton):
         """PyTriton's Triton with the server's stdout echo switchable (kept in memory for error messages), and its
-        models cleaned side by side."""
+        models cleaned side by side (`SideBySideModelManager`)."""
 
         def __init__(self, *, verbose: bool = False, **kwargs):
             self._echo = verbose
@@ -396,41 +394,21 @@ def _side_by_side_manager_class():
     from pytriton.models.manager import ModelManager
 
     class SideBySideModelManager(ModelManager):
-        """PyTriton's model manager, cleaning its models at once once the server has stopped.
+        """PyTriton's model manager, cleaning its models side by side.
 
-        PyTriton joins each model's threads one after another (up to 0.8 s each: three of a four-model stop's
-        four seconds); the joins are independent.
+        `Triton.stop` stops the server before it cleans the models, so there is nothing to unload; what is left is
+        joining each model's threads, which PyTriton does one after another (up to 0.8 s each: three of a
+        four-model stop's four seconds), and the joins are independent.
         """
 
         def clean(self) -> None:
-            if _server_live(self._triton_url):
-                super().clean()  # unloads each model from the live server: PyTriton's own order
-                return
-            _all_at_once(lambda model: model.clean(), list(self._models.values()))
+            models = list(self._models.values())
+            with ThreadPoolExecutor(max_workers=max(1, len(models)), thread_name_prefix="triton-models") as pool:
+                for future in [pool.submit(model.clean) for model in models]:
+                    future.result()
             self._models.clear()
 
     return SideBySideModelManager
-
-
-def _all_at_once(work, items: list) -> None:
-    """`work(item)` for every item, each in its own thread; the first error is raised once all have ended."""
-    if len(items) <= 1:
-        for item in items:
-            work(item)
-        return
-    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="triton-models") as pool:
-        for future in [pool.submit(work, item) for item in items]:
-            future.result()
-
-
-def _server_live(url: str) -> bool:
-    """Does tritonserver at `url` (PyTriton's ``grpc://`` or ``http://`` URL) answer at all?"""
-    host, _, port = url.rpartition("//")[2].rpartition(":")
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=0.5):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def _QuietTriton(**kwargs):  # noqa: N802 - a lazily built class
