@@ -18,7 +18,21 @@ REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 
 
-class _Endpoint:
+class _Loopback:
+    """A request handler class served on a free loopback port in a thread (`url`: its ``/v1``)."""
+
+    def __init__(self, handler) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class _Endpoint(_Loopback):
     """An OpenAI-compatible endpoint on loopback that waits `delay_s` before each chat completion."""
 
     def __init__(self, delay_s: float):
@@ -51,11 +65,7 @@ class _Endpoint:
                     self._send(json.dumps({"choices": [{"message": {"content": "hello"}, "finish_reason": "stop"}],
                                            "usage": usage}).encode())
 
-        self.server, self.url = _serve(Handler)
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
@@ -150,15 +160,7 @@ def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attem
     _assert_timeout_then_failover(rt, out.attempts)
 
 
-def _serve(handler) -> tuple[ThreadingHTTPServer, str]:
-    """`handler` served on a free loopback port in a thread: the server and its ``/v1`` URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
-
-
-class _Breaking(_Endpoint):
+class _Breaking(_Loopback):
     """An OpenAI-compatible endpoint whose stream sends one token, then its connection ends mid-body."""
 
     def __init__(self):
@@ -177,7 +179,7 @@ class _Breaking(_Endpoint):
                 self.wfile.flush()
                 self.close_connection = True
 
-        self.server, self.url = _serve(Handler)
+        super().__init__(Handler)
 
 
 def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_stream_too(tmp_path, endpoints):

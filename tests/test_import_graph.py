@@ -317,17 +317,12 @@ SERVICE_ORDER = ["api", "checks", "sessions", "routing", "records", "process", "
 def test_the_service_sub_packages_stand_in_order_and_its_modules_stay_short():
     """A service sub-package imports only those before it in `SERVICE_ORDER` (`launch`, at the top, may import
     any); every service module is under 450 lines; the package's docstring lists the sub-packages in that order."""
-    graph = import_graph()
-    rank = {name: i for i, name in enumerate(SERVICE_ORDER)}
+    rank = {f"advisor.service.{name}": i for i, name in enumerate(SERVICE_ORDER)}
     service = PACKAGE / "service"
     assert sorted(p.name for p in service.iterdir() if (p / "__init__.py").exists()) == sorted(SERVICE_ORDER)
-
-    def sub(module: str) -> str | None:
-        parts = module.split(".")
-        return parts[2] if len(parts) > 3 and parts[1] == "service" else None
-
-    upward = [f"{m} imports {t}" for m, targets in sorted(graph.items()) for t in sorted(targets)
-              if sub(m) and sub(t) and rank[sub(t)] > rank[sub(m)]]
+    subs = subpackage_graph(import_graph())
+    upward = [f"{sub} imports {other}" for sub, others in sorted(subs.items()) if sub in rank
+              for other in sorted(others) if rank.get(other, -1) > rank[sub]]
     assert not upward, "\n".join(upward)
     long = [f"{p.relative_to(PACKAGE.parent)}: {n} lines" for p in sorted(service.rglob("*.py"))
             if (n := len(p.read_text().splitlines())) >= 450]
