@@ -61,8 +61,8 @@ def test_a_database_away_costs_one_wait_then_calls_fail_at_once_until_it_is_back
         return real(url)
 
     monkeypatch.setattr(responses, "connect", connect)
-    store = PgResponses(postgres_server.new_database("responses_away"), ttl_s=3600, max_bytes=2048, max_responses=5)
-    store.retry_s = 0.0
+    store = PgResponses(postgres_server.new_database("responses_away"), ttl_s=3600, max_bytes=2048, max_responses=5,
+                        retry_s=0.0)
     try:
         with pytest.raises(StoreError, match="timeout expired"):
             store.get("a", "resp_1")  # the one wait

@@ -12,57 +12,28 @@ go to the stand-by meanwhile). Once it answers again, a session that moved durin
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, Callable
 
 from advisor.errors import StoreError
+from advisor.store.reopening import Reopening
 
 
 class FallbackLatches:
     """`primary` (opened by `open_primary`, retried after `retry_s` when it fails) with `local` as stand-by."""
 
     def __init__(self, open_primary: Callable[[], Any], local: Any, retry_s: float = 5.0):
-        self._open_primary, self.local, self.retry_s = open_primary, local, retry_s
-        self._primary: Any = None
-        self._down: tuple[float, str] | None = None  #: (when, why) the primary last failed, until it works again
+        self.local = local
+        # opened here, at start; after a failure again in a thread of its own (the step goes to the stand-by)
+        self._primary = Reopening(open_primary, retry_s)
+        self._primary.get()
         self._used_local = False  #: some session was latched locally: reconcile with the primary on each step
-        self._lock = threading.Lock()
-        self._opening = False  #: a thread is opening the primary now
-        self._closed = False
-        self._open()  # at start, in the caller's thread: the service starts on the primary when it answers
 
     def _try(self) -> Any:
-        """The primary, or None while it is down; once `retry_s` has passed since its last failure, a thread opens
-        it again (and this returns None: the step goes to the stand-by)."""
-        with self._lock:
-            if self._primary is not None:
-                return self._primary
-            if self._opening or (self._down is not None and time.monotonic() - self._down[0] < self.retry_s):
-                return None
-            self._opening = True
-        threading.Thread(target=self._open, name="latch-primary", daemon=True).start()
-        return None
-
-    def _open(self) -> None:
-        """Open the primary; noted as down (with why) when that fails."""
-        try:
-            primary = self._open_primary()
-        except StoreError as exc:
-            with self._lock:
-                self._down, self._opening = (time.monotonic(), str(exc)), False
-            return
-        with self._lock:
-            self._opening = False
-            if not self._closed:
-                self._primary, self._down = primary, None
-                return
-        primary.close()  # opened after `close`
+        """The primary, or None while it is away."""
+        return self._primary.get()
 
     def _failed(self, exc: Exception) -> None:
-        with self._lock:
-            primary, self._primary = self._primary, None
-            self._down = (time.monotonic(), f"session latch in the local stand-by: {str(exc).strip()[:300]}")
+        primary = self._primary.failed(f"session latch in the local stand-by: {str(exc).strip()[:300]}")
         if primary is not None:
             try:
                 primary.close()
@@ -109,18 +80,14 @@ class FallbackLatches:
         """Why steps are latched on this host only (the primary is away), or the stand-by's own write failure. While
         the primary is away it is tried again here once `retry_s` has passed, so `/readyz`'s poll sees it back
         within `retry_s` (and a connection's time) of its return, with no step needed."""
-        down = self._down
+        down = self._primary.down
         if down is not None and self._try() is None:
-            return self._down[1] if self._down is not None else down[1]
+            return (self._primary.down or down)[1]
         return self.local.trouble(within_s)
 
     def close(self) -> None:
         """Close both."""
-        with self._lock:
-            self._closed = True
-            primary, self._primary = self._primary, None
-        if primary is not None:
-            primary.close()
+        self._primary.close()
         self.local.close()
 
 

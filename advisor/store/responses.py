@@ -21,6 +21,7 @@ from typing import Any
 
 from advisor.errors import StoreError
 from advisor.store.postgres import connect, redact
+from advisor.store.reopening import Reopening
 
 TABLE = "advisor_responses"
 _MAINTAIN_EVERY = 100
@@ -110,50 +111,37 @@ class PgResponses(_Responses):
     _evict_sql = (f"DELETE FROM {TABLE} WHERE (tenant, id) IN (SELECT tenant, id FROM {TABLE} ORDER BY created DESC "
                   "OFFSET ?)")
 
-    retry_s = 5.0  #: after a failed connection, how long calls fail at once before one is tried again
-
-    def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int):
+    def __init__(self, url: str, ttl_s: float, max_bytes: int, max_responses: int, retry_s: float = 5.0):
         super().__init__()
         self.path, self.ttl_s, self.max_bytes, self.max_responses = redact(url), ttl_s, max_bytes, max_responses
         self._url = url
-        self._con: Any = None  #: connected on first use: a database that is away at start stops nothing
-        self._down: tuple[float, str] | None = None  #: (when, why) the last connection failed, until one works
-        self._opening = False  #: a thread is connecting now
-        self._state = threading.Lock()  #: guards the three above (`_exec` runs under the instance's lock)
+        # connected on first use (a database that is away at start stops nothing); after a failed connection,
+        # calls fail at once and a thread connects again every `retry_s`: a request, on the event loop, waits for
+        # at most the one connection that found the database away
+        self._db = Reopening(self._open, retry_s)
 
-    def _connected(self):
-        """The open connection. After a failed one, calls fail at once (StoreError) and the next connection is
-        made in a thread of its own once `retry_s` has passed: a request, on the event loop, waits for at most
-        the one connection that found the database away, never one per request."""
-        if self._con is not None and not (self._con.closed or self._con.broken):
-            return self._con
-        with self._state:
-            down = self._down
-            if down is not None:
-                if not self._opening and time.monotonic() - down[0] >= self.retry_s:
-                    self._opening = True
-                    threading.Thread(target=self._connect, name="responses-db", daemon=True).start()
-                raise StoreError(down[1])
-        self._connect()
-        if self._down is not None:
-            raise StoreError(self._down[1])
-        return self._con
-
-    def _connect(self) -> None:
+    def _open(self):
         # heavy dependency, imported on use: psycopg
         import psycopg
 
+        con = connect(self._url)  # StoreError when the database cannot be reached
         try:
-            con = connect(self._url)  # StoreError when the database cannot be reached
             con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (tenant TEXT NOT NULL, id TEXT NOT NULL, "
                         "body TEXT NOT NULL, created DOUBLE PRECISION NOT NULL, PRIMARY KEY (tenant, id))")
-        except (StoreError, psycopg.Error) as exc:
-            with self._state:
-                why = str(exc) if isinstance(exc, StoreError) else f"{self.path}: {str(exc).strip()[:300]}"
-                self._down, self._opening = (time.monotonic(), why), False
-            return
-        with self._state:
-            self._con, self._down, self._opening = con, None, False
+        except psycopg.Error as exc:
+            con.close()
+            raise StoreError(f"{self.path}: {str(exc).strip()[:300]}") from None
+        return con
+
+    def _connected(self):
+        """The open connection (a broken one, the database restarted, is opened again); StoreError while away."""
+        con = self._db.get()
+        if con is not None and (con.closed or con.broken):
+            self._db.forget()
+            con = self._db.get()
+        if con is None:
+            raise StoreError(self._db.down[1] if self._db.down else f"{self.path}: connecting")
+        return con
 
     def _exec(self, sql: str, params: list[Any]):
         """One statement (``?`` as psycopg's ``%s``); a connection lost (the database restarted) is reopened once;
@@ -163,13 +151,13 @@ class PgResponses(_Responses):
 
         sql = sql.replace("?", "%s")
         for attempt in (1, 2):
+            con = self._connected()
             try:
-                return self._connected().execute(sql, params)
+                return con.execute(sql, params)
             except psycopg.OperationalError as exc:
-                if attempt == 2 or not (self._con.closed or self._con.broken):
+                if attempt == 2 or not (con.closed or con.broken):
                     raise StoreError(f"{self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the connection."""
-        if self._con is not None:
-            self._con.close()
+        self._db.close()
