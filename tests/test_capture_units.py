@@ -232,6 +232,16 @@ def test_a_chain_walk_and_a_cost_matched_mix():
     assert _mix(steps, ["s", "l"], 0.1)[0] == {"s": 1.0}
 
 
+def test_the_router_beats_the_mix_only_when_the_whole_interval_is_above_zero():
+    from advisor.report.savings import router_verdict
+
+    assert router_verdict("on 8 steps", 0.33, 0.11, 0.67).startswith("the router beats the cost-matched static mix")
+    reaches = router_verdict("on 6 steps", 0.30, 0.0, 0.60)
+    assert "does not beat" in reaches and "beyond chance" in reaches and "+30 points usable [+0, +60]" in reaches
+    worse = router_verdict("on 6 steps", -0.40, -0.70, -0.10)
+    assert "does not beat" in worse and "the mix does better" in worse
+
+
 def test_the_postgres_store_gives_the_served_record_of_captured_steps(postgres_server):
     with open_store(postgres_server.new_database("capture_served")) as store:
         store.add_live([{"decision_id": "dec_s", "created_at": now(), "request_hash": "h", "policy": "router",

@@ -159,6 +159,18 @@ def _mix(steps: list[Step], ladder: list[str], target_cost: float) -> tuple[dict
     return {order[-1]: 1.0}, f"all {order[-1]}"
 
 
+def router_verdict(on: str, mean: float, lo: float, hi: float) -> str:
+    """What the router's usable rate minus the cost-matched static mix's (`mean`, 95% interval `lo`-`hi`, as
+    shares) says: the router beats the mix only when the whole interval is above zero."""
+    figures = f"{mean * 100:+.0f} points usable [{lo * 100:+.0f}, {hi * 100:+.0f}] at the same cost"
+    if lo > 0:
+        return f"the router beats the cost-matched static mix {on}: {figures}"
+    if hi < 0:
+        return f"the router does not beat the cost-matched static mix {on}: the mix does better, {figures}"
+    return (f"the router does not beat the cost-matched static mix {on} beyond chance: {figures} (the interval "
+            "reaches zero)")
+
+
 def _interval(values: np.ndarray) -> tuple[float, float]:
     lo, hi = np.quantile(values, [(1 - CONFIDENCE) / 2, 1 - (1 - CONFIDENCE) / 2])
     return float(lo), float(hi)
@@ -194,13 +206,8 @@ def summarise(name: str, steps: list[Step], ladder: list[str], plans: dict[str, 
         picks = rng.integers(0, len(diff), size=(BOOTSTRAP, len(diff)))
         lo, hi = _interval(diff[picks].mean(axis=1))
         result.router_vs_mix = (float(diff.mean()), lo, hi)
-        on = f"on the {len(diff)} steps the class's verifier checks"
-        if lo > 0:
-            result.verdict = (f"the router beats the cost-matched static mix {on}: {diff.mean() * 100:+.0f} points "
-                              f"usable [{lo * 100:+.0f}, {hi * 100:+.0f}] at the same cost")
-        else:
-            result.verdict = (f"the router does not beat the cost-matched static mix {on}: {diff.mean() * 100:+.0f} "
-                              f"points usable [{lo * 100:+.0f}, {hi * 100:+.0f}] at the same cost")
+        result.verdict = router_verdict(f"on the {len(diff)} steps the class's verifier checks", float(diff.mean()),
+                                        lo, hi)
     elif len(table["current router"]) == n:
         result.verdict = (f"the router cannot be compared with the static mix here: all {n} steps are checked against "
                           "the reply the router's own rung gave, which that rung matches by construction; give the "
