@@ -137,7 +137,8 @@ def test_a_suite_from_one_tenants_traffic_validates_replays_and_probes(traffic, 
     assert sum(manifest["left_out"].values()) + len(suite["tasks"]) == len(ids["A"])
     checks = {t["replay"]["check"] for t in suite["tasks"]}
     assert checks == {"verifier", "reference"}, checks  # answers by the class's verifier, tool calls by reference
-    assert "agent" in probe.stdout and "SIMULATED" in probe.stdout.upper(), probe.stdout
+    assert "The answer, per class" in probe.stdout and "agent" in probe.stdout, probe.stdout  # the per-class answer
+    assert "SIMULATED" in probe.stdout.upper(), probe.stdout
     from advisor.store import Store
 
     with Store.open(store, read_only=True) as s:
