@@ -79,14 +79,14 @@ def test_an_empty_suite_name_is_one_line(capsys, tmp_path):
     _one_line(capsys, ["import", str(tmp_path / "r.csv"), "--ladder", DEMO, "--suite-name", ""], "suite_name")
 
 
-def test_a_latin1_key_file_is_one_line(capsys, tmp_path):
+def test_a_latin1_key_file_is_one_line_before_any_work(capsys, tmp_path):
     keys = tmp_path / "keys.txt"
     keys.write_bytes("full caf\xe9-key\n".encode("latin-1"))
-    from advisor.service.process.auth import parse_key_file
-    from advisor.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="not UTF-8"):
-        parse_key_file(keys)
+    assert main(["serve", "--keys", str(keys), "--store", str(tmp_path / "s.duckdb")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out  # nothing read from the store or printed before the key file is checked
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and "not UTF-8" in err, err
 
 
 def test_a_host_that_cannot_be_bound_is_refused_before_triton_starts(capsys):

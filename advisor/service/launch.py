@@ -111,12 +111,12 @@ def serve(options: ServeOptions) -> None:
     suite_path = Path(options.suite_path) if options.suite_path else default_file(DEFAULT_SUITE)
     ladder = load_ladder(ladder_path)
 
-    config = load_config(options.config_path, ladder)  # config errors now, before Triton starts
+    config = load_config(options.config_path, ladder)  # config and key errors now, before any work
+    keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     rates, lines = service_rates(config, options.store_path)
     cells, start_line = session_start_cells(config, ladder, options.store_path)
     for line in [*lines, *([start_line] if start_line else [])]:
         echo(line)
-    keys = load_keys(options.keys_path, [r.name for r in ladder.rungs])
     if not len(keys) and not options.no_auth:
         secret = new_key()
         keys = KeyRing([ApiKey("generated", key_hash(secret))])
