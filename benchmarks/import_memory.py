@@ -4,7 +4,7 @@
 
 Writes a CSV of three-model rows (``prompt_id,prompt,model,score``) of about `--mib` MiB to a temporary folder,
 imports it into a fresh DuckDB store with the demo ladder as a child process, and prints the child's peak resident
-memory (``ru_maxrss`` of the finished child) and its ratio to the file's size.
+memory (``ru_maxrss`` of the finished child), its ratio to the file's size and its memory per row.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def write_table(path: Path, mib: float) -> int:
-    """A three-model results table of about `mib` MiB; its size in bytes."""
+def write_table(path: Path, mib: float) -> tuple[int, int]:
+    """A three-model results table of about `mib` MiB; (its size in bytes, its rows)."""
     rng = random.Random(7)
     with path.open("w") as fh:
         fh.write("prompt_id,prompt,model,score\n")
@@ -31,7 +31,7 @@ def write_table(path: Path, mib: float) -> int:
                 fh.write(f'p{i},"What is the answer to question number {i} about the billing api?",{model},'
                          f"{rng.random():.3f}\n")
             i += 1
-    return path.stat().st_size
+    return path.stat().st_size, 3 * i
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / "table.csv"
-        size = write_table(table, args.mib)
+        size, rows = write_table(table, args.mib)
         advisor = str(Path(sys.executable).parent / "advisor")
         done = subprocess.run([advisor, "import", str(table), "--ladder", str(REPO / "ladders" / "demo.yaml"),
                                "--suite-name", "memory", "--store", str(Path(tmp) / "s.duckdb")],
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             print(done.stderr, file=sys.stderr)
             return done.returncode
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # KiB on Linux
-    print(f"table {size / 2**20:.1f} MiB; peak resident memory of the import {peak / 2**20:.0f} MiB; "
-          f"{peak / size:.0f}x the table's size")
+    print(f"table {size / 2**20:.1f} MiB, {rows:,} rows; peak resident memory of the import {peak / 2**20:.0f} MiB; "
+          f"{peak / size:.0f}x the table's size, {peak / rows / 1024:.1f} KiB a row")
     return 0
 
 

@@ -30,6 +30,24 @@ def test_an_import_over_its_size_limit_is_refused_before_reading(capsys, tmp_pat
                        str(tmp_path / "s.duckdb")], "over the 32 MiB limit", "ADVISOR_MAX_IMPORT_MB")
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_table_of_more_rows_than_its_limit_is_refused_before_its_rows_are_read(capsys, tmp_path, monkeypatch,
+                                                                               suffix):
+    """Short rows: far under the size limit, over the row limit (an imported row costs kilobytes in memory)."""
+    monkeypatch.setenv("ADVISOR_MAX_IMPORT_ROWS", "10")
+    table = tmp_path / f"many{suffix}"
+    if suffix == ".csv":
+        table.write_text("prompt_id,prompt,model,score\n" + "".join(f"p{i},q,nano-12b,1\n" for i in range(11)))
+    else:
+        table.write_text("".join(json.dumps({"prompt_id": f"p{i}", "prompt": "q", "model": "nano-12b", "score": 1})
+                                 + "\n" for i in range(11)))
+    _one_line(capsys, ["import", str(table), "--ladder", DEMO, "--suite-name", "x", "--store",
+                       str(tmp_path / "s.duckdb")], "11 rows is over the 10-row limit", "ADVISOR_MAX_IMPORT_ROWS")
+    monkeypatch.setenv("ADVISOR_MAX_IMPORT_ROWS", "11")  # at the limit: imported
+    assert main(["import", str(table), "--ladder", DEMO, "--suite-name", "x", "--store",
+                 str(tmp_path / "s.duckdb")]) == 0
+
+
 def test_a_table_with_nul_bytes_after_its_rows_is_refused(capsys, tmp_path):
     table = tmp_path / "padded.csv"
     table.write_bytes(b"prompt_id,prompt,model,score\np1,hello,nano-12b,1\n" + b"\x00" * 4096)

@@ -62,10 +62,28 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
 
 
 MAX_IMPORT_ENV = "ADVISOR_MAX_IMPORT_MB"
-DEFAULT_MAX_IMPORT_MB = 32  #: size limit of one imported table unless ADVISOR_MAX_IMPORT_MB is set (about 2.8 GiB)
-#: peak memory of `advisor import` per byte of a CSV table: 10 MiB of three-model rows peaked at 876-882 MiB, 86-88x
-#: (`benchmarks/import_memory.py`, figures in docs/figures.md)
+DEFAULT_MAX_IMPORT_MB = 32  #: size limit of one imported table unless ADVISOR_MAX_IMPORT_MB is set
+#: peak memory of `advisor import` per byte of a CSV table: 10 MiB of three-model rows peaked at 908 MiB, 91x
+#: (`benchmarks/import_memory.py`, figures in docs/figures.md); the row limit below binds first on short rows
 MEMORY_RATIO = 90
+
+
+MAX_ROWS_ENV = "ADVISOR_MAX_IMPORT_ROWS"
+DEFAULT_MAX_IMPORT_ROWS = 250_000  #: row limit of one imported table unless ADVISOR_MAX_IMPORT_ROWS is set (~2 GiB)
+#: peak memory of `advisor import` per row, in KiB (`benchmarks/import_memory.py`, figures in docs/figures.md)
+ROW_MEMORY_KIB = 8
+
+
+def max_import_rows() -> int:
+    """The row limit of one imported table (``ADVISOR_MAX_IMPORT_ROWS``, default 250,000)."""
+    raw = os.environ.get(MAX_ROWS_ENV, "").strip()
+    try:
+        rows = int(raw) if raw else DEFAULT_MAX_IMPORT_ROWS
+    except ValueError:
+        rows = 0
+    if rows <= 0:
+        raise DataError(f"{MAX_ROWS_ENV}={raw!r}: expected a positive whole number of rows")
+    return rows
 
 
 def max_import_bytes() -> int:
@@ -92,6 +110,19 @@ def _no_nul(path: Path) -> None:
             offset += len(chunk)
 
 
+def _bounded(con, path: Path, source: str, params: list):
+    """``SELECT * FROM source``, once DuckDB has counted its rows within the row limit (before any row becomes a
+    Python object: an imported row costs kilobytes in memory, so a file of short rows under the size limit could
+    still hold gigabytes' worth)."""
+    (n,) = con.execute(f"SELECT count(*) FROM {source}", params).fetchone()
+    limit = max_import_rows()
+    if n > limit:
+        raise DataError(f"{path}: {n:,} rows is over the {limit:,}-row limit on imported tables (an imported row "
+                        f"takes about {ROW_MEMORY_KIB} KiB in memory); split it, or set {MAX_ROWS_ENV} to raise the "
+                        "limit")
+    return con.execute(f"SELECT * FROM {source}", params)
+
+
 def _fetch_dicts(result, decode_json: bool = False) -> list[dict[str, Any]]:
     names = [d[0] for d in result.description]
     json_cols = {i for i, d in enumerate(result.description) if decode_json and str(d[1]) == "JSON"}
@@ -113,9 +144,9 @@ def _read_csv(con, path: Path) -> list[dict[str, Any]]:
         raise DataError(f"{path}: line 1: column(s) {', '.join(map(repr, dup))} appear twice in the header; "
                         "give every column its own name")
     columns = {h: "VARCHAR" for h in header}
-    result = con.execute("SELECT * FROM read_csv(?, header = true, auto_detect = false, columns = ?, delim = ',', "
-                         "quote = '\"', escape = '\"', strict_mode = true)", [str(path), columns])
-    rows = _fetch_dicts(result)
+    source = ("read_csv(?, header = true, auto_detect = false, columns = ?, delim = ',', quote = '\"', escape = '\"', "
+              "strict_mode = true)")
+    rows = _fetch_dicts(_bounded(con, path, source, [str(path), columns]))
     if not rows:
         raise DataError(f"{path}: no data rows (header only)")
     return [{k: (None if v == "" else v) for k, v in r.items()} for r in rows]
@@ -130,13 +161,12 @@ def _read_jsonl(con, path: Path) -> list[dict[str, Any]]:
                 raise DataError(too_deep(f"{path}: line {n}", "JSON", limit))
     if empty:
         raise DataError(f"{path}: empty file (no JSON lines)")
-    result = con.execute("SELECT * FROM read_json(?, format = 'newline_delimited', records = true, "
-                         "sample_size = -1)", [str(path)])
-    return _fetch_dicts(result, decode_json=True)
+    source = "read_json(?, format = 'newline_delimited', records = true, sample_size = -1)"
+    return _fetch_dicts(_bounded(con, path, source, [str(path)]), decode_json=True)
 
 
 def _read_parquet(con, path: Path) -> list[dict[str, Any]]:
-    rows = _fetch_dicts(con.execute("SELECT * FROM read_parquet(?)", [str(path)]))
+    rows = _fetch_dicts(_bounded(con, path, "read_parquet(?)", [str(path)]))
     if not rows:
         raise DataError(f"{path}: empty file (no rows)")
     return rows
