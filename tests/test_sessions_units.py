@@ -31,12 +31,18 @@ def test_session_id_from_header_body_or_derived():
     cfg = SessionConfig()
     assert session_of(parse_request({"model": "auto", "messages": user}, {"x-advisor-session": "s1"}), cfg) == ("s1", "given")
     assert session_of(_req(user, advisor={"session": "s2"}), cfg) == ("s2", "given")
-    sid, source = session_of(_req(user), cfg)
-    later = _req(user + [_call(1), _tool(1, "ok")])
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
+    sid, source = session_of(_req(user, tools=tools), cfg)
+    later = _req(user + [_call(1), _tool(1, "ok")], tools=tools)
     assert source == "derived" and sid == derived_id(later) and sid.startswith("drv_")
-    assert derived_id(_req([{"role": "user", "content": "other task"}])) != sid
-    assert session_of(_req(user), SessionConfig(derive=False)) is None
+    assert derived_id(_req([{"role": "user", "content": "other task"}], tools=tools)) != sid
+    assert session_of(_req(user, tools=tools), SessionConfig(derive=False)) is None
     assert session_of(_req(user, advisor={"session": "s2"}), SessionConfig(enabled=False)) is None
+    # a conversation without tools (none offered, none called) derives no session: its next turn could never
+    # share the id, so a latch written for it would never be read
+    chat = user + [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]
+    assert session_of(_req(user), cfg) is None and session_of(_req(chat), cfg) is None
+    assert session_of(_req(chat, advisor={"session": "s3"}), cfg) == ("s3", "given")
 
 
 def test_signals_tool_errors_in_a_row_stuck_and_unparseable():

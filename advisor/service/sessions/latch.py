@@ -100,14 +100,16 @@ class SessionStep:
 # ----------------------------------------------------------------------------------------------- identity
 def session_of(req, config) -> tuple[str, str] | None:
     """(id, source) of a request's session: source ``given`` (header or body) or ``derived``; None when sessions
-    are off, or the request names none and deriving is off."""
+    are off, or the request names none and deriving is off, or it would be derived from a conversation without
+    tools (none offered, none called): every message of such a request is its opening, so the next turn's id
+    differs and no step could ever read its latch (a chat turn is decided on its own, with no latch written)."""
     if not config.enabled:
         return None
     prefs = req.advisor
     if prefs is not None and prefs.session:
         return prefs.session, "given"
-    if not config.derive:
-        return None
+    if not config.derive or not (req.tools or first_call_ids(req)):
+        return None  # no tools offered and none called: no later step can share this id (its opening is all of it)
     return derived_id(req), "derived"
 
 
