@@ -306,7 +306,7 @@ def run(case: Case, tmp: Path) -> Outcome:
     with open(tmp / "stdout.txt", "wb") as out, open(tmp / "stderr.txt", "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=tmp,
                                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        timer = threading.Timer(TIME_S, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        timer = threading.Timer(TIME_S, _kill_group, [proc.pid])
         timer.start()
         try:
             proc.stdin.write(case.stdin.encode())
@@ -340,6 +340,14 @@ def run(case: Case, tmp: Path) -> Outcome:
     return Outcome(case.group, case.name, verdict, code, round(peak, 1), round(seconds, 2), said, detail)
 
 
+def _kill_group(pid: int) -> None:
+    """Kill a case that ran past its time, with what it started (it may just have ended)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def _leaked(tmp: Path) -> bool:
     """A host secret in what the command wrote (the input trees apart)."""
     written = tmp / "out"
@@ -356,14 +364,16 @@ SERVICE_TESTS = ["tests/test_backend_openai_hostile.py", "tests/test_replica_ses
 
 def service_cases() -> list[Outcome]:
     """The service's, the manifests' and the stored run's cases, as tests (pytest's outcome per test)."""
-    report = Path(tempfile.mkdtemp(prefix="advisor-battery-")) / "junit.xml"
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                    *SERVICE_TESTS], cwd=REPO, capture_output=True, text=True)
     import xml.etree.ElementTree as ET
 
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="advisor-battery-") as tmp:
+        report = Path(tmp) / "junit.xml"
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                        *SERVICE_TESTS], cwd=REPO, capture_output=True, text=True)
+        cases = list(ET.parse(report).iter("testcase"))
     out = []
-    for tc in ET.parse(report).iter("testcase"):
+    for tc in cases:
         failed = tc.find("failure") is not None or tc.find("error") is not None
         skipped = tc.find("skipped") is not None
         out.append(Outcome("service (tests)", f"{tc.get('classname', '').rsplit('.', 1)[-1]}::{tc.get('name')}",
