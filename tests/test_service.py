@@ -663,3 +663,28 @@ def test_an_internal_error_is_a_500_in_openai_shape(workdir, monkeypatch, tmp_pa
         assert client.get("/healthz").status_code == 200, "the service goes on"
     assert r.status_code == 500
     assert r.json()["error"]["type"] == "server_error" and "RuntimeError: a bug" in r.json()["error"]["message"]
+
+
+def test_a_closing_worker_stops_its_load_poller_and_closes_its_client(workdir, tmp_path):
+    """The runtime's close stops the load board's poller and closes its HTTP client (a worker's shutdown left both
+    running when the board was looked up under another name)."""
+    import asyncio
+
+    from advisor.ladder import load_ladder
+    from advisor.service.launch import train_from_store
+    from advisor.service.process.runtime import Runtime, ServeSettings
+
+    router = train_from_store(workdir / "probe.duckdb", load_ladder(DEMO)).save(tmp_path / "router.json")
+    rt = Runtime(ServeSettings(ladder_path=str(DEMO), router_path=str(router), spool=str(tmp_path / "spool"),
+                               urls={}, no_auth=True))
+
+    async def run():
+        rt.load_board.ensure_polling()
+        await asyncio.sleep(0.05)  # the poller has built its client and polled once
+        task = rt.load_board._task
+        assert task is not None and not task.done()
+        await rt.close()
+        return task
+
+    task = asyncio.run(run())
+    assert task.done() and rt.load_board._http is None

@@ -8,14 +8,13 @@ with a PostgreSQL store straight on to the database).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from advisor.backends import BackendOptions, BackendPool
+from advisor.backends import BackendOptions, BackendPool, time_limit
 from advisor.ladder import load_ladder
 from advisor.scores import VerifierErrors
 from advisor.service.process.auth import KeyRing
@@ -206,7 +205,7 @@ class Runtime:
         ready = []
         for rung in self.ladder.rungs:
             try:
-                async with asyncio.timeout(2.0) if hasattr(asyncio, "timeout") else _null():
+                async with time_limit(2.0):
                     if await self.client_for(rung).model_ready(rung.model_id):
                         ready.append(rung.name)
             except Exception:  # noqa: BLE001 - any failure means "not ready"
@@ -224,16 +223,8 @@ class Runtime:
         self.writer.close()
         if self.responses is not None:
             self.responses.close()
-        load = getattr(self, "_load_board", None)
-        if load is not None:
-            await load.close()
+        if self.load_board is not None:
+            await self.load_board.close()
         if self._pool is not None:
             await self._pool.close()
 
-
-class _null:
-    async def __aenter__(self):
-        return None
-
-    async def __aexit__(self, *exc):
-        return False
