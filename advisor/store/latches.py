@@ -105,6 +105,10 @@ class LatchStore:
         self._failed = (time.monotonic(), f"cannot write the session latch {self.path}: {exc}")
         return StoreError(self._failed[1])
 
+    def primary_away(self) -> bool:
+        """False: this file is the store itself (`advisor.store.latch_fallback` has a primary that can be away)."""
+        return False
+
     def trouble(self, within_s: float = 5.0) -> str | None:
         """Why the last write failed, when it did within `within_s` and none has worked since, else None."""
         failed = self._failed

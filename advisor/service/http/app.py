@@ -137,10 +137,10 @@ def create_app(settings=None):
     async def readyz(request):  # records not reaching PostgreSQL: still ready (they wait in the spool), "degraded"
         rt = state["rt"]
         ok, why = await rt.readiness()
-        records = rt.writer.health() if hasattr(rt.writer, "health") else {}
-        latch_trouble = getattr(rt.latches, "trouble", None)
-        if latch_trouble is not None and latch_trouble():  # the session latch could not be written a moment ago
-            records = {**records, "records": "degraded", "records_detail": latch_trouble()}
+        records = rt.writer.health()
+        latch_trouble = rt.latches.trouble()
+        if latch_trouble:  # the session latch could not be written a moment ago
+            records = {**records, "records": "degraded", "records_detail": latch_trouble}
         status = ("degraded" if records.get("records") == "degraded" else "ready") if ok else "not ready"
         if _unauthorized(rt, request, count=False) is not None:  # keys configured, none given: the status only
             return json_response({"status": status}, status=200 if ok else 503)
@@ -247,7 +247,7 @@ async def chat_completions(rt, request, responses_api: bool = False):
     except RequestError as exc:  # a refused body: the connection is closed after the answer, not kept alive
         m.child(m.rejected, str(exc.status)).inc()
         return error_response(exc.status, str(exc), exc.kind, exc.param, exc.code, headers={"connection": "close"})
-    cannot = rt.writer.refusal() if hasattr(rt.writer, "refusal") else None
+    cannot = rt.writer.refusal()
     if cannot:  # the disk is full: answer nothing that could not be recorded (advisor.service.records.recording)
         m.child(m.rejected, "503").inc()
         return error_response(503, f"cannot record requests now: {cannot}", kind="service_unavailable",

@@ -137,7 +137,7 @@ def usage_of(rt, out) -> dict[str, Any]:
 
 def conclude(rt, req, out, key, started: float, started_at):
     """The step is over, whichever way it was answered (buffered, streamed, the Responses API), and this is the one
-    place that says so: what its outcome says for the session's next step (`session_routing.after_step`, before
+    place that says so: what its outcome says for the session's next step (`sessions.steps.after_step`, before
     the answer's headers are built and before a stream's last event, so the client's next step meets the moved
     latch), the request counted, and the no-argument function that builds and writes its records later
     (`finish` runs it once the response is sent, so that neither building the rows nor the segment's flush is on
@@ -172,7 +172,7 @@ def answering(rt, req, out, key, started: float, started_at):
 
     write_rows = conclude(rt, req, out, key, started, started_at)
     later = BackgroundTask(write, write_rows)
-    if getattr(rt.writer, "before_reply", False):  # on disk before the answer: a killed process loses none
+    if rt.writer.before_reply:  # on disk before the answer: a killed process loses none
         write_rows()
         later = None
     headers = headers_of(rt, out)

@@ -49,6 +49,8 @@ def spool_for(store_path: str | Path) -> Path:
 class SegmentWriter:
     """Appends one worker's records to its own segment files (thread-safe, written to the OS per `write`)."""
 
+    before_reply = False  #: records are written once the response is sent (`advisor.service.http.response.answering`)
+
     def __init__(self, spool: str | Path, worker: str, on_close=None):
         self.spool = Path(spool)
         self.on_close = on_close  #: called with a segment's closed path (`advisor.service.records.shipping`)

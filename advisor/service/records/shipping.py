@@ -37,7 +37,7 @@ LINGER_S = 0.05
 class DatabaseRecorder:
     """One worker's records: spool segment first, then batched into PostgreSQL (see the module docstring)."""
 
-    before_reply = True  #: `advisor.service.http.app.finish` writes the records before it answers
+    before_reply = True  #: `advisor.service.http.response.answering` writes the records before it answers
 
     def __init__(self, spool: str | Path, worker: str, url: str, queue_size: int = QUEUE_REQUESTS,
                  batch: int = BATCH, retry_s: float = 1.0):

@@ -43,7 +43,7 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
             sid, lid = own, latch_key(tenant, own)
     if state is None and not fresh:
         state = store.get(lid)  # (tries the shared latch: a database found away is noted there)
-    if not fresh and cfg.on_database_outage == "refuse" and getattr(store, "primary_away", lambda: False)():
+    if not fresh and cfg.on_database_outage == "refuse" and store.primary_away():
         refuse_while_away(rt)
     if state is None or state.rung not in plan.allowed:
         decide_auto()
