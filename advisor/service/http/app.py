@@ -79,10 +79,9 @@ def create_app(settings=None):
 
     async def stored_response(request):  # GET / DELETE /v1/responses/{id}: the tenant's own stored responses
         rt = state["rt"]
-        refused = _unauthorized(rt, request)
+        key, refused = _caller(rt, request)
         if refused is not None:
             return refused
-        key = None if rt.settings.no_auth else rt.keys.lookup(request.headers.get("authorization"))
         tenant, rid = (key.name if key is not None else ""), request.path_params["response_id"]
         try:
             found = rt.responses.get(tenant, rid) if rt.responses is not None else None
@@ -179,14 +178,23 @@ def create_app(settings=None):
                      exception_handlers={HTTPException: http_error, Exception: server_error})
 
 
-def _unauthorized(rt, request, count: bool = True):
-    """The 401 response for a request without a valid key (when keys are configured), else None."""
-    if rt.settings.no_auth or rt.keys.lookup(request.headers.get("authorization")) is not None:
-        return None
+def _caller(rt, request, count: bool = True):
+    """(the request's API key, None) when it may be served (key None without auth), else (None, the 401 response
+    for a request without a valid key, counted unless `count` is false)."""
+    if rt.settings.no_auth:
+        return None, None
+    key = rt.keys.lookup(request.headers.get("authorization"))
+    if key is not None:
+        return key, None
     if count:
         rt.metrics.child(rt.metrics.rejected, "401").inc()
-    return error_response(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
-                          kind="authentication_error", code="invalid_api_key")
+    return None, error_response(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
+                                kind="authentication_error", code="invalid_api_key")
+
+
+def _unauthorized(rt, request, count: bool = True):
+    """The 401 response for a request without a valid key (when keys are configured), else None."""
+    return _caller(rt, request, count)[1]
 
 
 async def _read_body(rt, request) -> bytes:
@@ -234,13 +242,9 @@ async def chat_completions(rt, request, responses_api: bool = False):
     `responses_api`, ``POST /v1/responses``: the body is translated into a chat request
     (`advisor.service.http.responses`), routed the same way, and answered as a ``response``."""
     m = rt.metrics
-    key = None
-    if not rt.settings.no_auth:
-        key = rt.keys.lookup(request.headers.get("authorization"))
-        if key is None:
-            m.child(m.rejected, "401").inc()
-            return error_response(401, "missing or unknown API key: send 'Authorization: Bearer <key>'",
-                                  kind="authentication_error", code="invalid_api_key")
+    key, refused = _caller(rt, request)
+    if refused is not None:
+        return refused
     started, started_at = time.perf_counter(), _now()
     try:  # the body is read before a concurrency slot is taken: a slow client holds no slot
         raw = await _read_body(rt, request)
