@@ -5,34 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from loopback import Loopback
+
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 
 
-class _Loopback:
-    """A request handler class served on a free loopback port in a thread (`url`: its ``/v1``)."""
-
-    def __init__(self, handler) -> None:
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class _Endpoint(_Loopback):
+class _Endpoint(Loopback):
     """An OpenAI-compatible endpoint on loopback that waits `delay_s` before each chat completion."""
 
     def __init__(self, delay_s: float):
@@ -160,7 +147,7 @@ def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attem
     _assert_timeout_then_failover(rt, out.attempts)
 
 
-class _Breaking(_Loopback):
+class _Breaking(Loopback):
     """An OpenAI-compatible endpoint whose stream sends one token, then its connection ends mid-body."""
 
     def __init__(self):

@@ -14,12 +14,13 @@ import json
 import shutil
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
 import yaml
 
+from loopback import Loopback
 from test_service import DEMO, KEY, SUITE, Service, one_task_per_class
 
 KEY_ENV = "ADVISOR_TEST_HOSTILE_KEY"
@@ -63,14 +64,12 @@ class Hostile:
                             outer.active -= 1
                 return outer.good(self, body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.loopback = Loopback(Handler)
+        self.base = self.loopback.base
 
     def close(self):
         self.stop.set()
-        self.server.shutdown()
+        self.loopback.close()
 
     # ------------------------------------------------------------------------------------------- plumbing
     @staticmethod

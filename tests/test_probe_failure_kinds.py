@@ -5,20 +5,21 @@ both as ``down``. Against real OpenAI-compatible HTTP servers on loopback and a 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
+
+from loopback import Loopback
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "ladders" / "demo.yaml"
 SUITE = REPO / "suites" / "example" / "suite.yaml"
 
 
-class _Upstream:
+class _Upstream(Loopback):
     """An OpenAI-compatible endpoint on loopback: ``slow`` waits 30 s before answering, ``refuses`` answers 401."""
 
     def __init__(self, behaviour: str):
@@ -43,14 +44,7 @@ class _Upstream:
                 except OSError:  # the client gave up first
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def _ladder(path: Path, url: str) -> Path:
