@@ -169,10 +169,48 @@ class _Breaking(Loopback):
         super().__init__(Handler)
 
 
+class _Refusing(Loopback):
+    """An OpenAI-compatible endpoint that refuses every chat completion's key (401, as the API answers it)."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers["content-length"]))
+                body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                                             "code": "invalid_api_key"}}).encode()
+                self.send_response(401)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        super().__init__(Handler)
+
+
+def test_a_rung_that_refuses_the_key_is_failed_over_and_its_record_keeps_the_kind(tmp_path, endpoints):
+    """A refused key is a failover (the metric's word: ``down``), and the attempt's record says how the rung
+    failed: ``down: key refused: ...`` (the seam's kind, not only the failover's word)."""
+    refusing = _Refusing()
+    try:
+        rt = _runtime(tmp_path, refusing, endpoints[1])
+        out = _buffered(rt)
+    finally:
+        refusing.close()
+    first = rt.ladder.rungs[0].name
+    assert out.status == 200 and out.rung == rt.ladder.rungs[1].name
+    assert out.attempts[0].rung == first and out.attempts[0].failover
+    assert out.attempts[0].error.startswith("down: key refused: "), out.attempts[0].error
+    assert f'advisor_failovers_total{{reason="down",rung="{first}"}} 1.0' in rt.metrics.render()[0].decode()
+
+
 def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_stream_too(tmp_path, endpoints):
     """A relayed stream's attempt has its tokens and cost, its call and its result counted (as a buffered
-    attempt's are); a rung whose stream breaks after its first token is a ``stream broke`` attempt, the client
-    gets an error event, and the failed call is counted."""
+    attempt's are); a rung whose stream breaks after its first token is a ``stream broke`` attempt that keeps the
+    backend's kind of failure (a connection ended mid-body: ``down``), the client gets an error event, and the
+    failed call is counted."""
     from advisor.service.api.parse import parse_request
     from advisor.service.http.streaming import open_stream, relay
     from advisor.service.routing.attempts import Outcome
@@ -204,7 +242,7 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
     done = whole.attempts[-1]
     assert (whole.status, whole.rung, whole.verdict, whole.reply.content) == (200, second, "unverified", "hello")
     assert done.error is None and done.input_tokens == 7 and done.cost_usd > 0 and '"hello"' in sent
-    assert broken.status == 502 and broken.attempts[-1].error.startswith("stream broke") and "rung_failed" in cut
+    assert broken.status == 502 and broken.attempts[-1].error.startswith("stream broke: down: ") and "rung_failed" in cut
     text = rt.metrics.render()[0].decode()
     assert f'advisor_attempts_total{{result="error",rung="{first}",simulated="false"}} 1.0' in text, text
     assert f'rung="{second}"' in text and "unverified" in text

@@ -19,7 +19,7 @@ from typing import AsyncIterator
 
 from starlette.responses import StreamingResponse
 
-from advisor.backends import BackendError, Try
+from advisor.backends import BackendError, Try, failure_kind
 from advisor.redaction import without_urls
 from advisor.service.routing.attempts import (Attempt, AttemptError, Outcome, RequestPlan, deliver, generation_args,
                                               recorded, settle, unanswered, walk_plan)
@@ -75,7 +75,8 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
             except StopAsyncIteration:
                 part = None
     except BackendError as exc:
-        attempt.fail(AttemptError.STREAM_BROKE, str(exc))
+        # tokens were sent, so no failover; the record keeps how the rung failed ("stream broke: timeout: ...")
+        attempt.fail(AttemptError.STREAM_BROKE, f"{failure_kind(exc).value}: {exc}")
         attempt.latency_s = time.perf_counter() - started
         rt.metrics.count_call(attempt, rt.simulated(rung))
         out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {without_urls(str(exc))}"

@@ -23,7 +23,8 @@ from advisor.verifier.base import judges
 class AttemptError(str, Enum):
     """Why an attempt gave no answer: the word its recorded `Attempt.error` starts with (and the failover
     metric's label). ``deadline``: the request's time was up before the call; ``timeout`` and ``down`` (the
-    backend): a failover; ``stream broke``: tokens had been sent; ``client disconnected``: the client left."""
+    backend): a failover; ``stream broke``: tokens had been sent, so no failover (the error goes on with the
+    backend's kind: ``stream broke: timeout: ...``); ``client disconnected``: the client left."""
 
     DEADLINE = "deadline"
     TIMEOUT = "timeout"
@@ -172,8 +173,10 @@ def recorded(rt, t: Try, model=None, result=None) -> Attempt:
     attempt = Attempt(t.rung, latency_s=t.latency_s)
     if t.out_of_time:
         attempt.fail(AttemptError.DEADLINE, t.error)
-    elif t.failure is not None:
-        attempt.fail(failover_kind(t.failure), t.error, failover=True)
+    elif t.failure is not None:  # "down: key refused: ...": the failover's word, then the seam's kind when it differs
+        word = failover_kind(t.failure)
+        detail = t.error if word.value == t.failure.value else f"{t.failure.value}: {t.error}"
+        attempt.fail(word, detail, failover=True)
     elif result is not None:
         fill_attempt(attempt, model, result)
         if t.rejected is not None:
