@@ -147,53 +147,44 @@ def test_an_openai_rung_that_times_out_before_its_first_token_is_a_timeout_attem
     _assert_timeout_then_failover(rt, out.attempts)
 
 
-class _Breaking(Loopback):
-    """An OpenAI-compatible endpoint whose stream sends one token, then its connection ends mid-body."""
+class _Fixed(Loopback):
+    """An OpenAI-compatible endpoint that answers every POST with the same status, type and body; with `promised`
+    the body's announced length is longer than what is sent, and the connection ends mid-body."""
 
-    def __init__(self):
+    def __init__(self, status: int, kind: str, body: bytes, promised: int | None = None):
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
 
             def do_POST(self):
                 self.rfile.read(int(self.headers["content-length"]))
-                piece = f"data: {json.dumps({'choices': [{'delta': {'content': 'hel'}, 'finish_reason': None}]})}\n\n"
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("content-length", "100000")  # promised, never sent
+                self.send_response(status)
+                self.send_header("content-type", kind)
+                self.send_header("content-length", str(promised or len(body)))
                 self.end_headers()
-                self.wfile.write(piece.encode())
+                self.wfile.write(body)
                 self.wfile.flush()
                 self.close_connection = True
 
         super().__init__(Handler)
 
 
-class _Refusing(Loopback):
-    """An OpenAI-compatible endpoint that refuses every chat completion's key (401, as the API answers it)."""
+def _breaking() -> _Fixed:
+    """A stream that sends one token, then its connection ends mid-body."""
+    piece = f"data: {json.dumps({'choices': [{'delta': {'content': 'hel'}, 'finish_reason': None}]})}\n\n"
+    return _Fixed(200, "text/event-stream", piece.encode(), promised=100000)
 
-    def __init__(self):
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
 
-            def do_POST(self):
-                self.rfile.read(int(self.headers["content-length"]))
-                body = json.dumps({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
-                                             "code": "invalid_api_key"}}).encode()
-                self.send_response(401)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        super().__init__(Handler)
+def _refusing() -> _Fixed:
+    """Every chat completion's key refused (401, as the API answers it)."""
+    return _Fixed(401, "application/json", json.dumps({"error": {
+        "message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}).encode())
 
 
 def test_a_rung_that_refuses_the_key_is_failed_over_and_its_record_keeps_the_kind(tmp_path, endpoints):
     """A refused key is a failover (the metric's word: ``down``), and the attempt's record says how the rung
     failed: ``down: key refused: ...`` (the seam's kind, not only the failover's word)."""
-    refusing = _Refusing()
+    refusing = _refusing()
     try:
         rt = _runtime(tmp_path, refusing, endpoints[1])
         out = _buffered(rt)
@@ -215,7 +206,7 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
     from advisor.service.http.streaming import open_stream, relay
     from advisor.service.routing.attempts import Outcome
 
-    breaking = _Breaking()
+    breaking = _breaking()
     try:
         rt = _runtime(tmp_path, breaking, endpoints[1])
         req = parse_request({"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, {})
@@ -249,7 +240,7 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
 
 
 def test_an_answer_whose_connection_ends_before_its_body_is_a_down_attempt_and_failed_over(tmp_path, endpoints):
-    breaking = _Breaking()
+    breaking = _breaking()
     try:
         rt = _runtime(tmp_path, breaking, endpoints[1])
         out = _buffered(rt)
