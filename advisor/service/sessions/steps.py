@@ -36,8 +36,9 @@ def route_session(rt, req, plan, key, decide_auto: Callable[[], None]) -> bool:
     store = rt.latches
     fresh = source == "derived" and not any(m.role == "assistant" for m in req.messages)
     state = None
-    if source == "derived" and not fresh and first_call_ids(req):  # this run's own latch (continued_id)
-        own = continued_id(sid, first_call_ids(req))
+    calls = first_call_ids(req) if source == "derived" and not fresh else []
+    if calls:  # this run's own latch (continued_id)
+        own = continued_id(sid, calls)
         state = store.get(latch_key(tenant, own))
         if state is not None:
             sid, lid = own, latch_key(tenant, own)
