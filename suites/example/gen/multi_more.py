@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from common import called, crit, file_check, http, json_eq, regex, route, state, step
-from multi_step import AUTH, REQ, md, notify, ops_task, skill_if
+from ops import AUTH, REQ, md, notify, ops_task, skill_if
 
 
 def _gateway_log() -> str:
