@@ -33,12 +33,7 @@ class FallbackLatches:
         return self._primary.get()
 
     def _failed(self, exc: Exception) -> None:
-        primary = self._primary.failed(f"session latch in the local stand-by: {str(exc).strip()[:300]}")
-        if primary is not None:
-            try:
-                primary.close()
-            except Exception:  # noqa: BLE001 - a broken connection may fail to close; it is dropped either way
-                pass
+        self._primary.failed(f"session latch in the local stand-by: {str(exc).strip()[:300]}")
 
     def update(self, sid: str, change: Callable[[Any], Any]) -> Any:
         """One step's change, in the primary when it answers, else in the local stand-by."""

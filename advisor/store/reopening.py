@@ -8,6 +8,7 @@ or the caller said it `failed`, callers get None at once, and after `retry_s` a 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any, Callable
@@ -56,19 +57,18 @@ class Reopening:
         value.close()  # opened after `close`
         return None
 
-    def failed(self, why: str) -> Any:
-        """The connection stopped working: it is away from now on (opened again after `retry_s`); returns it, for
-        the caller to close."""
+    def failed(self, why: str) -> None:
+        """The connection stopped working: it is closed and away from now on (opened again after `retry_s`)."""
         with self._lock:
             value, self._value = self._value, None
             self.down = (time.monotonic(), why)
-        return value
+        _close_broken(value)
 
-    def forget(self) -> Any:
-        """Drop a connection that broke (the database restarted): the next `get` opens one in its thread."""
+    def forget(self) -> None:
+        """Close and drop a connection that broke (the database restarted): the next `get` opens one here."""
         with self._lock:
             value, self._value = self._value, None
-        return value
+        _close_broken(value)
 
     def close(self) -> None:
         """Close the connection; one a thread opens later is closed too."""
@@ -76,4 +76,11 @@ class Reopening:
             self._closed = True
             value, self._value = self._value, None
         if value is not None:
+            value.close()
+
+
+def _close_broken(value: Any) -> None:
+    """Close a connection that is dropped (a broken one may fail to close: it is dropped either way)."""
+    if value is not None:
+        with contextlib.suppress(Exception):
             value.close()

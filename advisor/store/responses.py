@@ -12,7 +12,6 @@ older than ``ttl_s`` read as unknown and are deleted; past ``max_responses`` the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import threading
@@ -138,8 +137,7 @@ class PgResponses(_Responses):
         """The open connection (a broken one, the database restarted, is opened again); StoreError while away."""
         con = self._db.get()
         if con is not None and (con.closed or con.broken):
-            with contextlib.suppress(Exception):  # the broken one is closed, as `Reopening.failed`'s callers do
-                self._db.forget().close()
+            self._db.forget()  # closed and dropped
             con = self._db.get()
         if con is None:
             raise StoreError(self._db.down[1] if self._db.down else f"{self.path}: connecting")
