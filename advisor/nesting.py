@@ -11,10 +11,10 @@ naming the source and the limit: at most `max_nesting()` levels, `DEFAULT_MAX_NE
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
+from advisor.env_limits import count_limit
 from advisor.errors import AdvisorError, ConfigError
 
 DEFAULT_MAX_NESTING = 100  #: levels of nested objects/lists an input file may have unless ADVISOR_MAX_NESTING is set
@@ -29,12 +29,7 @@ _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 def max_nesting() -> int:
     """Levels of nesting allowed in one input (``ADVISOR_MAX_NESTING``, default `DEFAULT_MAX_NESTING`)."""
-    raw = os.environ.get(MAX_NESTING_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_NESTING
-    if not raw.isdigit() or int(raw) < 1:
-        raise ConfigError(f"{MAX_NESTING_ENV}={raw!r}: expected a positive whole number of levels")
-    return int(raw)
+    return count_limit(MAX_NESTING_ENV, DEFAULT_MAX_NESTING, "levels")
 
 
 def too_deep(source: str, what: str, limit: int) -> str:

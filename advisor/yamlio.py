@@ -12,7 +12,6 @@ accepted; any other encoding is refused with the byte offset of the first bad by
 from __future__ import annotations
 
 import codecs
-import os
 import stat
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +19,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from advisor.env_limits import mib_limit
 from advisor.errors import ConfigError
 from advisor.nesting import max_nesting, too_deep
 
@@ -35,17 +35,8 @@ _BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (code
 
 
 def max_input_bytes() -> int:
-    """The size limit of one input file in bytes (``ADVISOR_MAX_INPUT_MB``, default 10 MB)."""
-    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_INPUT_MB * 1024 * 1024
-    try:
-        mb = float(raw)
-    except ValueError:
-        raise ConfigError(f"{MAX_INPUT_ENV}={raw!r}: expected a number of megabytes") from None
-    if not mb > 0:
-        raise ConfigError(f"{MAX_INPUT_ENV}={raw!r}: expected a positive number of megabytes")
-    return int(mb * 1024 * 1024)
+    """The size limit of one input file in bytes (``ADVISOR_MAX_INPUT_MB``, default 10 MiB)."""
+    return mib_limit(MAX_INPUT_ENV, DEFAULT_MAX_INPUT_MB)
 
 
 def utf8_error(path: str | Path, exc: UnicodeDecodeError, offset: int = 0, line: int | None = None) -> str:

@@ -12,7 +12,7 @@ function is allowed for a third-party library only, or with a comment above it s
 The layers, lowest first (`LAYERS`; docs/extending.md shows the same table). A module may import its own layer
 and the layers below it, never one above, and no two packages import each other (through any chain):
 
-1. foundations: errors, registry, nesting, yamlio, strict, money, jsonout, records, scores, shares,
+1. foundations: errors, env_limits, registry, nesting, yamlio, strict, money, jsonout, records, scores, shares,
    suite_validation, version, redaction, toolcalls (the tool-call formats' registry; the formats register
    from `agent`);
 2. backends: what reaches outside the process: backends, triton (the Triton client, its backend, the embedded
@@ -137,8 +137,8 @@ def import_graph(root: Path = PACKAGE, strings: bool = True) -> dict[str, set[st
 
 #: Packages (the first name under ``advisor``) by layer, lowest first; see the module docstring.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundations", ("errors", "registry", "nesting", "yamlio", "strict", "money", "jsonout", "records", "scores",
-                     "shares", "suite_validation", "version", "toolcalls", "redaction")),
+    ("foundations", ("errors", "env_limits", "registry", "nesting", "yamlio", "strict", "money", "jsonout", "records",
+                     "scores", "shares", "suite_validation", "version", "toolcalls", "redaction")),
     ("backends", ("backends", "triton", "store", "tools")),
     ("agent", ("ladder", "checks", "suite", "skipped", "agent", "verifier", "importers")),
     ("probe and router", ("standin", "orchestrator", "probe", "router", "plans", "floors")),

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import csv
 import json
-import math
-import os
 import re
 import stat
 from pathlib import Path
 from typing import Any
 
+from advisor.env_limits import count_limit, mib_limit
 from advisor.errors import DataError
 from advisor.nesting import json_depth, max_nesting, too_deep
 from advisor.yamlio import check_utf8
@@ -76,26 +75,12 @@ ROW_MEMORY_KIB = 8
 
 def max_import_rows() -> int:
     """The row limit of one imported table (``ADVISOR_MAX_IMPORT_ROWS``, default 250,000)."""
-    raw = os.environ.get(MAX_ROWS_ENV, "").strip()
-    try:
-        rows = int(raw) if raw else DEFAULT_MAX_IMPORT_ROWS
-    except ValueError:
-        rows = 0
-    if rows <= 0:
-        raise DataError(f"{MAX_ROWS_ENV}={raw!r}: expected a positive whole number of rows")
-    return rows
+    return count_limit(MAX_ROWS_ENV, DEFAULT_MAX_IMPORT_ROWS, "rows", DataError)
 
 
 def max_import_bytes() -> int:
     """The size limit of one imported table in bytes (``ADVISOR_MAX_IMPORT_MB``, default 32 MiB)."""
-    raw = os.environ.get(MAX_IMPORT_ENV, "").strip()
-    try:
-        mb = float(raw) if raw else float(DEFAULT_MAX_IMPORT_MB)
-    except ValueError:
-        mb = -1.0
-    if not mb > 0 or not math.isfinite(mb):
-        raise DataError(f"{MAX_IMPORT_ENV}={raw!r}: expected a positive number of MiB")
-    return int(mb * 2**20)
+    return mib_limit(MAX_IMPORT_ENV, DEFAULT_MAX_IMPORT_MB, DataError)
 
 
 def _no_nul(path: Path) -> None:

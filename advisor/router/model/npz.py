@@ -15,14 +15,14 @@ problem is one `RouterError` line naming the file, the member and the limit.
 from __future__ import annotations
 
 import math
-import os
 import zipfile
 from pathlib import Path
 
 import numpy as np
 from numpy.lib import format as npy_format
 
-from advisor.errors import ConfigError, RouterError
+from advisor.env_limits import mib_limit
+from advisor.errors import RouterError
 
 DEFAULT_MAX_ARTIFACT_MB = 256  #: decompressed arrays of one router artifact, unless ADVISOR_MAX_ROUTER_MB is set
 MAX_ARTIFACT_ENV = "ADVISOR_MAX_ROUTER_MB"
@@ -32,16 +32,7 @@ DTYPES = {"float32", "float64", "int32", "int64", "uint8", "bool"}  #: the numer
 
 def max_artifact_bytes() -> int:
     """Bytes of arrays one router artifact may hold (``ADVISOR_MAX_ROUTER_MB``, default 256 MiB)."""
-    raw = os.environ.get(MAX_ARTIFACT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_ARTIFACT_MB * 2**20
-    try:
-        mb = float(raw)
-    except ValueError:
-        mb = -1.0
-    if not mb > 0 or not math.isfinite(mb):
-        raise ConfigError(f"{MAX_ARTIFACT_ENV}={raw!r}: expected a positive number of MiB")
-    return int(mb * 2**20)
+    return mib_limit(MAX_ARTIFACT_ENV, DEFAULT_MAX_ARTIFACT_MB)
 
 
 def _header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str) -> None:
