@@ -8,8 +8,8 @@ from http.server import ThreadingHTTPServer
 
 
 class Loopback:
-    """`handler` (a `BaseHTTPRequestHandler` class) served on 127.0.0.1 at a free port until `close`; `base` is its
-    address, `url` its OpenAI-style ``/v1``."""
+    """`handler` (a `BaseHTTPRequestHandler` class) served on 127.0.0.1 at a free port until `close` (or the end of
+    a ``with`` block); `base` is its address, `url` its OpenAI-style ``/v1``."""
 
     def __init__(self, handler) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -21,3 +21,9 @@ class Loopback:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

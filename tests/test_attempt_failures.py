@@ -184,12 +184,9 @@ def _refusing() -> _Fixed:
 def test_a_rung_that_refuses_the_key_is_failed_over_and_its_record_keeps_the_kind(tmp_path, endpoints):
     """A refused key is a failover (the metric's word: ``down``), and the attempt's record says how the rung
     failed: ``down: key refused: ...`` (the seam's kind, not only the failover's word)."""
-    refusing = _refusing()
-    try:
+    with _refusing() as refusing:
         rt = _runtime(tmp_path, refusing, endpoints[1])
         out = _buffered(rt)
-    finally:
-        refusing.close()
     first = rt.ladder.rungs[0].name
     assert out.status == 200 and out.rung == rt.ladder.rungs[1].name
     assert out.attempts[0].rung == first and out.attempts[0].failover
@@ -206,8 +203,7 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
     from advisor.service.http.streaming import open_stream, relay
     from advisor.service.routing.attempts import Outcome
 
-    breaking = _breaking()
-    try:
+    with _breaking() as breaking:
         rt = _runtime(tmp_path, breaking, endpoints[1])
         req = parse_request({"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, {})
         first, second = (r.name for r in rt.ladder.rungs[:2])
@@ -228,8 +224,6 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
                 await rt.client_for.close()
 
         (whole, sent), (broken, cut) = asyncio.run(go())
-    finally:
-        breaking.close()
     done = whole.attempts[-1]
     assert (whole.status, whole.rung, whole.verdict, whole.reply.content) == (200, second, "unverified", "hello")
     assert done.error is None and done.input_tokens == 7 and done.cost_usd > 0 and '"hello"' in sent
@@ -240,12 +234,9 @@ def test_a_stream_is_recorded_and_counted_as_every_attempt_and_a_break_mid_strea
 
 
 def test_an_answer_whose_connection_ends_before_its_body_is_a_down_attempt_and_failed_over(tmp_path, endpoints):
-    breaking = _breaking()
-    try:
+    with _breaking() as breaking:
         rt = _runtime(tmp_path, breaking, endpoints[1])
         out = _buffered(rt)
-    finally:
-        breaking.close()
     assert out.status == 200 and out.rung == rt.ladder.rungs[1].name and out.reply.content == "hello"
     assert out.attempts[0].error.startswith("down: ") and "broke off its answer" in out.attempts[0].error
     assert out.attempts[0].failover
