@@ -1,8 +1,7 @@
 """Benchmark: the bad-input battery, run as a careless user and as an attacker would, each case a process of its own.
 
-Every case of the fourth hardening pass that a command line or a sandboxed run can reach: outputs that cannot be
-written, numbers that are not finite or out of range, names and files that are not UTF-8, addresses that do not
-parse, imports far over their limits (sparse files, NUL padding, FIFOs, /dev/zero, a 100 MB router artifact),
+The bad-input cases a command line or a sandboxed run can reach: outputs that cannot be written, numbers that are
+not finite or out of range, names and files that are not UTF-8, addresses that do not parse, imports far over their limits (sparse files, NUL padding, FIFOs, /dev/zero, a 100 MB router artifact),
 Tessl trees whose symlinks and skill paths point at host files, a store that refuses, and model code in the real
 bubblewrap sandbox that hides memory from the watch (SysV shared memory, memfds), writes non-UTF-8 file names or
 fills the workspace with files. Each case runs `advisor` (or a sandboxed run) as a child process, and is classed:
@@ -52,7 +51,7 @@ TIME_S = 120  #: a case still running after this is unbounded
 class Case:
     group: str
     name: str
-    argv: list[str]  #: with {tmp}, {ro} (a folder nobody can create) and {secret_dir} filled in
+    argv: list[str]  #: with {tmp} (the case's folder) and {ro} (a folder nobody can create) filled in
     refuse: bool = True  #: the command must exit non-zero with one line
     words: tuple[str, ...] = ()  #: words the refusal names
     rss_mb: int = DEFAULT_RSS_MB
