@@ -1,10 +1,11 @@
 """Benchmark: the bad-input battery, run as a careless user and as an attacker would, each case a process of its own.
 
 The bad-input cases a command line or a sandboxed run can reach: outputs that cannot be written, numbers that are
-not finite or out of range, names and files that are not UTF-8, addresses that do not parse, imports far over their limits (sparse files, NUL padding, FIFOs, /dev/zero, a 100 MB router artifact),
-Tessl trees whose symlinks and skill paths point at host files, a store that refuses, and model code in the real
-bubblewrap sandbox that hides memory from the watch (SysV shared memory, memfds), writes non-UTF-8 file names or
-fills the workspace with files. Each case runs `advisor` (or a sandboxed run) as a child process, and is classed:
+not finite or out of range, names and files that are not UTF-8, addresses that do not parse, imports far over their
+limits (sparse files, NUL padding, FIFOs, /dev/zero, a 100 MB router artifact), Tessl trees whose symlinks and skill
+paths point at host files, a store that refuses, and model code in the real bubblewrap sandbox that hides memory
+from the watch (SysV shared memory, memfds), writes non-UTF-8 file names or fills the workspace with files. Each
+case runs `advisor` (or a sandboxed run) as a child process, and is classed:
 
   * traceback: a Python traceback reached the user (stdout or stderr);
   * silent:    a mistake the command should refuse exited 0 (or a sandbox bound that did not stop the run);
