@@ -46,7 +46,7 @@ def test_a_count_limit_that_is_not_a_positive_whole_number_is_one_error(monkeypa
 
 @pytest.mark.parametrize("variable", ["ADVISOR_MAX_INPUT_MB", "ADVISOR_MAX_NESTING"])
 def test_an_infinite_limit_is_one_line_through_the_cli(variable):
-    """``ADVISOR_MAX_INPUT_MB=inf`` was a traceback (OverflowError) before the limits were read one way."""
+    """An infinite limit is refused in one line, not a traceback (``int(inf)`` raises OverflowError)."""
     done = subprocess.run([str(Path(sys.executable).with_name("advisor")), "ladder", "validate",
                            str(REPO / "ladders" / "demo.yaml")], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", variable: "inf"})

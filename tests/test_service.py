@@ -666,8 +666,7 @@ def test_an_internal_error_is_a_500_in_openai_shape(workdir, monkeypatch, tmp_pa
 
 
 def test_a_closing_worker_stops_its_load_poller_and_closes_its_client(workdir, tmp_path):
-    """The runtime's close stops the load board's poller and closes its HTTP client (a worker's shutdown left both
-    running when the board was looked up under another name)."""
+    """The runtime's close stops the load board's poller and closes its HTTP client."""
     import asyncio
 
     from advisor.ladder import load_ladder
