@@ -75,8 +75,7 @@ async def relay(rt, req, out: Outcome, opened, cid: str, created: int) -> AsyncI
             except StopAsyncIteration:
                 part = None
     except BackendError as exc:
-        # tokens were sent, so no failover; the record keeps how the rung failed ("stream broke: timeout: ...")
-        attempt.fail(AttemptError.STREAM_BROKE, f"{failure_kind(exc).value}: {exc}")
+        attempt.fail(AttemptError.STREAM_BROKE, str(exc), backend=failure_kind(exc))  # tokens were sent: no failover
         attempt.latency_s = time.perf_counter() - started
         rt.metrics.count_call(attempt, rt.simulated(rung))
         out.status, out.error = 502, f"rung {rung!r} failed mid-stream: {without_urls(str(exc))}"

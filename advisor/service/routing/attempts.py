@@ -51,9 +51,14 @@ class Attempt:
     tokens_from_server: bool = True
     error_kind: AttemptError | None = None  #: why there is no answer (`error` holds the detail too)
 
-    def fail(self, kind: AttemptError, detail: str = "", failover: bool = False) -> "Attempt":
-        """Record why the attempt gave no answer: ``error`` is "<kind>: <detail>" (as stored)."""
+    def fail(self, kind: AttemptError, detail: str = "", failover: bool = False,
+             backend: FailureKind | None = None) -> "Attempt":
+        """Record why the attempt gave no answer: ``error`` is "<kind>: <detail>" (as stored), with the backend's
+        own kind of failure after the word when it says more ("down: key refused: ...", "stream broke: timeout:
+        ...")."""
         self.error_kind, self.failover = kind, failover or self.failover
+        if backend is not None and backend.value != kind.value:
+            detail = f"{backend.value}: {detail}"
         self.error = f"{kind.value}: {detail}" if detail else kind.value
         return self
 
@@ -173,10 +178,8 @@ def recorded(rt, t: Try, model=None, result=None) -> Attempt:
     attempt = Attempt(t.rung, latency_s=t.latency_s)
     if t.out_of_time:
         attempt.fail(AttemptError.DEADLINE, t.error)
-    elif t.failure is not None:  # "down: key refused: ...": the failover's word, then the seam's kind when it differs
-        word = failover_kind(t.failure)
-        detail = t.error if word.value == t.failure.value else f"{t.failure.value}: {t.error}"
-        attempt.fail(word, detail, failover=True)
+    elif t.failure is not None:
+        attempt.fail(failover_kind(t.failure), t.error, failover=True, backend=t.failure)
     elif result is not None:
         fill_attempt(attempt, model, result)
         if t.rejected is not None:
